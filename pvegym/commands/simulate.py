@@ -1,0 +1,145 @@
+"""``pvegym simulate``: one scenario, one policy, one seed — the §9 metrics and the moves."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from pvegym.errors import ConfigError
+from pvegym.sim.scenarios import load_scenario
+from pvegym.sim.simulation import Simulation
+from pvegym.units import parse_duration
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="simulate a scenario under a policy and print its metrics")
+    p.add_argument(
+        "--scenario",
+        required=True,
+        help="a named scenario (see `pvegym scenarios`) or a .toml file",
+    )
+    p.add_argument("--policy", default="noop", help="a named policy (see `pvegym policies`)")
+    p.add_argument("--seed", type=int, default=0, help="episode seed (workload noise, LRM timing)")
+    p.add_argument(
+        "--duration", default=None, help="simulated time, e.g. 20m, 8h (default: the scenario's)"
+    )
+    p.add_argument(
+        "--qemu-server",
+        choices=("unpatched", "patched"),
+        default=None,
+        help="qemu-server without/with the non-convergence patch (default: the scenario's)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. migration.bandwidth=1GiB/s or nodes[0].maxcpu=8",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a policy constant, e.g. threshold=0.4",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def simulate(
+    scenario: str,
+    policy: str = "noop",
+    seed: int = 0,
+    duration: str | float | None = None,
+    qemu_server: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    params: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run one episode; the ``simulate --json`` document."""
+    from policies import make_policy
+
+    sets = list(overrides)
+    if qemu_server is not None:
+        sets.append(f"migration.qemu_server={qemu_server}")
+    scn = load_scenario(scenario, sets)
+    pol = make_policy(policy, "--policy", **(params or {}))
+    seconds = None if duration is None else parse_duration(duration, "--duration")
+    if seconds is not None and seconds <= 0:
+        raise ConfigError("--duration", "must be positive")
+    sim = Simulation(scn, seed)
+    result = sim.run(pol, seconds)
+    return {"scenario": scn.name, "policy": pol.name, "seed": seed, **result}
+
+
+def _params(items: list[str]) -> dict[str, Any]:
+    from pvegym.config import parse_value
+
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError("--param", f"{item!r} is not KEY=VALUE")
+        k, v = item.split("=", 1)
+        out[k.strip()] = parse_value(v.strip())
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    doc = simulate(
+        args.scenario,
+        args.policy,
+        args.seed,
+        args.duration,
+        args.qemu_server,
+        args.set,
+        _params(args.param),
+    )
+    if args.json:
+        print(json.dumps(doc, sort_keys=True))
+        return 0
+    print(format_summary(doc))
+    return 0
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 100 else f"{v:,.0f}"
+    return str(v)
+
+
+def format_summary(doc: dict[str, Any]) -> str:
+    m = doc["metrics"]
+    lines = [
+        f"scenario {doc['scenario']}  policy {doc['policy']}  seed {doc['seed']}  "
+        f"simulated {m['sim_seconds'] / 3600:.2f} h",
+        "",
+        "workload cost",
+        f"  node cpu stall            {_fmt(m['stall_cpu_s'])} s   (Σ nodes ∫ cpu some)",
+        f"  node memory stall         {_fmt(m['stall_mem_s'])} s   (Σ nodes ∫ memory some)",
+        f"  guest stall               {_fmt(m['guest_stall_s'])} s   (Σ guests ∫ cpu + memory some)",
+        f"  cpu shortfall             {_fmt(m['cpu_shortfall_core_s'])} core·s",
+        f"  mean imbalance            {_fmt(m['imbalance_mean'])}   (normalized CV of true node loads)",
+        "",
+        "balancer",
+        f"  moves                     {m['moves']}  (succeeded {m['moves_succeeded']}, failed {m['moves_failed']}, "
+        f"aborted {m['moves_aborted']})",
+        f"  failed repeats            {m['failed_repeats']}",
+        f"  oscillations              {m['oscillations']}",
+        f"  max moves of one guest    {m['max_moves_one_guest']}",
+        f"  churn moves (no pressure) {m['churn_moves']}",
+        f"  evacuation latency        {_fmt(m['evacuation_latency_s'])} s",
+        f"  migration                 {m['migration_bytes'] / 2**30:.2f} GiB in {m['migration_seconds']:.0f} s, "
+        f"downtime {m['downtime_s']:.2f} s",
+    ]
+    if doc["moves"]:
+        lines += ["", "moves (t, guest, source → target, outcome)"]
+        lines += [
+            f"  {mv['t']:>7.0f} s  {mv['guest']}  {mv['source']} → {mv['target']}  {mv['outcome']}"
+            for mv in doc["moves"][:30]
+        ]
+        if len(doc["moves"]) > 30:
+            lines.append(f"  … {len(doc['moves']) - 30} more (use --json)")
+    return "\n".join(lines)

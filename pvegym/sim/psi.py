@@ -1,0 +1,128 @@
+"""Linux pressure stall information (PSI): the kernel's running averages and a contention model.
+
+Averages (``kernel/sched/psi.c``): every ``PSI_FREQ`` = 2 s period the kernel folds the period's
+stall percentage into three exponential averages, ``avg ← avg·e + pct·(1 − e)``, with the fixed-point
+decay constants ``EXP_10s = 1677``, ``EXP_60s = 1981``, ``EXP_300s = 2034`` over ``FIXED_1 = 2048``.
+:class:`PsiAverages` keeps them for many resources at once (NumPy arrays); a stall that is constant
+over k periods is folded in closed form (``e**k``), exactly what k single updates give.
+
+Contention model (``reference/migration-psi.md`` §D.3/§D.4; these are modelling choices, not kernel
+code): a node's CPU *some* pressure blends a per-runqueue M/M/1 term (ρ²) and a pooled M/M/c term
+for random load, plus the kernel's deterministic hog term min(max(N − P, 0)/P, 1) for demand beyond
+the cores. Memory pressure rises once memory in use exceeds what the node has above its watermark.
+System-level CPU *full* is always 0, as the kernel prints it.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+PERIOD_S = 2.0  # psi.c: PSI_FREQ = 2*HZ+1 jiffies — one averaging period (the +1 tick is ignored)
+FIXED_1 = 2048  # psi.c / loadavg.h: FIXED_1 = 1 << FSHIFT (11)
+EXP_10S = 1677 / FIXED_1  # psi.c EXP_10s: 1/exp(2s/10s) as fixed-point
+EXP_60S = 1981 / FIXED_1  # psi.c EXP_60s: 1/exp(2s/60s)
+EXP_300S = 2034 / FIXED_1  # psi.c EXP_300s: 1/exp(2s/300s)
+_DECAY = np.array([EXP_10S, EXP_60S, EXP_300S])[:, None]
+
+
+class PsiAverages:
+    """avg10/avg60/avg300 (percent, 0–100) for ``n`` resources, updated per 2 s period."""
+
+    __slots__ = ("_avg",)
+
+    def __init__(self, n: int) -> None:
+        self._avg = np.zeros((3, n))
+
+    def reset(self) -> None:
+        self._avg[:] = 0.0
+
+    def update(self, pct: NDArray[np.float64], periods: int = 1) -> None:
+        """Fold ``periods`` consecutive 2 s periods, each with stall ``pct`` (percent 0–100)."""
+        e = _DECAY if periods == 1 else _DECAY**periods
+        self._avg *= e
+        self._avg += (1.0 - e) * pct
+
+    @property
+    def avg10(self) -> NDArray[np.float64]:
+        return self._avg[0]
+
+    @property
+    def avg60(self) -> NDArray[np.float64]:
+        return self._avg[1]
+
+    @property
+    def avg300(self) -> NDArray[np.float64]:
+        return self._avg[2]
+
+
+def mmc_some(cores: int, rho: float) -> float:
+    """CPU some (fraction 0–1) of an M/M/c queue with ``cores`` servers at utilisation ``rho``.
+
+    ``E[min((N − c)⁺, c)] / c``: the expected number of waiting tasks, at most one per CPU, per CPU
+    (``reference/migration-psi.md`` §D.3, item 3 — perfect global balancing, a lower bound).
+    """
+    if rho <= 0.0:
+        return 0.0
+    if rho >= 1.0:
+        return 1.0
+    c = int(cores)
+    a = c * rho
+    # Stationary distribution: p_n = p0 a^n/n! (n ≤ c); p_n = p_c ρ^(n−c) (n > c). Work in logs.
+    log_terms = [n * math.log(a) - math.lgamma(n + 1) for n in range(c)]
+    log_pc_unnorm = c * math.log(a) - math.lgamma(c + 1)
+    m = max(*log_terms, log_pc_unnorm) if log_terms else log_pc_unnorm
+    s = sum(math.exp(x - m) for x in log_terms) + math.exp(log_pc_unnorm - m) / (1.0 - rho)
+    p_c = math.exp(log_pc_unnorm - m) / s
+    # Σ_{k≥1} min(k, c) ρ^k = Σ_{k=1..c} k ρ^k + c ρ^(c+1)/(1−ρ)
+    head = rho * (1 - (c + 1) * rho**c + c * rho ** (c + 1)) / (1 - rho) ** 2
+    tail = c * rho ** (c + 1) / (1 - rho)
+    return min(1.0, p_c * (head + tail) / c)
+
+
+_RHO_GRID = np.linspace(0.0, 1.0, 2001)
+
+
+@lru_cache(maxsize=64)
+def _mmc_table(cores: int) -> NDArray[np.float64]:
+    return np.array([mmc_some(cores, float(r)) for r in _RHO_GRID])
+
+
+def cpu_some(
+    demand: NDArray[np.float64],
+    cores: NDArray[np.float64],
+    blend: float,
+    hog_share: float,
+) -> NDArray[np.float64]:
+    """Node CPU some pressure (fraction 0–1) from CPU demand (cores) on ``cores`` CPUs.
+
+    ``blend`` weights the per-runqueue ρ² term against the pooled M/M/c term for random load;
+    ``hog_share`` is the share of demand from always-runnable threads, which contend only once
+    demand exceeds the cores (the kernel's 257-hogs-on-256-CPUs example gives 1/256). Both terms
+    are non-decreasing in demand, so pressure is monotone in load.
+    """
+    rho = demand / cores
+    rho_r = np.minimum(rho, 1.0)
+    random = blend * rho_r * rho_r
+    if blend < 1.0:
+        mmc = np.empty_like(rho_r)
+        for c in np.unique(cores):
+            sel = cores == c
+            mmc[sel] = np.interp(rho_r[sel], _RHO_GRID, _mmc_table(int(c)))
+        random = random + (1.0 - blend) * mmc
+    hog = np.clip(rho - 1.0, 0.0, 1.0)
+    return np.clip((1.0 - hog_share) * random + hog, 0.0, 1.0)
+
+
+def memory_some(
+    used: NDArray[np.float64], total: NDArray[np.float64], watermark: float, gain: float
+) -> NDArray[np.float64]:
+    """Memory some pressure (fraction 0–1): 0 while ``used`` fits under ``total × (1 − watermark)``;
+    above it, reclaim and refaults stall tasks in proportion to the overcommitted fraction × ``gain``
+    (``reference/migration-psi.md`` §D.4: a modelling proposal grounded in the memstall sources)."""
+    avail = total * (1.0 - watermark)
+    over = np.maximum(used - avail, 0.0) / avail
+    return np.minimum(over * gain, 1.0)

@@ -1,0 +1,457 @@
+"""One simulated cluster under the HA manager: physics, the CRM round and the motion pipeline.
+
+Time advances in CRM rounds of ``round_s`` (10 s). One round, in order (``MODEL.md`` §2,
+``pve-ha-manager.md`` §1):
+
+1. ``advance()`` — physics of the interval ``(t, t + round_s]``: the LRM runs queued motions
+   (:mod:`pvegym.sim.motions`), then :class:`~pvegym.sim.cluster.ClusterState` computes demand,
+   supply, memory and pressure, and the metrics integrate them.
+2. ``observe()`` — at the new round time: scenario events that queue manual motions
+   (``update_crm_commands`` runs before the balancer), the LRM exits the CRM now sees, and the
+   telemetry snapshot (:class:`~pvegym.sim.view.ClusterView`) with service states as they were
+   *before* this round's state machine — so a motion whose result arrives now still blocks the
+   balancer in this round.
+3. ``commit(motion)`` — the balancer's answer is queued (``queue_resource_motion``: the leader and
+   its positive-affinity partners; refused onto a negative-affinity partner's node), then the
+   service state machine: results move services to ``started`` on the target (success) or back on
+   the source (failure, no memory of it); queued commands turn ``started`` services into
+   ``migrate``/``relocate`` and hand a job to the LRM.
+
+``reset()`` runs step 1 and 2 for the first round; ``step(motion)`` runs 3, 1, 2. ``run(policy)`` is
+the whole loop. The model never imports Gymnasium or the policies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pvegym.sim.cluster import ClusterState
+from pvegym.sim.metrics import Metrics, MoveRecord
+from pvegym.sim.migration import Migration
+from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_params
+from pvegym.sim.scenario import Scenario
+from pvegym.sim.view import (
+    STARTED,
+    STOPPED,
+    Balancer,
+    ClusterView,
+    Motion,
+    MotionResult,
+    NodeAffinityRule,
+    ResourceAffinityRule,
+    Rules,
+)
+
+CHURN_PRESSURE_PCT = 10.0  # MODEL.md §9: churn_pressure_pct
+
+
+class Simulation:
+    """A scenario, a seed and the HA manager: ``reset()`` then ``step(motion)`` once per round."""
+
+    def __init__(self, scenario: Scenario, seed: int = 0) -> None:
+        self.scenario = scenario
+        self.round_s = scenario.round_s
+        self.seed = seed
+        self.rules = Rules(
+            node_affinity=tuple(
+                NodeAffinityRule(
+                    r.name, tuple(r.resources), tuple(sorted(r.nodes.items())), r.strict
+                )
+                for r in scenario.node_affinity
+            ),
+            resource_affinity=tuple(
+                ResourceAffinityRule(r.name, tuple(r.resources), r.affinity == "positive")
+                for r in scenario.resource_affinity
+            ),
+        )
+        self._build(seed)
+
+    # ------------------------------------------------------------------ set-up
+    def _build(self, seed: int) -> None:
+        self.seed = seed
+        root = np.random.SeedSequence(seed)
+        phys_seed, lrm_seed = root.spawn(2)
+        self.cluster = cl = ClusterState(self.scenario, np.random.default_rng(phys_seed))
+        self._lrm_rng = np.random.default_rng(lrm_seed)
+        self.guests = cl.guests
+        self.ha_idx = np.array([i for i, g in enumerate(cl.guests) if g.ha], dtype=np.int64)
+        self.ha_sids = tuple(cl.sids[i] for i in self.ha_idx)
+        self._is_ha = np.zeros(cl.n_guests, dtype=bool)
+        self._is_ha[self.ha_idx] = True
+        self.positive: dict[int, list[int]] = {}
+        self.negative: dict[int, list[int]] = {}
+        for rule in self.scenario.resource_affinity:
+            members = [cl.guest_index[s] for s in rule.resources]
+            table = self.positive if rule.affinity == "positive" else self.negative
+            for m in members:
+                table.setdefault(m, []).extend(
+                    x for x in members if x != m and x not in table.get(m, [])
+                )
+        self._migratable = np.array([not g.local_resources for g in cl.guests])
+        self._disabled = set(self.scenario.telemetry.disabled)
+        self._nan_nodes = np.full(cl.n_nodes, np.nan)
+        self._nan_guests = np.full(self.ha_idx.size, np.nan)
+        self._reset_state()
+
+    def _reset_state(self) -> None:
+        cl = self.cluster
+        cl.reset()
+        self.t = 0.0
+        self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
+        self.svc_node = cl.home.copy()
+        self.svc_target = np.full(cl.n_guests, -1, dtype=np.int64)
+        self.cmds: dict[int, tuple[str, int]] = {}
+        self.jobs: list[Job] = []  # FIFO: the LRM runs one motion at a time
+        self.finished: list[Job] = []  # ended, not yet seen by the CRM
+        self._events = sorted(
+            (e for e in self.scenario.events if e.type == "migrate"), key=lambda e: e.t
+        )
+        self._event_pos = 0
+        self.metrics = Metrics(churn_pressure_pct=CHURN_PRESSURE_PCT)
+        self.metrics.onsets = [
+            (e.t, e.node) for e in self.scenario.events if e.type == "pressure-onset"
+        ]
+        self.log: list[tuple[float, str]] = []
+        self.view: ClusterView | None = None
+        self._results: list[Job] = []
+        self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
+
+    def reset(self, seed: int | None = None) -> ClusterView:
+        """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
+        if seed is not None and seed != self.seed:
+            self._build(seed)
+        else:
+            self._build(self.seed)
+        self.advance()
+        return self.observe()
+
+    # ------------------------------------------------------------------ the round
+    def step(self, motion: Motion | None) -> ClusterView:
+        """Commit this round's decision, simulate to the next round and return its view."""
+        self.commit(motion)
+        self.advance()
+        return self.observe()
+
+    def run(
+        self,
+        policy: Balancer | Callable[[ClusterView], Motion | None],
+        duration: float | None = None,
+    ) -> dict[str, Any]:
+        """Run a whole episode of ``duration`` seconds (default: the scenario's) and return the
+        ``simulate --json`` result."""
+        decide = policy.decide if isinstance(policy, Balancer) else policy
+        if isinstance(policy, Balancer):
+            policy.reset(self.seed)
+        duration = self.scenario.duration if duration is None else duration
+        rounds = round(duration / self.round_s)
+        view = self.reset()
+        for _ in range(rounds - 1):
+            view = self.step(decide(view))
+        self.commit(decide(view))
+        return self.result()
+
+    @property
+    def done_rounds(self) -> int:
+        return round(self.t / self.round_s)
+
+    # ------------------------------------------------------------------ physics
+    def advance(self) -> None:
+        """Physics of one round: the LRM's motions, then contention and pressure, then metrics."""
+        cl = self.cluster
+        t0, dt = self.t, self.round_s
+        t1 = t0 + dt
+        cl.run_fraction[:] = 1.0
+        cl.reserved_mem[:] = 0.0
+        self._lrm(t0, t1)
+        np.maximum(cl.run_fraction, 0.0, out=cl.run_fraction)
+        cl.advance(t1, dt)
+        online = cl.node_online
+        self.metrics.add_round(
+            dt,
+            cl.node_cpu_some[online],
+            cl.node_mem_some[online],
+            float(cl.guest_cpu_some.sum() + cl.guest_mem_some.sum()),
+            float((cl.demand - cl.received).sum()),
+            cl.node_cpu[online],
+            cl.node_mem[online],
+            cl.node_maxcpu[online],
+            cl.node_maxmem[online],
+        )
+        self.t = t1
+
+    def _lrm(self, t0: float, t1: float) -> None:
+        cl, ms = self.cluster, self.scenario.migration
+        dt = t1 - t0
+        t = t0
+        while self.jobs and t < t1:
+            job = self.jobs[0]
+            start = max(job.t_start, t)
+            if start >= t1:
+                return
+            g = job.guest
+            if job.phase == "queued":
+                if job.kind == RELOCATE:
+                    job.phase = "down"
+                    job.t_transfer_start = start
+                    job.t_phase_end = start + ms.ct_shutdown_s + ms.ct_start_s
+                else:
+                    job.phase = "precheck"
+                    job.t_phase_end = start + ms.precheck_s
+            if job.phase == "precheck":
+                if job.t_phase_end >= t1:
+                    return
+                t = job.t_phase_end
+                if not self._migratable[g]:
+                    self._finish(job, t, ok=False, reason="local resource")
+                    continue
+                free = cl.node_maxmem[job.target] - cl.node_mem[job.target]
+                if free < cl.memhost[g]:
+                    self._finish(job, t, ok=False, reason="not enough memory on target")
+                    continue
+                spec = self.guests[g]
+                job.migration = Migration(
+                    migration_params(
+                        spec.maxmem, spec.dirty_rate, spec.wws, spec.throttle_sensitivity, ms
+                    )
+                )
+                job.phase = "transfer"
+                job.t_transfer_start = t
+            if job.phase == "transfer":
+                mig = job.migration
+                assert mig is not None
+                before = mig.throttle_integral
+                mig.advance(t1 - t)
+                cl.run_fraction[g] -= (mig.throttle_integral - before) / dt
+                cl.reserved_mem[job.target] += cl.memhost[g]
+                if mig.outcome == "running":
+                    return
+                t = job.t_transfer_start + mig.t
+                self.metrics.migration_bytes += mig.transferred
+                self.metrics.migration_seconds += mig.t
+                if mig.outcome == "completed":
+                    down = mig.downtime_s + ms.resume_s
+                    cl.run_fraction[g] -= min(down, t1 - t) / dt
+                    self.metrics.downtime_s += down
+                    cl.node[g] = job.target
+                    self._finish(job, t, ok=True)
+                else:
+                    self._finish(
+                        job, t, ok=False, aborted=True, reason=mig.error or "no convergence"
+                    )
+                continue
+            if job.phase == "down":
+                lo, hi = max(job.t_transfer_start, t0), min(job.t_phase_end, t1)
+                cl.run_fraction[g] -= max(hi - lo, 0.0) / dt
+                if job.t_phase_end >= t1:
+                    return
+                t = job.t_phase_end
+                self.metrics.downtime_s += job.t_phase_end - job.t_transfer_start
+                cl.node[g] = job.target
+                self._finish(job, t, ok=True)
+
+    def _finish(
+        self, job: Job, t: float, ok: bool, aborted: bool = False, reason: str = ""
+    ) -> None:
+        job.phase, job.t_end, job.ok, job.aborted, job.reason = "done", t, ok, aborted, reason
+        self.jobs.pop(0)
+        self.finished.append(job)
+        if job.move_id is not None:
+            self.metrics.move_ended(self.metrics.moves[job.move_id], ok, aborted, reason, t)
+        verb = "migration" if job.kind == MIGRATE else "relocation"
+        self.log.append(
+            (
+                t,
+                f"{job.sid}: {verb} to {self.cluster.node_names[job.target]} "
+                + ("finished" if ok else f"failed: {reason}"),
+            )
+        )
+
+    # ------------------------------------------------------------------ CRM
+    def observe(self) -> ClusterView:
+        """Manual commands due now, the LRM exits the CRM sees, and the telemetry snapshot."""
+        while self._event_pos < len(self._events) and self._events[self._event_pos].t <= self.t:
+            ev = self._events[self._event_pos]
+            self._event_pos += 1
+            self._queue(self.cluster.guest_index[ev.sid], self.cluster.node_index[ev.target])
+        self._results = [j for j in self.finished if j.t_end is not None and j.t_end <= self.t]
+        self.finished = [j for j in self.finished if j not in self._results]
+        self.view = self._build_view()
+        return self.view
+
+    def commit(self, motion: Motion | None) -> bool:
+        """Queue the balancer's motion (if valid) and run the service state machine.
+
+        Returns whether the motion was queued (an invalid one is logged and dropped, as the HA
+        manager ignores a command for an offline or current node).
+        """
+        queued = False
+        if motion is not None:
+            queued = self._balancer_motion(motion)
+        cl = self.cluster
+        for job in self._results:  # next_state_migrate_relocate
+            g = job.guest
+            self.svc_state[g] = STARTED
+            self.svc_target[g] = -1
+            self.svc_node[g] = job.target if job.ok else job.source
+        self._results = []
+        for g, (kind, target) in sorted(self.cmds.items()):  # next_state_started with a cmd
+            if self.svc_state[g] != STARTED:
+                continue
+            del self.cmds[g]
+            if target == self.svc_node[g] or not cl.node_online[target]:
+                continue
+            self.svc_state[g] = kind
+            self.svc_target[g] = target
+            offset = float(self._lrm_rng.uniform(0.0, self.scenario.migration.lrm_delay_max_s))
+            job = Job(g, cl.sids[g], int(self.svc_node[g]), target, kind, self.t, self.t + offset)
+            job.move_id = self._pending_move.pop(g, None)
+            self.jobs.append(job)
+        return queued
+
+    def motion_possible(self, g: int, target: int) -> bool:
+        """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
+        cl = self.cluster
+        if not self._is_ha[g] or self.svc_state[g] != STARTED or self.motion_active():
+            return False
+        if target == self.svc_node[g] or not cl.node_online[target]:
+            return False
+        return not any(
+            self.svc_node[p] == target or self.svc_target[p] == target
+            for p in self.negative.get(g, ())
+        )
+
+    def motion_active(self) -> bool:
+        """``any_resource_motion_queued_or_running``: a service in migrate/relocate or a queued cmd."""
+        # a service is in migrate/relocate from its job's creation until the CRM has processed
+        # the job's result, so the job lists answer this in O(1)
+        return bool(self.cmds or self.jobs or self.finished or self._results)
+
+    def _balancer_motion(self, motion: Motion) -> bool:
+        cl = self.cluster
+        g = cl.guest_index.get(motion.sid)
+        target = cl.node_index.get(motion.target)
+        if g is None or target is None or not self._is_ha[g] or self.svc_state[g] != STARTED:
+            self.log.append(
+                (
+                    self.t,
+                    f"ignored motion {motion.sid} -> {motion.target}: not a started HA service",
+                )
+            )
+            return False
+        if not self.motion_possible(g, target):
+            self.log.append(
+                (self.t, f"ignored motion {motion.sid} -> {motion.target}: not possible now")
+            )
+            return False
+        task = "migrate" if cl.sids[g].startswith("vm:") else "relocate"
+        if motion.imbalance_before is not None and motion.imbalance_after is not None:
+            self.log.append(
+                (
+                    self.t,
+                    f"auto rebalance - {task} {motion.sid} to {motion.target} "
+                    f"(expected change for imbalance from {motion.imbalance_before:.2f} "
+                    f"to {motion.imbalance_after:.2f})",
+                )
+            )
+        rec = MoveRecord(self.t, motion.sid, cl.node_names[self.svc_node[g]], motion.target)
+        self.metrics.move_issued(rec, churn=self._no_true_pressure())
+        self._pending_move[g] = len(self.metrics.moves) - 1
+        self._queue(g, target)
+        return True
+
+    def _no_true_pressure(self) -> bool:
+        cpu, mem, _ = self.cluster.node_avg10()
+        online = self.cluster.node_online
+        return bool(
+            (cpu[online] < CHURN_PRESSURE_PCT).all() and (mem[online] < CHURN_PRESSURE_PCT).all()
+        )
+
+    def _queue(self, g: int, target: int) -> None:
+        """``queue_resource_motion``: the service and its positive partners (not already there)."""
+        cl = self.cluster
+        for p in self.negative.get(g, ()):
+            if self.svc_node[p] == target or self.svc_target[p] == target:
+                self.log.append(
+                    (
+                        self.t,
+                        f"err: cannot move {cl.sids[g]} to {cl.node_names[target]}: "
+                        f"negative affinity with {cl.sids[p]}",
+                    )
+                )
+                return
+        for m in (g, *self.positive.get(g, ())):
+            if m != g and (self.svc_node[m] == target or self.svc_target[m] == target):
+                continue
+            kind = MIGRATE if cl.sids[m].startswith("vm:") else RELOCATE
+            self.cmds[m] = (kind, target)
+
+    # ------------------------------------------------------------------ telemetry
+    def _build_view(self) -> ClusterView:
+        cl, idx, off = self.cluster, self.ha_idx, self._disabled
+        n_cpu_some, n_mem_some, n_mem_full = cl.node_avg10()
+        g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = cl.guest_avg10()
+        running = cl.running[idx] & (cl.run_fraction[idx] > 0.0)
+
+        def node(name: str, arr: np.ndarray) -> np.ndarray:
+            return self._nan_nodes if name in off else arr.copy()
+
+        def guest(name: str, arr: np.ndarray) -> np.ndarray:
+            return self._nan_guests if name in off else arr[idx]
+
+        results = tuple(
+            MotionResult(
+                j.sid,
+                cl.node_names[j.source],
+                cl.node_names[j.target],
+                j.ok,
+                j.reason,
+                j.t_issued,
+                float(j.t_end or 0.0),
+            )
+            for j in self._results
+            if self._is_ha[j.guest]
+        )
+        return ClusterView(
+            t=self.t,
+            node_names=cl.node_names,
+            node_online=cl.node_online.copy(),
+            node_maxcpu=cl.node_maxcpu,
+            node_maxmem=cl.node_maxmem,
+            node_cpu=node("node_cpu", cl.node_cpu),
+            node_mem=node("node_mem", cl.node_mem),
+            node_cpu_some=node("node_cpu_some", n_cpu_some),
+            node_mem_some=node("node_mem_some", n_mem_some),
+            node_mem_full=node("node_mem_full", n_mem_full),
+            sids=self.ha_sids,
+            guest_node=self.svc_node[idx],
+            guest_target=self.svc_target[idx],
+            guest_state=tuple(self.svc_state[i] for i in idx),
+            guest_running=running,
+            guest_maxcpu=cl.guest_maxcpu[idx],
+            guest_maxmem=cl.guest_maxmem[idx],
+            guest_cpu=guest("guest_cpu", cl.received),
+            guest_mem=guest("guest_mem", cl.memhost * cl.mem_ratio),
+            guest_memhost=guest("guest_memhost", cl.memhost),
+            guest_cpu_some=guest("guest_cpu_some", g_cpu_some),
+            guest_cpu_full=guest("guest_cpu_full", g_cpu_full),
+            guest_mem_some=guest("guest_mem_some", g_mem_some),
+            guest_mem_full=guest("guest_mem_full", g_mem_full),
+            guest_migratable=self._migratable[idx],
+            rules=self.rules,
+            results=results,
+            motion_active=self.motion_active(),
+            mode=self.scenario.crs_mode,
+        )
+
+    # ------------------------------------------------------------------ results
+    def result(self) -> dict[str, Any]:
+        """Metrics (§9) and the balancer's moves, including a migration still running at the end."""
+        m = self.metrics.result()
+        for job in self.jobs:
+            if job.phase == "transfer" and job.migration is not None:
+                m["migration_bytes"] += job.migration.transferred
+                m["migration_seconds"] += job.migration.t
+        return {"metrics": m, "moves": [r.as_dict() for r in self.metrics.moves]}

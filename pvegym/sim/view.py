@@ -1,0 +1,145 @@
+"""What a balancer sees in one CRM round, and what it may answer.
+
+The HA manager's balancer never reads ground truth. It reads what pvestatd broadcast (point samples
+every 10 s, see ``MODEL.md`` §3 and ``pve-ha-manager.md`` §5.3), the manager's own service states,
+the configured rules and the results of finished motions (the LRM's exit). :class:`ClusterView` is
+that view, as arrays (struct of arrays) so that a policy over 2,000 guests stays cheap. A field
+whose telemetry is switched off reads NaN: policies must fail open on it.
+
+Every policy, heuristic or learned, implements :class:`Balancer`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+# HA service states (pve-ha-manager ``Manager.pm``); the balancer only moves ``started`` services.
+STARTED = "started"
+MIGRATE = "migrate"
+RELOCATE = "relocate"
+STOPPED = "stopped"
+REQUEST_START = "request_start"
+MOTION_STATES = frozenset({MIGRATE, RELOCATE})
+
+
+@dataclass(frozen=True, slots=True)
+class Motion:
+    """A balancer's answer: move ``sid`` (the leader of its bundle) to node ``target``.
+
+    The HA manager moves the whole positive-affinity bundle with it (``queue_resource_motion``).
+    ``imbalance_before``/``imbalance_after`` are what the balancer expected (for its log line).
+    """
+
+    sid: str
+    target: str
+    imbalance_before: float | None = None
+    imbalance_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MotionResult:
+    """The LRM's exit for one finished motion, as the CRM sees it in the round after it ended."""
+
+    sid: str
+    source: str
+    target: str
+    ok: bool
+    reason: (
+        str  # "" on success; e.g. "local resource", "not enough memory on target", "no convergence"
+    )
+    t_issued: float  # seconds, simulated time of the CRM round that queued it
+    t_ended: float  # seconds, when the LRM's worker finished
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinityRule:
+    """``node-affinity`` rule: ``resources`` prefer ``nodes`` (node → priority, higher first)."""
+
+    name: str
+    resources: tuple[str, ...]
+    nodes: tuple[tuple[str, int], ...]
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceAffinityRule:
+    """``resource-affinity`` rule: positive = keep together (a bundle), negative = keep apart."""
+
+    name: str
+    resources: tuple[str, ...]
+    positive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    node_affinity: tuple[NodeAffinityRule, ...] = ()
+    resource_affinity: tuple[ResourceAffinityRule, ...] = ()
+
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class ClusterView:
+    """The HA manager's view at one CRM round. Arrays are read-only snapshots; do not mutate.
+
+    Units: cpu in cores, memory in bytes, pressure in percent (avg10, 0–100), time in seconds.
+    Guests are the HA-managed services only, sorted by sid; nodes are sorted by name.
+    """
+
+    t: float
+    node_names: tuple[str, ...]
+    node_online: BoolArray
+    node_maxcpu: FloatArray
+    node_maxmem: FloatArray
+    node_cpu: FloatArray  # cores busy over the last 10 s (pvestatd point sample)
+    node_mem: FloatArray  # MemTotal − MemAvailable
+    node_cpu_some: FloatArray  # PSI cpu some avg10, percent
+    node_mem_some: FloatArray  # PSI memory some avg10, percent
+    node_mem_full: FloatArray  # PSI memory full avg10, percent
+    sids: tuple[str, ...]
+    guest_node: IntArray  # index into node_names: the node the service is on
+    guest_target: IntArray  # index of the motion target while migrate/relocate, else -1
+    guest_state: tuple[str, ...]  # HA state (started, migrate, relocate, stopped, ...)
+    guest_running: BoolArray
+    guest_maxcpu: FloatArray  # configured vCPUs
+    guest_maxmem: FloatArray  # configured memory, bytes
+    guest_cpu: FloatArray  # cores (RRD point sample)
+    guest_mem: FloatArray  # balloon-reported guest view, bytes
+    guest_memhost: FloatArray  # host-side footprint, bytes
+    guest_cpu_some: FloatArray
+    guest_cpu_full: FloatArray
+    guest_mem_some: FloatArray
+    guest_mem_full: FloatArray
+    guest_migratable: BoolArray  # False when the config pins it (local CD-ROM, local device)
+    rules: Rules = field(default_factory=Rules)
+    results: tuple[MotionResult, ...] = ()  # LRM exits the CRM processes in this round
+    motion_active: bool = False  # a motion is queued or running anywhere (the pipeline is busy)
+    mode: str = "dynamic"  # CRS scheduler mode: "dynamic" or "static"
+
+    def node_index(self, name: str) -> int:
+        return self.node_names.index(name)
+
+    def sid_index(self, sid: str) -> int:
+        return self.sids.index(sid)
+
+
+@runtime_checkable
+class Balancer(Protocol):
+    """A balancer: called once per CRM round (``load_balance``), at most one motion per round.
+
+    It keeps its own state across rounds (hold counters, backoff tables, EMAs); ``reset`` clears it
+    at the start of an episode.
+    """
+
+    name: str
+
+    def reset(self, seed: int | None = None) -> None: ...
+
+    def decide(self, view: ClusterView) -> Motion | None: ...

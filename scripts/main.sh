@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job: installs pvegym into .venv if needed, then runs the headline demonstration.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/venv.sh
+"$PY" -m pip install -q -e .
+"$VENV/bin/pvegym" simulate --scenario contended-3node --policy upstream --duration 1h "$@"
