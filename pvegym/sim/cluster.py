@@ -18,6 +18,9 @@ Per round of ``dt`` seconds (constant within the round):
    CPU *full* is the fraction of its work that waits (all its threads stalled). Throttling is not
    pressure: a throttled vCPU sleeps (``cpu-throttle.c``).
 5. PSI averages advance by ``dt / 2`` periods.
+
+The arithmetic runs in one compiled pass (:func:`pvegym.sim.kernel.cluster_round`), which also
+returns the round's totals for the metrics.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from pvegym.sim.psi import PERIOD_S, PsiAverages, cpu_some, memory_some
+from pvegym.sim.kernel import cluster_round
+from pvegym.sim.psi import GRID_STEPS, PERIOD_S, PSI_DECAY, CpuPressureModel
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.workload import WorkloadBank
 
@@ -37,131 +41,107 @@ class ClusterState:
 
     def __init__(self, scenario: Scenario, rng: np.random.Generator) -> None:
         self.scenario = scenario
-        self.psi_model = scenario.psi
+        pm = self.psi_model = scenario.psi
         # nodes sorted by name and guests by sid, as the HA manager iterates them
         self.nodes = tuple(sorted(scenario.nodes, key=lambda n: n.name))
         self.guests = tuple(sorted(scenario.guests, key=lambda g: g.sid))
         self.node_names = tuple(n.name for n in self.nodes)
-        self.n_nodes = len(self.node_names)
-        self.node_maxcpu = np.array([float(n.maxcpu) for n in self.nodes])
-        self.node_maxmem = np.array([n.maxmem for n in self.nodes])
-        self.node_online = np.array([n.online for n in self.nodes])
-        self.sids = tuple(g.sid for g in self.guests)
-        self.n_guests = len(self.sids)
+        self.n_nodes = n = len(self.node_names)
+        self.node_maxcpu = np.array([float(x.maxcpu) for x in self.nodes])
+        self.node_maxmem = np.array([x.maxmem for x in self.nodes], dtype=np.float64)
+        self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
+        self.sids = tuple(x.sid for x in self.guests)
+        self.n_guests = g = len(self.sids)
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
         self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
-        self.home = np.array([self.node_index[g.node] for g in self.guests], dtype=np.int64)
-        self.guest_maxcpu = np.array([float(g.maxcpu) for g in self.guests])
-        self.guest_maxmem = np.array([g.maxmem for g in self.guests])
-        self.mem_ratio = np.array([g.mem_ratio for g in self.guests])
-        seeds = rng.integers(0, 2**63 - 1, size=4)
-        self.cpu_bank = WorkloadBank([g.cpu for g in self.guests], np.random.default_rng(seeds[0]))
-        self.mem_bank = WorkloadBank(
-            [g.memhost for g in self.guests], np.random.default_rng(seeds[1])
-        )
-        self.base_cpu_bank = WorkloadBank(
-            [n.base_cpu for n in self.nodes], np.random.default_rng(seeds[2])
-        )
-        self.base_mem_bank = WorkloadBank(
-            [n.base_mem for n in self.nodes], np.random.default_rng(seeds[3])
-        )
-        g, n = self.n_guests, self.n_nodes
+        self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
+        self.guest_maxcpu = np.array([float(x.maxcpu) for x in self.guests])
+        self.guest_maxmem = np.array([x.maxmem for x in self.guests], dtype=np.float64)
+        self.mem_ratio = np.array([x.mem_ratio for x in self.guests], dtype=np.float64)
+        # one bank for every signal: [guest cpu | guest memhost | node base cpu | node base mem]
+        specs = [x.cpu for x in self.guests] + [x.memhost for x in self.guests]
+        specs += [x.base_cpu for x in self.nodes] + [x.base_mem for x in self.nodes]
+        self.bank = WorkloadBank(specs, rng)
+        self.cpu_pressure = CpuPressureModel(self.node_maxcpu, pm.cpu_blend, pm.cpu_hog_share)
         self.node = self.home.copy()  # where each guest runs now
-        self.running = np.array([g.state == "started" for g in self.guests])
+        self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
         # per-round inputs set by the motion pipeline: fraction of the round a guest runs (0–1),
         # and memory held on nodes for incoming migrations (bytes)
         self.run_fraction = np.ones(g)
         self.reserved_mem = np.zeros(n)
-        # outputs of the last round
-        self.demand = np.zeros(g)  # cores wanted
-        self.received = np.zeros(g)  # cores received
-        self.memhost = np.zeros(g)  # bytes
+        # outputs of the last round: cores wanted/received, bytes, instantaneous pressure (0–1)
+        self.demand = np.zeros(g)
+        self.received = np.zeros(g)
+        self.memhost = np.zeros(g)
+        self.node_demand = np.zeros(n)
         self.node_cpu = np.zeros(n)  # cores busy
         self.node_mem = np.zeros(n)  # bytes in use (MemTotal − MemAvailable)
-        self.node_cpu_some = np.zeros(n)  # instantaneous fraction 0–1 over the round
-        self.node_mem_some = np.zeros(n)
-        self.node_mem_full = np.zeros(n)
-        self.guest_cpu_some = np.zeros(g)
-        self.guest_cpu_full = np.zeros(g)
-        self.guest_mem_some = np.zeros(g)
-        self.guest_mem_full = np.zeros(g)
-        self.psi_node = PsiAverages(3 * n)  # cpu some | mem some | mem full
-        self.psi_guest = PsiAverages(4 * g)  # cpu some | cpu full | mem some | mem full
-        self._node_pct = np.zeros(3 * n)
-        self._guest_pct = np.zeros(4 * g)
+        self.node_inst = np.zeros((3, n))  # cpu some | mem some | mem full
+        self.guest_inst = np.zeros((4, g))  # cpu some | cpu full | mem some | mem full
+        self.node_avg = np.zeros((3, 3, n))  # PSI windows avg10/60/300 × the three node series, %
+        self.guest_avg = np.zeros((3, 4, g))  # PSI windows × the four guest series, percent
+        self.totals = np.zeros(6)  # stall cpu, stall mem, guest stall, shortfall, imbalance, online
+        self._decay_dt = -1.0
+        self._decay = np.ones(3)
+
+    # instantaneous per-round pressure (fractions 0–1)
+    @property
+    def node_cpu_some(self) -> F64:
+        return self.node_inst[0]
+
+    @property
+    def node_mem_some(self) -> F64:
+        return self.node_inst[1]
+
+    @property
+    def node_mem_full(self) -> F64:
+        return self.node_inst[2]
+
+    @property
+    def guest_cpu_some(self) -> F64:
+        return self.guest_inst[0]
+
+    @property
+    def guest_cpu_full(self) -> F64:
+        return self.guest_inst[1]
+
+    @property
+    def guest_mem_some(self) -> F64:
+        return self.guest_inst[2]
+
+    @property
+    def guest_mem_full(self) -> F64:
+        return self.guest_inst[3]
 
     def reset(self) -> None:
-        for bank in (self.cpu_bank, self.mem_bank, self.base_cpu_bank, self.base_mem_bank):
-            bank.reset()
+        self.bank.reset()
         self.node[:] = self.home
-        self.running[:] = [g.state == "started" for g in self.guests]
+        self.running[:] = [x.state == "started" for x in self.guests]
         self.run_fraction[:] = 1.0
         self.reserved_mem[:] = 0.0
-        self.psi_node.reset()
-        self.psi_guest.reset()
+        self.node_avg[:] = 0.0
+        self.guest_avg[:] = 0.0
 
     def advance(self, t: float, dt: float) -> None:
         """Physics of the round ending at ``t`` (s), lasting ``dt`` (s)."""
-        pm = self.psi_model
-        n = self.n_nodes
-        demand = np.clip(self.cpu_bank.sample(t, dt), 0.0, self.guest_maxcpu)
-        demand *= self.running
-        self.demand = demand
-        want_mem = np.maximum(self.mem_bank.sample(t, dt), 0.0)
-        memhost = np.minimum(want_mem, self.guest_maxmem) * self.running
-        self.memhost = memhost
-        base_cpu = np.maximum(self.base_cpu_bank.sample(t, dt), 0.0)
-        base_mem = np.maximum(self.base_mem_bank.sample(t, dt), 0.0)
-
-        runnable = demand * self.run_fraction
-        node_demand = (
-            np.bincount(self.node, weights=runnable, minlength=n).astype(np.float64) + base_cpu
-        )
-        cores = self.node_maxcpu
-        scale = np.minimum(1.0, cores / np.maximum(node_demand, 1e-12))
-        self.received = runnable * scale[self.node]
-        self.node_cpu = np.minimum(node_demand, cores)
-        used = base_mem + np.bincount(self.node, weights=memhost, minlength=n) + self.reserved_mem
-        self.node_mem = np.minimum(used, self.node_maxmem)
-
-        some = cpu_some(node_demand, cores, pm.cpu_blend, pm.cpu_hog_share)
-        mem_some = memory_some(used, self.node_maxmem, pm.mem_watermark, pm.mem_gain)
-        mem_full = mem_some * pm.mem_full_ratio
-        self.node_cpu_some, self.node_mem_some, self.node_mem_full = some, mem_some, mem_full
-
-        active = runnable > 0.0
-        self.guest_cpu_some = some[self.node] * active
-        self.guest_cpu_full = (1.0 - scale[self.node]) * active
-        own_over = np.minimum(
-            np.maximum(want_mem - self.guest_maxmem, 0.0) / self.guest_maxmem * pm.mem_gain, 1.0
-        )
-        resident = memhost > 0.0
-        self.guest_mem_some = np.maximum(mem_some[self.node] * resident, own_over * self.running)
-        self.guest_mem_full = np.maximum(
-            mem_full[self.node] * resident, own_over * pm.mem_full_ratio * self.running
-        )
-
-        periods = round(dt / PERIOD_S)
-        npct = self._node_pct
-        npct[:n] = some
-        npct[n : 2 * n] = mem_some
-        npct[2 * n :] = mem_full
-        npct *= 100.0
-        self.psi_node.update(npct, periods)
-        g = self.n_guests
-        gpct = self._guest_pct
-        gpct[:g] = self.guest_cpu_some
-        gpct[g : 2 * g] = self.guest_cpu_full
-        gpct[2 * g : 3 * g] = self.guest_mem_some
-        gpct[3 * g :] = self.guest_mem_full
-        gpct *= 100.0
-        self.psi_guest.update(gpct, periods)
+        if dt != self._decay_dt:
+            self._decay_dt = dt
+            self._decay = PSI_DECAY ** round(dt / PERIOD_S)
+        pm, cp = self.psi_model, self.cpu_pressure
+        cluster_round(
+            self.bank.sample(t, dt), self.node, self.running, self.run_fraction,
+            self.guest_maxcpu, self.guest_maxmem, self.node_maxcpu, self.node_maxmem,
+            self.node_online, self.reserved_mem, cp.tables, cp.rows, GRID_STEPS,
+            cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
+            self.demand, self.received, self.memhost, self.node_demand, self.node_cpu, self.node_mem,
+            self.node_inst, self.guest_inst, self.node_avg, self.guest_avg, self.totals,
+        )  # fmt: skip
 
     # avg10 views (percent) -------------------------------------------------------------------
     def node_avg10(self) -> tuple[F64, F64, F64]:
-        a, n = self.psi_node.avg10, self.n_nodes
-        return a[:n], a[n : 2 * n], a[2 * n :]
+        a = self.node_avg[0]
+        return a[0], a[1], a[2]
 
     def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
-        a, g = self.psi_guest.avg10, self.n_guests
-        return a[:g], a[g : 2 * g], a[2 * g : 3 * g], a[3 * g :]
+        a = self.guest_avg[0]
+        return a[0], a[1], a[2], a[3]

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 METRIC_KEYS = (
     "sim_seconds",
     "moves",
@@ -32,17 +30,6 @@ METRIC_KEYS = (
     "evacuation_latency_s",
     "imbalance_mean",
 )
-
-
-def _imbalance(cpu: np.ndarray, maxcpu: np.ndarray, mem: np.ndarray, maxmem: np.ndarray) -> float:
-    # placeholder until crs lands
-    loads = (cpu / maxcpu + mem / maxmem) / 2.0
-    n = loads.size
-    total = loads.sum()
-    if n < 2 or total == 0.0:
-        return 0.0
-    mean = total / n
-    return float(np.sqrt(((loads - mean) ** 2).mean()) / mean / np.sqrt(n - 1))
 
 
 @dataclass
@@ -95,22 +82,20 @@ class Metrics:
     def add_round(
         self,
         dt: float,
-        node_cpu_some: np.ndarray,
-        node_mem_some: np.ndarray,
+        stall_cpu: float,
+        stall_mem: float,
         guest_stall: float,
         shortfall: float,
-        loads_cpu: np.ndarray,
-        loads_mem: np.ndarray,
-        maxcpu: np.ndarray,
-        maxmem: np.ndarray,
+        imbalance: float,
     ) -> None:
-        """One round: instantaneous pressure fractions (0–1) and CPU shortfall (cores)."""
+        """One round of ``dt`` s: Σ over online nodes of cpu/memory some (fractions 0–1), Σ over
+        guests of cpu + memory some, Σ CPU shortfall (cores) and the normalized imbalance."""
         self.sim_seconds += dt
-        self.stall_cpu_s += float(node_cpu_some.sum()) * dt
-        self.stall_mem_s += float(node_mem_some.sum()) * dt
+        self.stall_cpu_s += stall_cpu * dt
+        self.stall_mem_s += stall_mem * dt
         self.guest_stall_s += guest_stall * dt
         self.cpu_shortfall_core_s += shortfall * dt
-        self._imbalance_sum += _imbalance(loads_cpu, maxcpu, loads_mem, maxmem)
+        self._imbalance_sum += imbalance
         self._rounds += 1
 
     def move_issued(self, rec: MoveRecord, churn: bool) -> None:

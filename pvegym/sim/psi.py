@@ -26,7 +26,8 @@ FIXED_1 = 2048  # psi.c / loadavg.h: FIXED_1 = 1 << FSHIFT (11)
 EXP_10S = 1677 / FIXED_1  # psi.c EXP_10s: 1/exp(2s/10s) as fixed-point
 EXP_60S = 1981 / FIXED_1  # psi.c EXP_60s: 1/exp(2s/60s)
 EXP_300S = 2034 / FIXED_1  # psi.c EXP_300s: 1/exp(2s/300s)
-_DECAY = np.array([EXP_10S, EXP_60S, EXP_300S])[:, None]
+PSI_DECAY = np.array([EXP_10S, EXP_60S, EXP_300S])  # per 2 s period, avg10/avg60/avg300
+_DECAY = PSI_DECAY[:, None]
 
 
 class PsiAverages:
@@ -83,12 +84,51 @@ def mmc_some(cores: int, rho: float) -> float:
     return min(1.0, p_c * (head + tail) / c)
 
 
-_RHO_GRID = np.linspace(0.0, 1.0, 2001)
+GRID_STEPS = 2000  # M/M/c table resolution over ρ ∈ [0, 1]
+_RHO_GRID = np.linspace(0.0, 1.0, GRID_STEPS + 1)
 
 
 @lru_cache(maxsize=64)
 def _mmc_table(cores: int) -> NDArray[np.float64]:
     return np.array([mmc_some(cores, float(r)) for r in _RHO_GRID])
+
+
+class CpuPressureModel:
+    """Node CPU some pressure (fraction 0–1) from CPU demand, for a fixed set of nodes.
+
+    ``blend`` weights the per-runqueue ρ² term against the pooled M/M/c term for random load;
+    ``hog_share`` is the share of demand from always-runnable threads, which contend only once
+    demand exceeds the cores (the kernel's 257-hogs-on-256-CPUs example gives 1/256). Both terms
+    are non-decreasing in demand, so pressure is monotone in load. The M/M/c term is tabulated per
+    core count (2,001 points over ρ ∈ [0, 1], linear interpolation) once, at construction.
+    """
+
+    def __init__(self, cores: NDArray[np.float64], blend: float, hog_share: float) -> None:
+        self.cores = np.asarray(cores, dtype=np.float64)
+        self.blend = blend
+        self.hog_share = hog_share
+        counts = [int(c) for c in self.cores]
+        unique = sorted(set(counts))
+        self.tables = np.stack([_mmc_table(c) for c in unique]).ravel()
+        self.rows = np.array([unique.index(c) * (GRID_STEPS + 1) for c in counts], dtype=np.int64)
+
+    def __call__(self, demand: NDArray[np.float64]) -> NDArray[np.float64]:
+        rho = demand / self.cores
+        rho_r = np.minimum(rho, 1.0)
+        out = rho_r * rho_r
+        out *= self.blend
+        if self.blend < 1.0:
+            x = rho_r * GRID_STEPS
+            i = np.minimum(x.astype(np.int64), GRID_STEPS - 1)
+            frac = x - i
+            i += self.rows
+            lo = self.tables[i]
+            mmc = lo + (self.tables[i + 1] - lo) * frac
+            out += (1.0 - self.blend) * mmc
+        out *= 1.0 - self.hog_share
+        hog = np.maximum(rho - 1.0, 0.0)
+        out += np.minimum(hog, 1.0)
+        return np.minimum(out, 1.0)
 
 
 def cpu_some(
@@ -97,24 +137,8 @@ def cpu_some(
     blend: float,
     hog_share: float,
 ) -> NDArray[np.float64]:
-    """Node CPU some pressure (fraction 0–1) from CPU demand (cores) on ``cores`` CPUs.
-
-    ``blend`` weights the per-runqueue ρ² term against the pooled M/M/c term for random load;
-    ``hog_share`` is the share of demand from always-runnable threads, which contend only once
-    demand exceeds the cores (the kernel's 257-hogs-on-256-CPUs example gives 1/256). Both terms
-    are non-decreasing in demand, so pressure is monotone in load.
-    """
-    rho = demand / cores
-    rho_r = np.minimum(rho, 1.0)
-    random = blend * rho_r * rho_r
-    if blend < 1.0:
-        mmc = np.empty_like(rho_r)
-        for c in np.unique(cores):
-            sel = cores == c
-            mmc[sel] = np.interp(rho_r[sel], _RHO_GRID, _mmc_table(int(c)))
-        random = random + (1.0 - blend) * mmc
-    hog = np.clip(rho - 1.0, 0.0, 1.0)
-    return np.clip((1.0 - hog_share) * random + hog, 0.0, 1.0)
+    """One-off form of :class:`CpuPressureModel` (fraction 0–1 per node)."""
+    return CpuPressureModel(cores, blend, hog_share)(demand)
 
 
 def memory_some(
@@ -124,5 +148,6 @@ def memory_some(
     above it, reclaim and refaults stall tasks in proportion to the overcommitted fraction × ``gain``
     (``reference/migration-psi.md`` §D.4: a modelling proposal grounded in the memstall sources)."""
     avail = total * (1.0 - watermark)
-    over = np.maximum(used - avail, 0.0) / avail
-    return np.minimum(over * gain, 1.0)
+    over = np.maximum(used - avail, 0.0)
+    over *= gain / avail
+    return np.minimum(over, 1.0)

@@ -168,18 +168,8 @@ class Simulation:
         self._lrm(t0, t1)
         np.maximum(cl.run_fraction, 0.0, out=cl.run_fraction)
         cl.advance(t1, dt)
-        online = cl.node_online
-        self.metrics.add_round(
-            dt,
-            cl.node_cpu_some[online],
-            cl.node_mem_some[online],
-            float(cl.guest_cpu_some.sum() + cl.guest_mem_some.sum()),
-            float((cl.demand - cl.received).sum()),
-            cl.node_cpu[online],
-            cl.node_mem[online],
-            cl.node_maxcpu[online],
-            cl.node_maxmem[online],
-        )
+        tot = cl.totals
+        self.metrics.add_round(dt, tot[0], tot[1], tot[2], tot[3], tot[4])
         self.t = t1
 
     def _lrm(self, t0: float, t1: float) -> None:
@@ -346,16 +336,6 @@ class Simulation:
                 (self.t, f"ignored motion {motion.sid} -> {motion.target}: not possible now")
             )
             return False
-        task = "migrate" if cl.sids[g].startswith("vm:") else "relocate"
-        if motion.imbalance_before is not None and motion.imbalance_after is not None:
-            self.log.append(
-                (
-                    self.t,
-                    f"auto rebalance - {task} {motion.sid} to {motion.target} "
-                    f"(expected change for imbalance from {motion.imbalance_before:.2f} "
-                    f"to {motion.imbalance_after:.2f})",
-                )
-            )
         rec = MoveRecord(self.t, motion.sid, cl.node_names[self.svc_node[g]], motion.target)
         self.metrics.move_issued(rec, churn=self._no_true_pressure())
         self._pending_move[g] = len(self.metrics.moves) - 1

@@ -12,9 +12,9 @@ the sum of components, each one of:
 * ``steps``     — piecewise-constant level: ``at = [[t0, v0], [t1, v1], ...]`` adds ``v_i`` from
   ``t_i`` on (0 before the first step).
 
-A :class:`WorkloadBank` holds one signal for ``n`` entities and evaluates each component type with
-one vectorised NumPy operation per round, so 2,000 guests cost little more than 20. Randomness comes
-from one ``numpy.random.Generator`` per bank, drawn in a fixed order: same seed, same signal.
+A :class:`WorkloadBank` holds the signals of ``n`` entities and evaluates them in one compiled pass
+per round. Randomness comes from one ``numpy.random.Generator`` per bank, drawn in a fixed order:
+same seed, same signal.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from pvegym.config import field, load
 from pvegym.errors import ConfigError
+from pvegym.sim.kernel import sample_signals
 
 Kind = Literal["constant", "ou", "diurnal", "bursts", "steps"]
 
@@ -101,7 +102,12 @@ def parse_signal(value: Any, path: str, unit: str | None = None) -> tuple[Compon
 
 
 class WorkloadBank:
-    """One signal for ``n`` entities: ``sample(t, dt)`` returns its values at round time ``t``."""
+    """One signal for ``n`` entities: ``sample(t, dt)`` returns its values at round time ``t``.
+
+    The components are flattened into arrays at construction (step events in CSR form), and each
+    round draws all of its random numbers with two NumPy calls before one compiled pass
+    (:func:`pvegym.sim.kernel.sample_signals`) sums the components.
+    """
 
     def __init__(self, specs: list[tuple[Component, ...]], rng: np.random.Generator) -> None:
         self.n = len(specs)
@@ -110,7 +116,7 @@ class WorkloadBank:
         ou: list[tuple[int, float, float, float]] = []
         di: list[tuple[int, float, float, float]] = []
         bu: list[tuple[int, float, float, float]] = []
-        self._steps: list[tuple[int, NDArray[np.float64], NDArray[np.float64]]] = []
+        st: list[tuple[int, tuple[tuple[float, float], ...]]] = []
         for i, comps in enumerate(specs):
             for c in comps:
                 if c.type == "constant":
@@ -122,21 +128,23 @@ class WorkloadBank:
                 elif c.type == "bursts":
                     bu.append((i, c.rate_per_hour, c.height, c.duration))
                 else:
-                    times = np.array([s[0] for s in c.at], dtype=float)
-                    vals = np.array([s[1] for s in c.at], dtype=float)
-                    self._steps.append((i, times, vals))
+                    st.append((i, c.at))
         self._ou_idx = np.array([x[0] for x in ou], dtype=np.int64)
-        self._ou_mean = np.array([x[1] for x in ou])
-        self._ou_sigma = np.array([x[2] for x in ou])
-        self._ou_tau = np.array([x[3] for x in ou])
+        self._ou_mean = np.array([x[1] for x in ou], dtype=np.float64)
+        self._ou_sigma = np.array([x[2] for x in ou], dtype=np.float64)
+        self._ou_tau = np.array([x[3] for x in ou], dtype=np.float64)
         self._di_idx = np.array([x[0] for x in di], dtype=np.int64)
-        self._di_amp = np.array([x[1] for x in di])
-        self._di_w = np.array([2 * math.pi / x[2] for x in di])
-        self._di_phase = np.array([x[3] for x in di])
+        self._di_amp = np.array([x[1] for x in di], dtype=np.float64)
+        self._di_w = np.array([2 * math.pi / x[2] for x in di], dtype=np.float64)
+        self._di_phase = np.array([x[3] for x in di], dtype=np.float64)
         self._bu_idx = np.array([x[0] for x in bu], dtype=np.int64)
-        self._bu_rate = np.array([x[1] / 3600.0 for x in bu])
-        self._bu_height = np.array([x[2] for x in bu])
-        self._bu_dur = np.array([x[3] for x in bu])
+        self._bu_rate = np.array([x[1] / 3600.0 for x in bu], dtype=np.float64)
+        self._bu_height = np.array([x[2] for x in bu], dtype=np.float64)
+        self._bu_dur = np.array([x[3] for x in bu], dtype=np.float64)
+        self._st_idx = np.array([x[0] for x in st], dtype=np.int64)
+        self._st_ptr = np.cumsum([0] + [len(x[1]) for x in st]).astype(np.int64)
+        self._st_times = np.array([p[0] for x in st for p in x[1]], dtype=np.float64)
+        self._st_vals = np.array([p[1] for x in st for p in x[1]], dtype=np.float64)
         self._ou_state = np.zeros(len(ou))
         self._bu_left = np.zeros(len(bu))
         self._dt = -1.0
@@ -148,10 +156,9 @@ class WorkloadBank:
 
     def reset(self) -> None:
         """Start OU terms in their stationary distribution and clear bursts."""
-        if self._ou_idx.size:
-            self._ou_state = self._ou_mean + self._ou_sigma * self._rng.standard_normal(
-                self._ou_idx.size
-            )
+        self._ou_state = self._ou_mean + self._ou_sigma * self._rng.standard_normal(
+            self._ou_idx.size
+        )
         self._bu_left[:] = 0.0
 
     def _prepare(self, dt: float) -> None:
@@ -164,25 +171,13 @@ class WorkloadBank:
         """Values at time ``t`` (s) after advancing stochastic terms by ``dt`` (s). Reused buffer."""
         if dt != self._dt:
             self._prepare(dt)
-        out = self._out
-        out[:] = self._const
-        if self._ou_idx.size:
-            x = self._ou_state
-            x -= self._ou_mean
-            x *= self._phi
-            x += self._ou_mean
-            x += self._innov * self._rng.standard_normal(x.size)
-            np.add.at(out, self._ou_idx, x)
-        if self._di_idx.size:
-            np.add.at(out, self._di_idx, self._di_amp * np.sin(self._di_w * (t + self._di_phase)))
-        if self._bu_idx.size:
-            self._bu_left -= dt
-            new = self._rng.random(self._bu_idx.size) < self._p_burst
-            self._bu_left[new] = self._bu_dur[new]
-            active = self._bu_left > 0.0
-            np.add.at(out, self._bu_idx[active], self._bu_height[active])
-        for i, times, vals in self._steps:
-            k = int(np.searchsorted(times, t, side="right"))
-            if k:
-                out[i] += vals[k - 1]
-        return out
+        normals = self._rng.standard_normal(self._ou_idx.size)
+        uniforms = self._rng.random(self._bu_idx.size)
+        sample_signals(
+            t, self._out, self._const,
+            self._ou_idx, self._ou_mean, self._phi, self._innov, self._ou_state, normals,
+            self._di_idx, self._di_amp, self._di_w, self._di_phase,
+            self._bu_idx, self._bu_left, self._p_burst, self._bu_dur, self._bu_height, uniforms, dt,
+            self._st_idx, self._st_ptr, self._st_times, self._st_vals,
+        )  # fmt: skip
+        return self._out

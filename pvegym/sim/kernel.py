@@ -1,0 +1,194 @@
+"""The compiled inner loops of one round: workload sampling and cluster physics.
+
+Why compiled: a round touches every guest a dozen times; as separate NumPy operations that is
+~60 array calls of ~1 µs each even for 4 guests, which would make the environment's step an order
+of magnitude dearer than ``CartPole``'s. One ``numba.njit`` call per round does the same arithmetic
+in a single pass (sequential sums, so results are bit-for-bit deterministic). The formulas are
+documented where they are defined (:mod:`pvegym.sim.workload`, :mod:`pvegym.sim.cluster`,
+:mod:`pvegym.sim.psi`); this module only evaluates them. ``NUMBA_DISABLE_JIT=1`` runs the same code
+as plain Python for debugging.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def sample_signals(
+    t: float,
+    out: np.ndarray,
+    const: np.ndarray,
+    ou_idx: np.ndarray,
+    ou_mean: np.ndarray,
+    ou_phi: np.ndarray,
+    ou_innov: np.ndarray,
+    ou_state: np.ndarray,
+    normals: np.ndarray,
+    di_idx: np.ndarray,
+    di_amp: np.ndarray,
+    di_w: np.ndarray,
+    di_phase: np.ndarray,
+    bu_idx: np.ndarray,
+    bu_left: np.ndarray,
+    bu_p: np.ndarray,
+    bu_dur: np.ndarray,
+    bu_height: np.ndarray,
+    uniforms: np.ndarray,
+    dt: float,
+    st_idx: np.ndarray,
+    st_ptr: np.ndarray,
+    st_times: np.ndarray,
+    st_vals: np.ndarray,
+) -> None:
+    """Sum of components at time ``t`` into ``out`` (see :mod:`pvegym.sim.workload`)."""
+    for i in range(out.size):
+        out[i] = const[i]
+    for k in range(ou_idx.size):
+        x = ou_mean[k] + (ou_state[k] - ou_mean[k]) * ou_phi[k] + ou_innov[k] * normals[k]
+        ou_state[k] = x
+        out[ou_idx[k]] += x
+    for k in range(di_idx.size):
+        out[di_idx[k]] += di_amp[k] * math.sin(di_w[k] * (t + di_phase[k]))
+    for k in range(bu_idx.size):
+        left = bu_left[k] - dt
+        if uniforms[k] < bu_p[k]:
+            left = bu_dur[k]
+        bu_left[k] = left
+        if left > 0.0:
+            out[bu_idx[k]] += bu_height[k]
+    for k in range(st_idx.size):
+        lo, hi = st_ptr[k], st_ptr[k + 1]
+        j = lo
+        while j < hi and st_times[j] <= t:
+            j += 1
+        if j > lo:
+            out[st_idx[k]] += st_vals[j - 1]
+
+
+@njit(cache=True)
+def cluster_round(
+    signals: np.ndarray,  # [guest cpu (g) | guest memhost wanted (g) | node base cpu (n) | base mem (n)]
+    node: np.ndarray,
+    running: np.ndarray,
+    run_fraction: np.ndarray,
+    guest_maxcpu: np.ndarray,
+    guest_maxmem: np.ndarray,
+    node_maxcpu: np.ndarray,
+    node_maxmem: np.ndarray,
+    node_online: np.ndarray,
+    reserved_mem: np.ndarray,
+    mmc_tables: np.ndarray,
+    mmc_row: np.ndarray,
+    grid_steps: int,
+    blend: float,
+    hog_share: float,
+    mem_watermark: float,
+    mem_gain: float,
+    mem_full_ratio: float,
+    decay: np.ndarray,  # (3,) per-round decay of avg10/60/300: e**periods
+    # outputs
+    demand: np.ndarray,
+    received: np.ndarray,
+    memhost: np.ndarray,
+    node_demand: np.ndarray,
+    node_cpu: np.ndarray,
+    node_mem: np.ndarray,
+    node_inst: np.ndarray,  # (3, n) instantaneous cpu some, mem some, mem full (fraction)
+    guest_inst: np.ndarray,  # (4, g) cpu some, cpu full, mem some, mem full (fraction)
+    node_avg: np.ndarray,  # (3 windows, 3, n) percent
+    guest_avg: np.ndarray,  # (3 windows, 4, g) percent
+    totals: np.ndarray,  # (6,) out: stall cpu, stall mem, guest stall, shortfall, imbalance, online
+) -> None:
+    g_n = node.size
+    n_n = node_maxcpu.size
+    scale = np.empty(n_n)
+    for n in range(n_n):
+        node_demand[n] = max(signals[2 * g_n + n], 0.0)
+        node_mem[n] = max(signals[2 * g_n + n_n + n], 0.0) + reserved_mem[n]
+    for g in range(g_n):
+        d = min(max(signals[g], 0.0), guest_maxcpu[g])
+        m = min(max(signals[g_n + g], 0.0), guest_maxmem[g])
+        if not running[g]:
+            d = 0.0
+            m = 0.0
+        demand[g] = d
+        memhost[g] = m
+        node_demand[node[g]] += d * run_fraction[g]
+        node_mem[node[g]] += m
+    stall_cpu = 0.0
+    stall_mem = 0.0
+    load_sum = 0.0
+    online = 0
+    for n in range(n_n):
+        cores = node_maxcpu[n]
+        nd = node_demand[n]
+        scale[n] = min(1.0, cores / max(nd, 1e-12))
+        node_cpu[n] = min(nd, cores)
+        used = node_mem[n]
+        node_mem[n] = min(used, node_maxmem[n])
+        rho = nd / cores
+        rho_r = min(rho, 1.0)
+        x = rho_r * grid_steps
+        i = min(int(x), grid_steps - 1)
+        lo = mmc_tables[mmc_row[n] + i]
+        mmc = lo + (mmc_tables[mmc_row[n] + i + 1] - lo) * (x - i)
+        some = (1.0 - hog_share) * (blend * rho_r * rho_r + (1.0 - blend) * mmc)
+        some = min(some + min(max(rho - 1.0, 0.0), 1.0), 1.0)
+        avail = node_maxmem[n] * (1.0 - mem_watermark)
+        msome = min(max(used - avail, 0.0) * mem_gain / avail, 1.0)
+        node_inst[0, n] = some
+        node_inst[1, n] = msome
+        node_inst[2, n] = msome * mem_full_ratio
+        if node_online[n]:
+            stall_cpu += some
+            stall_mem += msome
+            load_sum += (node_cpu[n] / cores + node_mem[n] / node_maxmem[n]) / 2.0
+            online += 1
+    guest_stall = 0.0
+    shortfall = 0.0
+    for g in range(g_n):
+        n = node[g]
+        r = demand[g] * run_fraction[g]
+        rec = r * scale[n]
+        received[g] = rec
+        shortfall += demand[g] - rec
+        active = r > 0.0
+        guest_inst[0, g] = node_inst[0, n] if active else 0.0
+        guest_inst[1, g] = (1.0 - scale[n]) if active else 0.0
+        ms = node_inst[1, n] if memhost[g] > 0.0 else 0.0
+        mf = node_inst[2, n] if memhost[g] > 0.0 else 0.0
+        want = signals[g_n + g]
+        if running[g] and want > guest_maxmem[g]:  # its own memory beyond maxmem: reclaim/swap
+            own = min((want - guest_maxmem[g]) / guest_maxmem[g] * mem_gain, 1.0)
+            ms = max(ms, own)
+            mf = max(mf, own * mem_full_ratio)
+        guest_inst[2, g] = ms
+        guest_inst[3, g] = mf
+        guest_stall += guest_inst[0, g] + ms
+    for w in range(3):
+        e = decay[w]
+        for k in range(3):
+            for n in range(n_n):
+                node_avg[w, k, n] = node_avg[w, k, n] * e + 100.0 * node_inst[k, n] * (1.0 - e)
+        for k in range(4):
+            for g in range(g_n):
+                guest_avg[w, k, g] = guest_avg[w, k, g] * e + 100.0 * guest_inst[k, g] * (1.0 - e)
+    imbalance = 0.0
+    if online >= 2 and load_sum > 0.0:
+        mean = load_sum / online
+        var = 0.0
+        for n in range(n_n):
+            if node_online[n]:
+                dev = (node_cpu[n] / node_maxcpu[n] + node_mem[n] / node_maxmem[n]) / 2.0 - mean
+                var += dev * dev
+        imbalance = math.sqrt(var / online) / mean / math.sqrt(online - 1.0)
+    totals[0] = stall_cpu
+    totals[1] = stall_mem
+    totals[2] = guest_stall
+    totals[3] = shortfall
+    totals[4] = imbalance
+    totals[5] = online

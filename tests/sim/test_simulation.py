@@ -1,0 +1,229 @@
+"""The HA manager's round in the live simulation: serialization, failures, relocation, telemetry."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from policies.upstream import UpstreamPolicy
+from pvegym.sim import crs
+from pvegym.sim.scenario import scenario_from_dict
+from pvegym.sim.simulation import Simulation
+from pvegym.sim.view import MIGRATE, STARTED, ClusterView, Motion
+
+GiB = 2**30
+
+
+def _two_nodes(**extra: Any) -> dict[str, Any]:
+    """node1 carries a guest with a local CD-ROM whose move is the best one."""
+    data: dict[str, Any] = {
+        "name": "t",
+        "duration": "20m",
+        "nodes": [
+            {"name": "node1", "maxcpu": 16, "maxmem": 64 * GiB},
+            {"name": "node2", "maxcpu": 16, "maxmem": 64 * GiB},
+        ],
+        "guests": [
+            # vm:100 and its twin vm:103 tie as the best move; the sid tie-break picks vm:100,
+            # whose local CD-ROM makes every migration fail
+            {
+                "sid": "vm:100",
+                "node": "node1",
+                "maxcpu": 8,
+                "maxmem": 16 * GiB,
+                "cpu": 4.0,
+                "memhost": 12 * GiB,
+                "local_resources": True,
+            },
+            {
+                "sid": "vm:101",
+                "node": "node1",
+                "maxcpu": 2,
+                "maxmem": 4 * GiB,
+                "cpu": 0.5,
+                "memhost": 2 * GiB,
+            },
+            {
+                "sid": "vm:102",
+                "node": "node2",
+                "maxcpu": 2,
+                "maxmem": 4 * GiB,
+                "cpu": 0.3,
+                "memhost": 2 * GiB,
+            },
+            {
+                "sid": "vm:103",
+                "node": "node1",
+                "maxcpu": 8,
+                "maxmem": 16 * GiB,
+                "cpu": 4.0,
+                "memhost": 12 * GiB,
+            },
+        ],
+    }
+    data.update(extra)
+    return data
+
+
+def test_upstream_reissues_a_failing_move_every_40_s() -> None:
+    # LRM picks the job up within 5 s, the precheck fails 3 s later: the CRM sees the failure in
+    # round t+10 (balancer blocked), then the hold counter needs t+20, t+30, t+40 -> re-issue.
+    scn = scenario_from_dict(_two_nodes(migration={"lrm_delay_max_s": 5, "precheck_s": 3}))
+    sim = Simulation(scn, seed=1)
+    res = sim.run(UpstreamPolicy())
+    moves = res["moves"]
+    assert all(m["guest"] == "vm:100" and m["target"] == "node2" for m in moves)
+    assert all(m["outcome"] == "failed" for m in moves)
+    times = [m["t"] for m in moves]
+    assert times[0] == 30.0  # rounds 10, 20, 30 above the threshold (hold 3)
+    assert set(np.diff(times)) == {40.0}
+    assert len(moves) == len(range(30, 1201, 40))
+    metrics = res["metrics"]
+    assert metrics["moves_failed"] == len(moves) and metrics["failed_repeats"] == len(moves) - 1
+
+
+def test_failed_motion_returns_service_to_source_and_result_is_seen_next_round() -> None:
+    scn = scenario_from_dict(_two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 3}))
+    sim = Simulation(scn, seed=0)
+    view = sim.reset()
+    sim.step(Motion("vm:100", "node2"))  # issued at t=10
+    g = view.sids.index("vm:100")
+    seen: ClusterView | None = sim.view
+    assert seen is not None and seen.t == 20
+    assert seen.guest_state[g] == MIGRATE and seen.motion_active  # the balancer is still blocked
+    assert (
+        len(seen.results) == 1
+        and not seen.results[0].ok
+        and seen.results[0].reason == "local resource"
+    )
+    nxt = sim.step(None)
+    assert nxt.guest_state[g] == STARTED and nxt.node_names[nxt.guest_node[g]] == "node1"
+    assert not nxt.motion_active and nxt.results == ()
+
+
+def test_live_migration_moves_the_guest_and_costs_downtime() -> None:
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 1, "bandwidth": "1GiB/s"})
+    data["guests"][1]["dirty_rate"] = "50MiB/s"
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    sim.step(Motion("vm:101", "node2"))
+    g = sim.cluster.guest_index["vm:101"]
+    # 4 GiB at 1 GiB/s: pass 1 takes ~4 s, a few short passes follow; done within the round
+    view = sim.step(None)
+    assert sim.cluster.node[g] == 1
+    assert view.node_names[view.guest_node[view.sids.index("vm:101")]] == "node2"
+    m = sim.result()["metrics"]
+    assert m["moves_succeeded"] == 1 and m["moves"] == 1
+    assert 4 * GiB <= m["migration_bytes"] < 5 * GiB
+    assert 0 < m["downtime_s"] < 1.0
+
+
+def test_container_relocates_with_downtime() -> None:
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "ct_shutdown_s": 10, "ct_start_s": 5})
+    data["guests"][1]["sid"] = "ct:101"
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    sim.step(Motion("ct:101", "node2"))  # queued at t=10; the round (10, 20] runs
+    g = sim.cluster.guest_index["ct:101"]
+    assert sim.cluster.received[g] == 0.0  # down for the whole first round
+    sim.step(None)
+    assert sim.cluster.received[g] == pytest.approx(0.25)  # down until 25 of (20, 30]: half a round
+    for _ in range(2):
+        sim.step(None)
+    m = sim.result()["metrics"]
+    assert m["moves_succeeded"] == 1 and m["downtime_s"] == pytest.approx(15.0)
+    assert sim.cluster.node[g] == 1
+
+
+def test_not_enough_memory_on_target_fails() -> None:
+    data = _two_nodes(migration={"lrm_delay_max_s": 0})
+    data["nodes"][1]["base_mem"] = 63 * GiB
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    view = sim.step(Motion("vm:101", "node2"))
+    assert view.results[0].reason == "not enough memory on target"
+
+
+def test_motions_are_serialized_and_invalid_motions_dropped() -> None:
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "bandwidth": "100MiB/s"})
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    assert sim.commit(Motion("vm:101", "node2"))
+    sim.advance()
+    sim.observe()
+    assert sim.motion_active()
+    assert not sim.commit(Motion("vm:102", "node1"))  # pipeline busy
+    assert not sim.commit(Motion("vm:999", "node1"))
+    assert sim.result()["metrics"]["moves"] == 1
+
+
+def test_manual_migration_event_blocks_the_balancer() -> None:
+    data = _two_nodes(
+        events=[{"t": 10, "type": "migrate", "sid": "vm:102", "target": "node1"}],
+        migration={"lrm_delay_max_s": 0, "bandwidth": "50MiB/s"},
+    )
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    view = sim.reset()
+    assert view.t == 10 and view.motion_active
+
+
+def test_positive_affinity_moves_the_bundle_and_negative_affinity_refuses() -> None:
+    data = _two_nodes(
+        resource_affinity=[
+            {"name": "together", "resources": ["vm:100", "vm:101"], "affinity": "positive"}
+        ],
+        migration={"lrm_delay_max_s": 0},
+    )
+    data["guests"][0]["local_resources"] = False
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    sim.commit(Motion("vm:100", "node2"))
+    assert {sim.cluster.sids[j.guest] for j in sim.jobs} == {"vm:100", "vm:101"}
+
+    data = _two_nodes(
+        resource_affinity=[
+            {"name": "apart", "resources": ["vm:101", "vm:102"], "affinity": "negative"}
+        ]
+    )
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    g = sim.cluster.guest_index["vm:101"]
+    assert not sim.motion_possible(g, 1)
+    assert not sim.commit(Motion("vm:101", "node2"))
+
+
+def test_disabled_telemetry_reads_nan() -> None:
+    data = _two_nodes(telemetry={"disabled": ["node_cpu_some", "guest_memhost"]})
+    view = Simulation(scenario_from_dict(data), seed=0).reset()
+    assert np.isnan(view.node_cpu_some).all() and np.isnan(view.guest_memhost).all()
+    assert not np.isnan(view.node_mem_some).any()
+
+
+def test_imbalance_metric_is_the_crates_normalized_cv_of_true_loads() -> None:
+    sim = Simulation(scenario_from_dict(_two_nodes()), seed=0)
+    sim.reset()
+    cl = sim.cluster
+    loads = crs.node_loads(cl.node_cpu, cl.node_mem, cl.node_maxcpu, cl.node_maxmem)
+    assert cl.totals[4] == pytest.approx(crs.imbalance(loads, normalized=True), rel=1e-12)
+
+
+def test_reset_with_same_seed_reproduces_and_other_seed_differs() -> None:
+    scn = scenario_from_dict(
+        _two_nodes(
+            nodes=[
+                {
+                    "name": "node1",
+                    "maxcpu": 16,
+                    "maxmem": 64 * GiB,
+                    "base_cpu": {"type": "ou", "mean": 1, "sigma": 0.3},
+                },
+                {"name": "node2", "maxcpu": 16, "maxmem": 64 * GiB},
+            ]
+        )
+    )
+    sim = Simulation(scn, seed=5)
+    a = [sim.reset().node_cpu.copy()] + [sim.step(None).node_cpu.copy() for _ in range(5)]
+    b = [sim.reset(seed=5).node_cpu.copy()] + [sim.step(None).node_cpu.copy() for _ in range(5)]
+    c = [sim.reset(seed=6).node_cpu.copy()] + [sim.step(None).node_cpu.copy() for _ in range(5)]
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
