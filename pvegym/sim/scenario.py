@@ -133,7 +133,6 @@ class MigrationSettings:
     lrm_delay_max_s: float = field(10.0, ge=0.0, unit="duration")  # LRM loop: uniform start offset
     ct_shutdown_s: float = field(10.0, ge=0.0, unit="duration")
     ct_start_s: float = field(5.0, ge=0.0, unit="duration")
-    resume_s: float = field(0.05, ge=0.0, unit="duration")  # target resume after switchover
 
 
 @dataclass(frozen=True)

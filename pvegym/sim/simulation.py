@@ -222,7 +222,7 @@ class Simulation:
                 self.metrics.migration_bytes += mig.transferred
                 self.metrics.migration_seconds += mig.t
                 if mig.outcome == "completed":
-                    down = mig.downtime_s + ms.resume_s
+                    down = mig.guest_pause_s  # QEMU downtime + poll lag + resume on target
                     cl.run_fraction[g] -= min(down, t1 - t) / dt
                     self.metrics.downtime_s += down
                     cl.node[g] = job.target

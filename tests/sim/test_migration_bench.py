@@ -1,0 +1,27 @@
+"""Benchmark: one 10 s CRM round of an active, seed-like migration (100 ms polling, 5 s syncs)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from pvegym.sim.migration import Migration, MigrationParams
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@pytest.mark.benchmark(group="migration")
+def test_advance_one_round(benchmark) -> None:  # type: ignore[no-untyped-def]
+    base = Migration(MigrationParams(memory=24 * GiB, bandwidth=430 * MiB, dirty_rate=680 * MiB))
+    base.advance(70.0)  # after pass 1: throttling, timer syncs, fast polls
+    assert base.outcome == "running"
+
+    def setup() -> tuple[tuple[Migration], dict[str, object]]:
+        return (copy.deepcopy(base),), {}
+
+    def one_round(m: Migration) -> None:
+        m.advance(10.0)
+
+    benchmark.pedantic(one_round, setup=setup, rounds=50)
