@@ -227,3 +227,60 @@ def test_reset_with_same_seed_reproduces_and_other_seed_differs() -> None:
     c = [sim.reset(seed=6).node_cpu.copy()] + [sim.step(None).node_cpu.copy() for _ in range(5)]
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
+
+
+def _nonconverging(qemu_server: str) -> Simulation:
+    """A 24 GiB guest whose writes throttling cannot slow, at 430 MiB/s (seed 004)."""
+    data = _two_nodes(
+        duration="10m",
+        migration={"lrm_delay_max_s": 0, "precheck_s": 2, "qemu_server": qemu_server},
+        nodes=[
+            {"name": "node1", "maxcpu": 32, "maxmem": 128 * GiB},
+            {"name": "node2", "maxcpu": 32, "maxmem": 128 * GiB},
+        ],
+    )
+    data["guests"].append(
+        {
+            "sid": "vm:200",
+            "node": "node1",
+            "maxcpu": 4,
+            "maxmem": 24 * GiB,
+            "cpu": 2.0,
+            "memhost": 24 * GiB,
+            "dirty_rate": "680MiB/s",
+            "throttle_sensitivity": 0.0,
+        }
+    )
+    return Simulation(scenario_from_dict(data), seed=0)
+
+
+def test_patched_qemu_server_aborts_a_nonconverging_migration() -> None:
+    sim = _nonconverging("patched")
+    sim.reset()
+    sim.step(Motion("vm:200", "node2"))  # queued at t=10, LRM at 10, transfer from 12 s
+    g = sim.cluster.guest_index["vm:200"]
+    reserved = False
+    while sim.t < 300:
+        reserved |= sim.cluster.reserved_mem[1] >= 24 * GiB  # the target holds the memory
+        view = sim.step(None)
+        if view.results:
+            break
+    (res,) = view.results
+    assert not res.ok and res.reason.startswith("aborting migration - no convergence")
+    # abort after 4 passes of 24 GiB at 430 MiB/s (~228.6 s) plus the 2 s precheck
+    assert res.t_ended - 12.0 == pytest.approx(4 * 24 * 1024 / 430, abs=5.0)
+    assert reserved and sim.cluster.node[g] == 0
+    m = sim.result()["metrics"]
+    assert m["moves_aborted"] == 1 and m["moves_failed"] == 1
+    assert m["migration_bytes"] == pytest.approx(4 * 24 * GiB, rel=0.02)
+    # auto-converge throttled the vCPUs for most of the run: that CPU time is shortfall
+    assert m["cpu_shortfall_core_s"] > 2.0 * 60.0
+
+
+def test_unpatched_migration_keeps_the_pipeline_busy() -> None:
+    sim = _nonconverging("unpatched")
+    sim.reset()
+    sim.step(Motion("vm:200", "node2"))
+    while sim.t < 250:
+        view = sim.step(None)
+        assert view.motion_active and not view.results
