@@ -1,0 +1,369 @@
+"""Randomized scenario families: one seeded generator per family, ``(instance_seed) -> scenario``.
+
+A family is a distribution over clusters (``MODEL.md`` §10). An *instance seed* picks one cluster
+(node sizes, guests, their workloads, rules, events) deterministically; the episode seed of
+:class:`~pvegym.sim.simulation.Simulation` then drives the workload noise and the LRM's timing.
+Training and evaluation use disjoint instance seeds (:data:`TRAIN_SEEDS`, :data:`TEST_SEEDS`), so
+that a learned agent is scored on clusters it never saw; :func:`require_train_seed` refuses a test
+seed where a training seed is required.
+
+Every instance has heterogeneous nodes (cores, memory), mixed workloads (constant + OU noise, some
+diurnal, some bursts, a few step events), a few guests with local resources (every migration fails
+after the precheck), a few containers (relocate = stop, move, start), some positive/negative
+resource-affinity rules and, in some instances, a pressure onset: a step up in the demand of the
+guests on one node at a random time (marked with a ``pressure-onset`` event for
+``evacuation_latency_s``). All guests are HA-managed (what the balancer may move).
+
+Generation is vectorised NumPy plus one dict per guest: ``bench-large`` (64 nodes, 2,000 guests)
+builds and validates in a fraction of a second.
+
+The scenario format is the plain-dict format of :mod:`pvegym.sim.scenarios` (units: cores, bytes,
+seconds), so overrides and validation work as for named scenarios.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pvegym.errors import ConfigError
+from pvegym.sim.scenario import EventSpec as _EventSpec
+from pvegym.sim.scenario import (
+    GuestSpec,
+    NodeSpec,
+    ResourceAffinitySpec,
+    Scenario,
+)
+from pvegym.sim.workload import Component
+
+GiB = 2**30
+MiB = 2**20
+
+ScenarioData = dict[str, Any]
+
+#: Instance seeds for training (and tuning) — a learned agent may see these.
+TRAIN_SEEDS = range(0, 10_000)
+#: Instance seeds for evaluation only — disjoint from :data:`TRAIN_SEEDS`.
+TEST_SEEDS = range(1_000_000, 1_001_000)
+
+
+def is_test_seed(seed: int) -> bool:
+    return seed in TEST_SEEDS
+
+
+def require_train_seed(seed: int, path: str = "seed") -> int:
+    """Return ``seed`` if it may be used for training; a test seed is a :class:`ConfigError`."""
+    if seed in TEST_SEEDS:
+        raise ConfigError(
+            path,
+            f"{seed} is an evaluation (test) seed; training seeds are "
+            f"{TRAIN_SEEDS.start}..{TRAIN_SEEDS.stop - 1}",
+        )
+    return seed
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """The size distribution of a family: node and guest counts (inclusive ranges)."""
+
+    nodes: tuple[int, int]
+    guests: tuple[int, int]
+    duration: float = 3600.0  # seconds
+    pressure_prob: float = 0.3  # probability that an instance has a pressure onset
+    description: str = ""
+
+
+FAMILIES: dict[str, FamilySpec] = {
+    "small": FamilySpec((2, 4), (5, 40), description="2–4 nodes, 5–40 guests"),
+    "medium": FamilySpec((8, 8), (100, 100), description="8 nodes, 100 guests"),
+    "bench-small": FamilySpec((8, 8), (64, 64), description="8 nodes, 64 guests (benchmark)"),
+    "bench-large": FamilySpec(
+        (64, 64), (2000, 2000), description="64 nodes, 2,000 guests (benchmark)"
+    ),
+}
+
+# node sizes (cores, memory GiB) and guest sizes (vCPUs, memory GiB), with weights
+_NODE_CORES = np.array([8, 16, 24, 32, 48, 64])
+_NODE_MEM_PER_CORE = np.array([2, 4, 4, 8])  # GiB per core
+_GUEST_VCPUS = np.array([1, 2, 2, 4, 4, 8])
+_GUEST_MEM = np.array([1, 2, 4, 4, 8, 16])  # GiB
+
+
+def names() -> list[str]:
+    return sorted(FAMILIES)
+
+
+def is_family(name: str) -> bool:
+    return name in FAMILIES
+
+
+def family_max_sizes(name: str) -> tuple[int, int]:
+    """``(max_nodes, max_guests)`` of a family: the padding of the environment's spaces."""
+    if name not in FAMILIES:
+        raise ConfigError("scenario", f"unknown family {name!r} (allowed: {', '.join(names())})")
+    spec = FAMILIES[name]
+    return spec.nodes[1], spec.guests[1]
+
+
+def _noise(mean: float, sigma: float, tau: float) -> dict[str, Any]:
+    return {"type": "ou", "mean": mean, "sigma": sigma, "tau": tau}
+
+
+def generate(
+    n_nodes: int,
+    n_guests: int,
+    seed: int,
+    name: str = "sized",
+    duration: float = 3600.0,
+    pressure_prob: float = 0.3,
+) -> ScenarioData:
+    """A random cluster of ``n_nodes`` nodes and ``n_guests`` guests (plain scenario data).
+
+    The load is drawn so that the mean node CPU utilisation is 35–75 % and memory 30–70 %, with
+    guests placed unevenly (a Dirichlet-weighted node choice), so some instances start balanced and
+    some with a hot node. Deterministic in ``seed``.
+    """
+    if n_nodes < 1 or n_guests < 0:
+        raise ConfigError("family", "needs at least one node and no negative guest count")
+    rng = np.random.default_rng(np.random.SeedSequence([0x9E3779B9, seed, n_nodes, n_guests]))
+    width = max(2, len(str(n_nodes)))
+    node_names = [f"node{i + 1:0{width}d}" for i in range(n_nodes)]
+    cores = rng.choice(_NODE_CORES, size=n_nodes)
+    mem_gib = cores * rng.choice(_NODE_MEM_PER_CORE, size=n_nodes)
+
+    # guests: sizes, then a placement weighted towards some nodes (uneven start)
+    vcpus = rng.choice(_GUEST_VCPUS, size=n_guests)
+    gmem = rng.choice(_GUEST_MEM, size=n_guests).astype(float)
+    weights = rng.dirichlet(np.full(n_nodes, 2.0)) * cores
+    weights /= weights.sum()
+    place = rng.choice(n_nodes, size=n_guests, p=weights)
+
+    # target mean utilisation → scale guest demand so Σ demand ≈ util × Σ cores
+    util = rng.uniform(0.35, 0.75)
+    mem_util = rng.uniform(0.30, 0.70)
+    share = rng.uniform(0.1, 0.9, size=n_guests) * vcpus
+    cpu_level = share * (util * cores.sum() / max(share.sum(), 1e-9))
+    cpu_level = np.minimum(cpu_level, 0.9 * vcpus)
+    mem_share = rng.uniform(0.4, 0.95, size=n_guests) * gmem
+    mem_scale = min(1.0, mem_util * mem_gib.sum() / max(mem_share.sum(), 1e-9))
+    memhost_gib = np.maximum(mem_share * mem_scale, 0.25)
+    gmem = np.maximum(gmem, np.ceil(memhost_gib))
+    ou_sigma = cpu_level * rng.uniform(0.05, 0.3, size=n_guests)
+    ou_tau = rng.choice([30.0, 60.0, 120.0, 300.0], size=n_guests)
+    has_diurnal = rng.random(n_guests) < 0.4
+    diurnal_amp = cpu_level * rng.uniform(0.1, 0.5, size=n_guests)
+    diurnal_phase = rng.uniform(0, 86400, size=n_guests)
+    diurnal_period = rng.choice([3600.0, 86400.0], size=n_guests)
+    has_bursts = rng.random(n_guests) < 0.25
+    burst_rate = rng.uniform(0.5, 4.0, size=n_guests)
+    burst_height = vcpus * rng.uniform(0.2, 0.6, size=n_guests)
+    burst_dur = rng.choice([30.0, 60.0, 180.0], size=n_guests)
+    has_step = rng.random(n_guests) < 0.05
+    step_t = rng.uniform(300, 3000, size=n_guests)
+    step_v = vcpus * rng.uniform(-0.3, 0.5, size=n_guests)
+    mem_ratio = rng.uniform(0.6, 1.0, size=n_guests)
+    dirty = rng.choice([5.0, 20.0, 50.0, 150.0], size=n_guests) * MiB
+    wws = np.minimum(gmem * rng.uniform(0.1, 0.6, size=n_guests), gmem)
+    sens = rng.uniform(0.3, 1.0, size=n_guests)
+    is_ct = rng.random(n_guests) < 0.08
+    local = rng.random(n_guests) < 0.04
+
+    # a pressure onset: the guests on one node step up their demand at a random time
+    events: list[dict[str, Any]] = []
+    hot = -1
+    if n_nodes >= 2 and rng.random() < pressure_prob:
+        hot = int(rng.integers(n_nodes))
+        onset = float(rng.uniform(300, 1800))
+        events.append({"t": onset, "type": "pressure-onset", "node": node_names[hot]})
+
+    guests: list[dict[str, Any]] = []
+    sids: list[str] = []
+    for i in range(n_guests):
+        sid = f"{'ct' if is_ct[i] else 'vm'}:{100 + i}"
+        sids.append(sid)
+        level = float(cpu_level[i])
+        cpu: list[dict[str, Any]] = [
+            {"type": "constant", "level": level},
+            _noise(0.0, float(ou_sigma[i]), float(ou_tau[i])),
+        ]
+        if has_diurnal[i]:
+            cpu.append(
+                {
+                    "type": "diurnal",
+                    "amplitude": float(diurnal_amp[i]),
+                    "period": float(diurnal_period[i]),
+                    "phase": float(diurnal_phase[i]),
+                }
+            )
+        if has_bursts[i]:
+            cpu.append(
+                {
+                    "type": "bursts",
+                    "rate_per_hour": float(burst_rate[i]),
+                    "height": float(burst_height[i]),
+                    "duration": float(burst_dur[i]),
+                }
+            )
+        if has_step[i]:
+            cpu.append({"type": "steps", "at": [[float(step_t[i]), float(step_v[i])]]})
+        if place[i] == hot:
+            cpu.append({"type": "steps", "at": [[events[0]["t"], float(0.5 * vcpus[i])]]})
+        host = float(memhost_gib[i]) * GiB
+        guests.append(
+            {
+                "sid": sid,
+                "node": node_names[place[i]],
+                "maxcpu": int(vcpus[i]),
+                "maxmem": float(gmem[i]) * GiB,
+                "cpu": cpu,
+                "memhost": [
+                    {"type": "constant", "level": host},
+                    _noise(0.0, 0.02 * host, 600.0),
+                ],
+                "mem_ratio": float(mem_ratio[i]),
+                "dirty_rate": 0.0 if is_ct[i] else float(dirty[i]),
+                "wws": float(wws[i]) * GiB,
+                "throttle_sensitivity": float(sens[i]),
+                "local_resources": bool(local[i]),
+            }
+        )
+
+    # resource affinity: a few positive pairs on one node, a few negative pairs on two nodes
+    rules: list[dict[str, Any]] = []
+    n_rules = min(n_guests // 10, 8)
+    if n_nodes >= 2 and n_guests >= 4:
+        n_rules = max(n_rules, 1)
+        order = rng.permutation(n_guests)
+        used = 0
+        for r in range(n_rules):
+            if used + 2 > n_guests:
+                break
+            a, b = int(order[used]), int(order[used + 1])
+            used += 2
+            if r % 2 == 0:  # positive: keep together, start together
+                guests[b]["node"] = guests[a]["node"]
+                rules.append(
+                    {"name": f"pos{r}", "resources": [sids[a], sids[b]], "affinity": "positive"}
+                )
+            else:  # negative: keep apart, start apart
+                if guests[a]["node"] == guests[b]["node"]:
+                    other = (place[a] + 1) % n_nodes
+                    guests[b]["node"] = node_names[other]
+                rules.append(
+                    {"name": f"neg{r}", "resources": [sids[a], sids[b]], "affinity": "negative"}
+                )
+
+    base_cpu = cores * rng.uniform(0.01, 0.05, size=n_nodes)
+    base_mem = mem_gib * rng.uniform(0.03, 0.12, size=n_nodes)
+    nodes = [
+        {
+            "name": node_names[j],
+            "maxcpu": int(cores[j]),
+            "maxmem": float(mem_gib[j]) * GiB,
+            "base_cpu": [_noise(float(base_cpu[j]), float(0.1 * base_cpu[j]), 120.0)],
+            "base_mem": [
+                {"type": "constant", "level": float(base_mem[j]) * GiB},
+                _noise(0.0, float(0.01 * base_mem[j]) * GiB, 600.0),
+            ],
+        }
+        for j in range(n_nodes)
+    ]
+    return {
+        "name": f"{name}#{seed}",
+        "description": f"random cluster: {n_nodes} nodes, {n_guests} guests (seed {seed})",
+        "duration": duration,
+        "nodes": nodes,
+        "guests": guests,
+        "resource_affinity": rules,
+        "events": events,
+    }
+
+
+def family_data(name: str, instance_seed: int) -> ScenarioData:
+    """Plain scenario data of instance ``instance_seed`` of family ``name``."""
+    family_max_sizes(name)  # validates the name
+    spec = FAMILIES[name]
+    rng = np.random.default_rng(np.random.SeedSequence([0x5EED, instance_seed]))
+    n_nodes = int(rng.integers(spec.nodes[0], spec.nodes[1] + 1))
+    n_guests = int(rng.integers(spec.guests[0], spec.guests[1] + 1))
+    return generate(n_nodes, n_guests, instance_seed, name, spec.duration, spec.pressure_prob)
+
+
+def _family_fn(name: str) -> Callable[[int], ScenarioData]:
+    def fn(instance_seed: int) -> ScenarioData:
+        return family_data(name, instance_seed)
+
+    fn.__name__ = name.replace("-", "_")
+    fn.__doc__ = f"Family {name!r}: {FAMILIES[name].description}."
+    return fn
+
+
+small = _family_fn("small")
+medium = _family_fn("medium")
+bench_small = _family_fn("bench-small")
+bench_large = _family_fn("bench-large")
+
+
+def _signal(items: list[dict[str, Any]]) -> tuple[Component, ...]:
+    return tuple(
+        Component(**{**c, "at": tuple(tuple(p) for p in c["at"])}) if "at" in c else Component(**c)
+        for c in items
+    )
+
+
+def build_scenario(data: ScenarioData) -> Scenario:
+    """The :class:`Scenario` of data made by :func:`generate`, without the generic loader.
+
+    ``pvegym.config.load`` re-resolves type hints for every component, which costs ~1.4 ms per
+    guest (2.8 s for ``bench-large``); the generator's output is valid by construction, so the
+    dataclasses are built directly and only the cross-reference checks (``Scenario.validate``) run.
+    ``tests/sim/test_families.py`` checks that this equals ``scenario_from_dict(data)``.
+    """
+    nodes = tuple(
+        NodeSpec(
+            name=n["name"],
+            maxcpu=n["maxcpu"],
+            maxmem=n["maxmem"],
+            base_cpu=_signal(n["base_cpu"]),
+            base_mem=_signal(n["base_mem"]),
+        )
+        for n in data["nodes"]
+    )
+    guests = tuple(
+        GuestSpec(**{**g, "cpu": _signal(g["cpu"]), "memhost": _signal(g["memhost"])})
+        for g in data["guests"]
+    )
+    rules = tuple(
+        ResourceAffinitySpec(r["name"], tuple(r["resources"]), r["affinity"])
+        for r in data["resource_affinity"]
+    )
+    events = tuple(_EventSpec(**e) for e in data["events"])
+    scn = Scenario(
+        name=data["name"],
+        description=data["description"],
+        duration=float(data["duration"]),
+        nodes=nodes,
+        guests=guests,
+        resource_affinity=rules,
+        events=events,
+    )
+    scn.validate("")
+    return scn
+
+
+def family_scenario(name: str, instance_seed: int) -> Scenario:
+    """The validated :class:`Scenario` of instance ``instance_seed`` of family ``name``."""
+    return build_scenario(family_data(name, instance_seed))
+
+
+def scenario_for(name_or_family: str, seed: int = 0) -> Scenario:
+    """A validated scenario: instance ``seed`` of a family, or a named scenario / TOML file
+    (for which ``seed`` is irrelevant: its randomness is the episode seed's)."""
+    if name_or_family in FAMILIES:
+        return family_scenario(name_or_family, seed)
+    from pvegym.sim.scenarios import load_scenario
+
+    return load_scenario(name_or_family)
