@@ -15,6 +15,7 @@ from pvegym.sim.view import Balancer
 _REGISTRY: dict[str, str] = {
     "noop": "policies.noop:NoopPolicy",
     "upstream": "policies.upstream:UpstreamPolicy",
+    "patched": "policies.patched:PatchedPolicy",
 }
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, SupportsFloat
 
@@ -11,12 +10,13 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
+from pvegym.env.encoding import encode, fill_mask
 from pvegym.errors import ConfigError
 from pvegym.sim import families
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import TELEMETRY_FIELDS, Scenario
 from pvegym.sim.simulation import Simulation
-from pvegym.sim.view import STARTED, ClusterView, Motion
+from pvegym.sim.view import ClusterView, Motion
 
 GiB = float(2**30)
 
@@ -276,13 +276,11 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     def action_masks(self) -> NDArray[np.bool_]:
         """Valid actions now (a fresh bool array): exactly the motions ``motion_possible`` accepts."""
-        sim = self.sim
         mask = self._mask
         mask[:] = False
         mask[0] = True
-        if sim.motion_active():
-            return mask.copy()
-        self._fill_grid()
+        if not self.sim.motion_active():
+            self._fill_grid()
         return mask.copy()
 
     # ------------------------------------------------------------------ gymnasium API
@@ -343,7 +341,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             self._record(motion is not None)
         while self._decisions < self._rounds:
             sim.advance()
-            sim.observe()
+            sim.receive()
             rounds += 1
             if not self.skip_idle_rounds or self._any_motion_possible():
                 break
@@ -411,18 +409,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._decisions = 0
         self._invalid_total = 0
         self._history = []
-        # negative-affinity partners (cluster indices) of each HA guest, by view index
-        pos = {int(c): i for i, c in enumerate(sim.ha_idx)}
-        self._neg = [
-            (pos[c], np.array(partners, dtype=np.int64))
-            for c, partners in sorted(sim.negative.items())
-            if c in pos and partners
-        ]
-        self._started0 = np.array([st == STARTED for st in view.guest_state], dtype=bool)
-        self._started = np.zeros(g, dtype=bool)
-        self._garange = np.arange(g)
-        self._missing_static = {f for f in scn.telemetry.disabled}
-        self._nan_possible = bool(self._missing_static)
+        self._disabled = np.array([f in scn.telemetry.disabled for f in TELEMETRY_FIELDS])
         # static features
         self._obs[:] = 0.0
         nf, gf = self._nf, self._gf
@@ -446,43 +433,21 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         # reset, before any decision), so the episode's rewards sum to minus its final cost
         self._last_cost = np.zeros(len(_COST_KEYS))
 
-    def _started_mask(self) -> NDArray[np.bool_]:
-        """Which HA guests are in state ``started`` (movable), without a Python loop per round.
-
-        The model moves a service out of ``started`` only into ``migrate``/``relocate``, exactly
-        while its ``guest_target`` is set; so ``started`` = started at the episode start and no
-        target now. (Comparing the 2,000 state strings every round cost ~80 µs on ``bench-large``.)
-        ``pvegym.testing.check_masks`` compares the resulting mask with ``motion_possible`` (which
-        reads the states) every step, so a model change breaking this shows up there.
-        """
-        started = self._started
-        np.less(self.view.guest_target, 0, out=started)
-        started &= self._started0
-        return started
-
-    def _fill_grid(self) -> None:
-        """Write the guest × node validity grid (pipeline known idle) into the mask buffer."""
+    def _fill_grid(self) -> bool:
+        """Write the guest × node validity grid (pipeline known idle) into the mask buffer;
+        returns whether any motion is valid."""
         sim = self.sim
         n, g = self._n_nodes, self._n_guests
-        grid = self._grid
-        online = sim.cluster.node_online
-        np.logical_and(self._started_mask()[:, None], online[None, :], out=grid[:g, :n])
-        node = sim.svc_node[self._ha_idx]
-        grid[self._garange, node] = False
-        for i, partners in self._neg:
-            grid[i, sim.svc_node[partners]] = False
-            targets = sim.svc_target[partners]
-            grid[i, targets[targets >= 0]] = False
+        valid = fill_mask(
+            self._grid[:g, :n], self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
+            sim.cluster.node_online, sim.neg_ptr, sim.neg_idx,
+        )  # fmt: skip
+        return bool(valid)
 
     def _any_motion_possible(self) -> bool:
-        sim = self.sim
-        if sim.motion_active():
+        if self.sim.motion_active():
             return False
-        if not self._neg and int(sim.cluster.node_online.sum()) >= 2:
-            return bool(self._started_mask().any())
-        self._mask[:] = False
-        self._fill_grid()
-        return bool(self._mask.any())
+        return self._fill_grid()
 
     def _cost(self) -> NDArray[np.float64]:
         """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode start."""
@@ -517,62 +482,22 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         )
 
     def _encode(self) -> NDArray[np.float32]:
-        """Fill the preallocated observation from the current view; return a copy."""
-        view = self.view
+        """Fill the preallocated observation from this round's telemetry; return a copy."""
+        sim = self.sim
+        cl = sim.cluster
         n, g = self._n_nodes, self._n_guests
-        nf, gf, glob = self._nf, self._gf, self._glob
-        mn = float(self.max_nodes)
-
-        online = view.node_online
-        nf["online"][:n] = online
-        np.multiply(view.node_cpu, self._inv_node_cpu, out=nf["cpu"][:n], casting="same_kind")
-        np.multiply(view.node_mem, self._inv_node_mem, out=nf["mem"][:n], casting="same_kind")
-        np.multiply(view.node_cpu_some, 0.01, out=nf["cpu_some"][:n], casting="same_kind")
-        np.multiply(view.node_mem_some, 0.01, out=nf["mem_some"][:n], casting="same_kind")
-        np.multiply(view.node_mem_full, 0.01, out=nf["mem_full"][:n], casting="same_kind")
-        node = view.guest_node
-        nf["guests"][:n] = np.bincount(node, minlength=n)[:n] / self.max_guests
-
-        inv_mn = 1.0 / mn
-        np.multiply(node, inv_mn, out=gf["node"][:g], casting="unsafe")
-        gf["node"][:g] += inv_mn
-        target = view.guest_target
-        np.multiply(target, inv_mn, out=gf["target"][:g], casting="unsafe")
-        gf["target"][:g] += inv_mn
-        np.greater_equal(target, 0, out=gf["moving"][:g], casting="unsafe")
-        gf["started"][:g] = self._started_mask()
-        gf["running"][:g] = view.guest_running
-        np.multiply(view.guest_cpu, self._inv_guest_cpu, out=gf["cpu"][:g], casting="same_kind")
-        np.multiply(view.guest_mem, self._inv_guest_mem, out=gf["mem"][:g], casting="same_kind")
-        np.multiply(
-            view.guest_memhost, self._inv_guest_mem, out=gf["memhost"][:g], casting="same_kind"
-        )
-        np.multiply(view.guest_cpu_some, 0.01, out=gf["cpu_some"][:g], casting="same_kind")
-        np.multiply(view.guest_cpu_full, 0.01, out=gf["cpu_full"][:g], casting="same_kind")
-        np.multiply(view.guest_mem_some, 0.01, out=gf["mem_some"][:g], casting="same_kind")
-        np.multiply(view.guest_mem_full, 0.01, out=gf["mem_full"][:g], casting="same_kind")
-
-        glob[0] = min(view.t / self._episode_len_s, 1.0)
-        glob[1] = view.motion_active
-        glob[4] = _imbalance(nf["cpu"][:n], nf["mem"][:n], online)
-        ok = failed = 0.0
-        for r in view.results:
-            if r.ok:
-                ok = 1.0
-            else:
-                failed = 1.0
-        glob[5], glob[6] = ok, failed
-        missing = False
-        for k, name in enumerate(TELEMETRY_FIELDS):
-            arr = getattr(view, name)
-            flag = name in self._missing_static or (arr.size > 0 and math.isnan(arr[0]))
-            glob[7 + k] = flag
-            missing = missing or flag
-        obs = self._obs
-        if missing or self._nan_possible:
-            np.nan_to_num(obs, copy=False, nan=0.0, posinf=1.0, neginf=0.0)
-        np.clip(obs, 0.0, 1.0, out=obs)
-        return obs.copy()
+        ok, failed = sim.result_flags()
+        encode(
+            self._glob, self._nodef[:, :n], self._guestf[:, :g], self._disabled,
+            cl.node_online, cl.node_cpu, cl.node_mem, cl.node_avg[0],
+            self._inv_node_cpu, self._inv_node_mem,
+            self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
+            cl.running, cl.run_fraction, cl.received, cl.memhost, cl.mem_ratio, cl.guest_avg[0],
+            self._inv_guest_cpu, self._inv_guest_mem,
+            sim.t / self._episode_len_s, sim.motion_active(), ok, failed,
+            self.max_nodes, self.max_guests,
+        )  # fmt: skip
+        return self._obs.copy()
 
     # ------------------------------------------------------------------ rendering
     def _record(self, moved: bool) -> None:
@@ -630,26 +555,6 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             if h[2]:
                 img[:, 2 * k, :] = 255
         return img
-
-
-def _imbalance(cpu: NDArray[np.float32], mem: NDArray[np.float32], online: NDArray[Any]) -> float:
-    """Normalized CV (÷ √(n−1)) of telemetry loads (cpu/maxcpu + mem/maxmem)/2 of online nodes.
-
-    Sums instead of ``np.std``: this runs every step on a handful of nodes, where NumPy's
-    reduction machinery costs more than the arithmetic.
-    """
-    loads = cpu + mem
-    if not online.all():
-        loads = loads[online]
-    k = loads.size
-    if k < 2:
-        return 0.0
-    total = float(loads.sum())
-    if not total > 0.0:
-        return 0.0
-    mean = total / k
-    var = max(float(np.dot(loads, loads)) / k - mean * mean, 0.0)
-    return min(math.sqrt(var) / mean / math.sqrt(k - 1), 1.0)
 
 
 __all__ = [

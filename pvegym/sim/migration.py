@@ -220,8 +220,11 @@ class Migration:
     :attr:`doublings`, :attr:`switchover_s`, :attr:`sync_count`, :attr:`reported_dirty_rate`).
     """
 
-    def __init__(self, params: MigrationParams) -> None:
+    def __init__(self, params: MigrationParams, record_timeline: bool = True) -> None:
+        """``record_timeline=False`` skips the per-second :attr:`timeline` (the cluster model
+        does not read it, and building it is most of the cost of a round)."""
         self.params = params
+        self._record_timeline = record_timeline
         p = params
         self._m = float(p.memory)
         self._b = float(p.bandwidth)
@@ -400,6 +403,10 @@ class Migration:
                 self._evolve(self._t_end)
                 self._finish()
                 return
+            if self._usleep == POLL_SLOW_TICKS:
+                self._skip_slow_polls(target)
+                if self._outcome != RUNNING:
+                    return
             ke = min(self._next_check, self._next_timer, self._poll_next)
             te = ke / TICKS_PER_S
             if te > target:
@@ -435,7 +442,7 @@ class Migration:
         pending = self._bulk + self._dirty
         # whole-second samples in (t0, t1], taken before the events at that instant
         s = math.floor(t0) + 1
-        if s <= t1:
+        if self._record_timeline and s <= t1:
             tl = self.timeline
             for sec in range(s, math.floor(t1) + 1):
                 sent = min(self._b * (sec - t0), pending)
@@ -614,6 +621,42 @@ class Migration:
                 self.log.append((t, f"auto-increased downtime to continue migration: {new:.0f} ms"))
         self._last_mem = mem
         self._poll_next = k + self._usleep
+
+    def _skip_slow_polls(self, target: float) -> None:
+        """Run 1 s polls that fall before the next QEMU event (and by ``target``) as bookkeeping.
+
+        Between QEMU events nothing is synced, so ``remaining`` only falls and ``transferred``
+        grows linearly (:meth:`_evolve`): once a poll has seen the last sync, the next ones cannot
+        count a downtime event, and their state is known in closed form. It updates ``$i``, ``$lastrem``, ``$last_mem_transferred`` and
+        may switch to 100 ms polling (then :meth:`_skip_idle_polls` takes over). A poll that would
+        cross a patch threshold, or find nothing pending, is left to :meth:`_poll`."""
+        limit = min(self._next_check, self._next_timer)
+        last_tick = math.floor(target * TICKS_PER_S + 1e-9)
+        pending = self._bulk + self._dirty
+        t, tr, b = self._t, self._transferred, self._b
+        p = self.params
+        thr = math.inf
+        if p.qemu_server_patched:
+            thr = p.abort_factor * self._m if self._boosted else p.boost_factor * self._m
+        while self._usleep == POLL_SLOW_TICKS:
+            k = self._poll_next
+            if k >= limit or k > last_tick:
+                return
+            sent = b * (k / TICKS_PER_S - t)
+            if sent >= pending:
+                return  # remaining reaches 0: a downtime event, for _poll
+            mem = tr + sent
+            rem = pending - sent
+            if mem > thr or (self._lastrem and rem > self._lastrem):
+                return  # a patch threshold or a sync since the last poll: _poll counts it
+            self._poll_i += 1
+            avglstat = self._last_mem / self._poll_i if self._last_mem else 0.0
+            if mem != self._last_mem:
+                if avglstat and rem < avglstat:
+                    self._usleep = POLL_FAST_TICKS
+                self._lastrem = rem
+            self._last_mem = mem
+            self._poll_next = k + self._usleep
 
     def _abort(self, k: int, mem: float) -> None:
         self._outcome = ABORTED

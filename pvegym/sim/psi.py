@@ -88,9 +88,24 @@ GRID_STEPS = 2000  # M/M/c table resolution over ρ ∈ [0, 1]
 _RHO_GRID = np.linspace(0.0, 1.0, GRID_STEPS + 1)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _mmc_table(cores: int) -> NDArray[np.float64]:
-    return np.array([mmc_some(cores, float(r)) for r in _RHO_GRID])
+    """:func:`mmc_some` over the ρ grid, vectorised over ρ (same formula, in logs)."""
+    c = int(cores)
+    rho = _RHO_GRID[1:-1]  # 0 and 1 are exact: 0 and 1
+    a = c * rho
+    n = np.arange(c)[:, None]
+    log_terms = n * np.log(a)[None, :] - np.array([math.lgamma(k + 1) for k in range(c)])[:, None]
+    log_pc = c * np.log(a) - math.lgamma(c + 1)
+    m = np.maximum(log_terms.max(axis=0), log_pc)
+    total = np.exp(log_terms - m).sum(axis=0) + np.exp(log_pc - m) / (1.0 - rho)
+    p_c = np.exp(log_pc - m) / total
+    head = rho * (1 - (c + 1) * rho**c + c * rho ** (c + 1)) / (1 - rho) ** 2
+    tail = c * rho ** (c + 1) / (1 - rho)
+    out = np.empty(_RHO_GRID.size)
+    out[0], out[-1] = 0.0, 1.0
+    out[1:-1] = np.minimum(1.0, p_c * (head + tail) / c)
+    return out
 
 
 class CpuPressureModel:

@@ -112,38 +112,381 @@ def _vm(
 # named scenarios
 
 
+# --------------------------------------------------------------------------------------------
+# the field scenarios (MODEL.md §10), from the seeds
+#
+# Shared setting: the seed's cluster ("a two-node PVE 9.2 cluster (pve-ha-manager 5.2.5)",
+# ``seeds/000``). The seed gives no hardware sizes; MODEL §10 asks for "a few tens of cores,
+# 64–256 GiB", so every field scenario uses two nodes of 32 cores and 128 GiB. Guests are VMs
+# (``vm:``, live migration) with the seed's migration network (~430 MiB/s, ``seeds/004``, the
+# scenario default). Memory signals are ``memhost`` (host footprint); ``mem_ratio`` < 1 is the
+# balloon-reported guest view (``mem``), which upstream uses (``migration-psi.md`` §E).
+
+FIELD_CORES = 32  # cores per node ("a few tens of cores")
+FIELD_MEM_GIB = 128  # GiB per node (64–256 GiB)
+FIELD_NODES = ("node1", "node2")
+
+#: Host overhead of an otherwise empty PVE node: pve-cluster, pvestatd, corosync, ~0.3 cores and
+#: ~4 GiB (no guests, no ZFS ARC).
+HOST_CPU = 0.3
+HOST_MEM = 4 * GiB
+
+
+def _host(cpu_sigma: float = 0.05, mem_sigma: float = 0.1 * GiB) -> tuple[Any, Any]:
+    """Base load of a quiet PVE host: host overhead plus small OU noise (cores, bytes)."""
+    return (
+        _noise(HOST_CPU, cpu_sigma, 30.0),
+        [{"type": "constant", "level": HOST_MEM}, _noise(0.0, mem_sigma, 300.0)],
+    )
+
+
+def _field_node(name: str, base_cpu: Any, base_mem: Any) -> dict[str, Any]:
+    return _node(name, FIELD_CORES, FIELD_MEM_GIB, base_cpu=base_cpu, base_mem=base_mem)
+
+
+@scenario("failure-loop")
+def failure_loop() -> ScenarioData:
+    """Seed 000 symptom 1: a rebalance migration that always fails (local CD-ROM) is the best move.
+
+    Seed figures encoded: two nodes ("two-node PVE 9.2 cluster"); the guest whose move is the best
+    one has a local CD-ROM, so ``qm migrate`` fails after its precheck (``local_resources``);
+    "deliberately stress-testing CRS": node1 runs ~29 of its 32 cores of stress load (real CPU
+    pressure, ~20–25 % PSI some), node2 is nearly idle; 20 minutes, in which the seed saw 25
+    identical failing attempts, "re-issued every ~40 seconds" (hold 3 rounds + the LRM's 10 s loop
+    + the round in which the CRM sees the failure). Target (MODEL §10): upstream 20–31 failed
+    attempts, patched ≤ 6 (backoff 60 s, 120 s, …).
+    """
+    c1, m1 = _host()
+    c2, m2 = _host()
+    return {
+        "name": "failure-loop",
+        "description": "2 nodes; a stress VM with a local CD-ROM is the best move (fails every time)",
+        "duration": "20m",
+        "nodes": [_field_node("node1", c1, m1), _field_node("node2", c2, m2)],
+        "guests": [
+            # the stress VM with a local CD-ROM attached: moving it is the best balancing move
+            _vm(
+                "vm:101",
+                "node1",
+                16,
+                32,
+                [{"type": "constant", "level": 14.0}, _noise(0.0, 0.4, 30.0)],
+                24 * GiB,
+                mem_ratio=0.8,
+                dirty_rate=200 * MiB,
+                wws=4 * GiB,
+                local_resources=True,
+            ),
+            _vm(
+                "vm:102",
+                "node1",
+                8,
+                16,
+                [{"type": "constant", "level": 8.0}, _noise(0.0, 0.3, 30.0)],
+                12 * GiB,
+                mem_ratio=0.8,
+                dirty_rate=100 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm(
+                "vm:103",
+                "node1",
+                8,
+                16,
+                [{"type": "constant", "level": 6.0}, _noise(0.0, 0.3, 30.0)],
+                10 * GiB,
+                mem_ratio=0.8,
+                dirty_rate=100 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm("vm:201", "node2", 4, 8, _noise(1.0, 0.1), 6 * GiB, mem_ratio=0.8),
+        ],
+    }
+
+
+#: ``dominant-oscillation``: the seed's "~0.5 percentage points" of base-load difference (node load
+#: ``(cpu/maxcpu + mem/maxmem)/2``) that qualifies a move of the dominant VM under upstream's
+#: accounting and its 10 % relative margin.
+QUALIFYING_ASYMMETRY = 0.005
+DOMINANT_MEMHOST = 36 * GiB  # host footprint of the dominant VM (48 GiB configured)
+DOMINANT_CPU = 0.3  # cores, an idle VM
+
+
+def _dominant_mem_ratio(margin: float = 0.1) -> float:
+    """Balloon view / host footprint of the dominant VM such that, with upstream's accounting, a
+    base-load asymmetry δ* = :data:`QUALIFYING_ASYMMETRY` is where a swap starts to qualify.
+
+    Two nodes, the VM (load share ``h = hc + hm``: cpu and memhost parts) on the node whose base
+    load is higher by δ: before ``(h + δ)/S``; upstream predicts moving load ``hc + r·hm``, so
+    after ``(h − δ − 2g)/S`` with the accounting gap ``g = (1 − r)·hm``. The relative margin holds
+    from ``(2δ + 2g)/(h + δ) = margin``, i.e. ``δ* = (margin·h − 2g)/(2 − margin)``. Solving for r
+    with δ* = 0.005: ≈ 0.982 (mem ≈ 35.4 GiB of 36 GiB memhost); with memhost accounting (g = 0)
+    the swap needs δ ≥ margin·h/(2 − margin) ≈ 0.77 pp instead.
+    """
+    hc = DOMINANT_CPU / FIELD_CORES / 2
+    hm = DOMINANT_MEMHOST / (FIELD_MEM_GIB * GiB) / 2
+    g = (margin * (hc + hm) - (2 - margin) * QUALIFYING_ASYMMETRY) / 2
+    return 1.0 - g / hm
+
+
+@scenario("dominant-oscillation")
+def dominant_oscillation() -> ScenarioData:
+    """Seed 000 symptom 2: one dominant VM oscillates between two nodes of an otherwise idle cluster.
+
+    Seed figures encoded: two nodes, nearly idle ("an otherwise idle cluster"); one dominant VM
+    (48 GiB configured, 36 GiB host footprint ``memhost``, ~15 % of a node's load) whose balloon
+    view ``mem`` is smaller ("the balloon-adjusted guest memory value is used instead of the
+    host-side footprint") by just enough that, with upstream's accounting and 10 % margin, "a
+    base load difference of ~0.5 percentage points qualifies a motion and later its reverse"
+    (:func:`_dominant_mem_ratio`); "sub-percent base load fluctuations": each node's base load
+    stays within ±1 pp about 95 % of the time, i.e. σ ≈ 0.5 pp of node load (host CPU σ 0.25 cores
+    with 30 s correlation — "the point-in-time usage samples are noisy" — and host memory σ
+    0.75 GiB over 5 min); 27 minutes, in which the seed saw 5 moves of that VM.
+    The VM is the only HA resource (a second small VM would make its swap lopsided and end the
+    oscillation after one move). Target: upstream 3–10 moves of the dominant VM, patched 0.
+    """
+    nodes = [
+        _field_node(
+            name,
+            _noise(HOST_CPU, 0.25, 30.0),
+            [{"type": "constant", "level": HOST_MEM}, _noise(0.0, 0.75 * GiB, 300.0)],
+        )
+        for name in FIELD_NODES
+    ]
+    return {
+        "name": "dominant-oscillation",
+        "description": "2 idle nodes, one dominant VM (memhost 36 GiB > balloon mem), sub-% noise",
+        "duration": "27m",
+        "nodes": nodes,
+        "guests": [
+            _vm(
+                "vm:110",
+                "node1",
+                8,
+                48,
+                _noise(DOMINANT_CPU, 0.05, 30.0),
+                DOMINANT_MEMHOST,
+                mem_ratio=round(_dominant_mem_ratio(), 4),
+                dirty_rate=8 * MiB,
+                wws=2 * GiB,
+            ),
+        ],
+    }
+
+
 @scenario("idle-night")
 def idle_night() -> ScenarioData:
-    """The seed's idle night: two nodes, an imbalance metric near 0.49 all night that no motion can
-    remove (it comes from host load and ZFS ARC on one node), night-time noise, no pressure."""
+    """Seed 000 symptom 3: an idle night with the imbalance metric at ~0.49 and nothing to gain.
+
+    Seed figures encoded: "an idle night (imbalance metric standing at ~49% the whole time)" —
+    with nothing moving, the normalized imbalance of the node loads is ≈ 0.49 for 8 hours; most of
+    it is load no motion can remove: node1's ZFS ARC (22 GiB, counted as used memory since
+    ``memused = MemTotal − MemAvailable``) on top of the host overhead; night-time noise (ARC σ
+    0.5 GiB drifting over 15 min, host CPU σ 0.1 cores); a handful of small idle VMs whose moves
+    barely qualify ("kept issuing barely-qualifying migrations with nothing to gain for any
+    workload"); no pressure anywhere. Target: upstream ≥ 3 moves in the night, patched 0.
+    """
     return {
         "name": "idle-night",
         "description": "2 nodes, 8 h night, imbalance ~0.49 mostly from host/ARC load, no pressure",
         "duration": "8h",
         "nodes": [
-            # node1 carries a large ZFS ARC and host services: memory in use no VM accounts for
-            _node(
+            # node1 runs ZFS: its ARC is memory in use that no VM accounts for
+            _field_node(
                 "node1",
-                16,
-                64,
-                base_cpu=_noise(0.6, 0.08),
-                base_mem=[{"type": "constant", "level": 26 * GiB}, _noise(0.0, 0.15 * GiB, 300.0)],
+                _noise(HOST_CPU + 0.1, 0.1, 60.0),
+                [
+                    {"type": "constant", "level": HOST_MEM + 22 * GiB},
+                    _noise(0.0, 0.5 * GiB, 900.0),
+                ],
             ),
-            _node(
+            _field_node(
                 "node2",
-                16,
-                64,
-                base_cpu=_noise(0.3, 0.05),
-                base_mem=[{"type": "constant", "level": 3 * GiB}, _noise(0.0, 0.05 * GiB, 300.0)],
+                _noise(HOST_CPU, 0.08, 60.0),
+                [{"type": "constant", "level": HOST_MEM + 2 * GiB}, _noise(0.0, 0.2 * GiB, 900.0)],
             ),
         ],
         "guests": [
-            _vm("vm:101", "node1", 2, 8, _noise(0.15, 0.05), 6 * GiB, mem_ratio=0.7),
-            _vm("vm:102", "node1", 2, 4, _noise(0.08, 0.03), 3 * GiB, mem_ratio=0.8),
-            _vm("vm:103", "node2", 2, 8, _noise(0.10, 0.04), 5 * GiB, mem_ratio=0.7),
-            _vm("vm:104", "node2", 1, 2, _noise(0.05, 0.02), 1.5 * GiB, mem_ratio=0.8),
+            # small idle VMs: each move of one shifts ~0.6 % of a node's load — barely qualifying
+            _vm("vm:101", "node1", 2, 4, _noise(0.10, 0.04), 2 * GiB, mem_ratio=0.75),
+            _vm("vm:102", "node1", 2, 4, _noise(0.10, 0.04), 2 * GiB, mem_ratio=0.75),
+            _vm("vm:103", "node1", 1, 4, _noise(0.08, 0.03), 1.5 * GiB, mem_ratio=0.75),
+            _vm("vm:104", "node1", 1, 2, _noise(0.08, 0.03), 1.5 * GiB, mem_ratio=0.8),
+            _vm("vm:105", "node1", 1, 2, _noise(0.08, 0.03), 1.5 * GiB, mem_ratio=0.8),
+            _vm("vm:201", "node2", 2, 8, _noise(0.10, 0.04), 3 * GiB, mem_ratio=0.75),
+            _vm("vm:202", "node2", 1, 4, _noise(0.05, 0.02), 2 * GiB, mem_ratio=0.8),
         ],
     }
+
+
+#: ``pressure-evacuation``: when the load on node1 starts to rise (s).
+PRESSURE_ONSET_S = 600.0
+
+
+@scenario("pressure-evacuation")
+def pressure_evacuation() -> ScenarioData:
+    """Seed 000 validation: "real node pressure leads to a single strongly qualifying evacuation
+    about two minutes after the pressure appears".
+
+    Seed figures encoded: two nodes; at t0 = 10 min a batch job in vm:101 on node1 ramps up over
+    ~90 s (2 → 12 cores in four steps of its workers), taking node1 from ~18 to ~28 of its 32 cores
+    — real CPU pressure (~20 % PSI some avg10) — while node2 runs ~10 cores. The ``pressure-onset``
+    event marks t0 (the ramp's first step lands in the round after it). One move of vm:101 or a
+    peer (~10 cores) balances both nodes at ~18–20 cores, below pressure. 20 minutes. Target:
+    patched exactly 1 move, off node1, 30–240 s after t0, node1's cpu some avg10 < 10 % within
+    5 min of the move.
+    """
+    t0 = PRESSURE_ONSET_S
+    c1, m1 = _host()
+    c2, m2 = _host()
+    ramp = {
+        "type": "steps",
+        "at": [[t0 + 10, 2.5], [t0 + 40, 5.0], [t0 + 70, 7.5], [t0 + 100, 10.0]],
+    }
+    return {
+        "name": "pressure-evacuation",
+        "description": "2 nodes; at t0=10m a batch job ramps node1 to ~28/32 cores (CPU pressure)",
+        "duration": "20m",
+        "nodes": [_field_node("node1", c1, m1), _field_node("node2", c2, m2)],
+        "guests": [
+            _vm(
+                "vm:101",
+                "node1",
+                16,
+                16,
+                [{"type": "constant", "level": 2.0}, ramp, _noise(0.0, 0.3, 30.0)],
+                12 * GiB,
+                mem_ratio=0.85,
+                dirty_rate=50 * MiB,
+                wws=4 * GiB,
+            ),
+            _vm(
+                "vm:102",
+                "node1",
+                8,
+                16,
+                [{"type": "constant", "level": 7.0}, _noise(0.0, 0.3, 30.0)],
+                12 * GiB,
+                mem_ratio=0.85,
+                dirty_rate=30 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm(
+                "vm:103",
+                "node1",
+                8,
+                16,
+                [{"type": "constant", "level": 8.0}, _noise(0.0, 0.3, 30.0)],
+                12 * GiB,
+                mem_ratio=0.85,
+                dirty_rate=30 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm(
+                "vm:201",
+                "node2",
+                8,
+                16,
+                [{"type": "constant", "level": 6.0}, _noise(0.0, 0.3, 30.0)],
+                12 * GiB,
+                mem_ratio=0.85,
+                dirty_rate=30 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm(
+                "vm:202",
+                "node2",
+                8,
+                16,
+                [{"type": "constant", "level": 4.0}, _noise(0.0, 0.3, 30.0)],
+                12 * GiB,
+                mem_ratio=0.85,
+                dirty_rate=30 * MiB,
+                wws=2 * GiB,
+            ),
+        ],
+        "events": [{"t": t0, "type": "pressure-onset", "node": "node1"}],
+    }
+
+
+@scenario("nonconverging-migration")
+def nonconverging_migration() -> ScenarioData:
+    """Seed 004: the best move is a 24 GiB guest that dirties memory faster than 430 MiB/s.
+
+    Seed figures encoded: "a 24 GiB guest with ~430 MiB/s transfer speed and a 600-760 MiB/s
+    dirty rate" (680 MiB/s raw over all 24 GiB, the bandwidth is the scenario default 430 MiB/s);
+    dirtying that auto-converge throttling cannot slow (``throttle_sensitivity`` 0, MODEL §6's
+    non-converging case: the seed's guest kept dirtying at 600–760 MiB/s under throttling); the
+    guest is the best move of a rebalance on a two-node cluster whose node1 is under CPU pressure
+    (~27 of 32 cores), so the patched balancer acts too. 15 minutes: unpatched qemu-server still
+    migrates after 10 min; patched qemu-server aborts at 4 passes (≈ 229 s), after which the
+    balancer backs off. Target: upstream (``--qemu-server unpatched``) still running after 10 min;
+    patched (``--qemu-server patched``) aborted at 4 passes, then backed off.
+    """
+    c1, m1 = _host()
+    c2, m2 = _host()
+    return {
+        "name": "nonconverging-migration",
+        "description": "2 nodes; the best move is a 24 GiB VM dirtying 680 MiB/s (> 430 MiB/s)",
+        "duration": "15m",
+        "nodes": [_field_node("node1", c1, m1), _field_node("node2", c2, m2)],
+        "guests": [
+            _vm(
+                "vm:120",
+                "node1",
+                8,
+                24,
+                [{"type": "constant", "level": 7.0}, _noise(0.0, 0.2, 30.0)],
+                22 * GiB,
+                mem_ratio=0.9,
+                dirty_rate=680 * MiB,
+                wws=24 * GiB,
+                throttle_sensitivity=0.0,
+            ),
+            _vm(
+                "vm:121",
+                "node1",
+                8,
+                16,
+                [{"type": "constant", "level": 8.0}, _noise(0.0, 0.3, 30.0)],
+                12 * GiB,
+                mem_ratio=0.85,
+                dirty_rate=40 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm(
+                "vm:122",
+                "node1",
+                8,
+                16,
+                [{"type": "constant", "level": 8.0}, _noise(0.0, 0.3, 30.0)],
+                12 * GiB,
+                mem_ratio=0.85,
+                dirty_rate=40 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm(
+                "vm:123",
+                "node1",
+                4,
+                8,
+                [{"type": "constant", "level": 3.0}, _noise(0.0, 0.2, 30.0)],
+                6 * GiB,
+                mem_ratio=0.85,
+            ),
+            _vm("vm:201", "node2", 4, 8, _noise(3.0, 0.2, 30.0), 8 * GiB, mem_ratio=0.85),
+        ],
+    }
+
+
+#: The field scenarios of MODEL §10, in the table's order.
+FIELD_SCENARIOS = (
+    "failure-loop",
+    "dominant-oscillation",
+    "idle-night",
+    "pressure-evacuation",
+    "nonconverging-migration",
+)
 
 
 @scenario("contended-3node")

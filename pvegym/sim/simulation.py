@@ -90,6 +90,12 @@ class Simulation:
                 table.setdefault(m, []).extend(
                     x for x in members if x != m and x not in table.get(m, [])
                 )
+        # negative-affinity partners in CSR form (cluster guest indices), for compiled mask code
+        counts = [len(self.negative.get(i, ())) for i in range(cl.n_guests)]
+        self.neg_ptr = np.cumsum([0, *counts]).astype(np.int64)
+        self.neg_idx = np.array(
+            [p for i in range(cl.n_guests) for p in self.negative.get(i, ())], dtype=np.int64
+        )
         self._migratable = np.array([not g.local_resources for g in cl.guests])
         self._disabled = set(self.scenario.telemetry.disabled)
         self._nan_nodes = np.full(cl.n_nodes, np.nan)
@@ -101,6 +107,7 @@ class Simulation:
         cl.reset()
         self.t = 0.0
         self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
+        self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
         self.svc_node = cl.home.copy()
         self.svc_target = np.full(cl.n_guests, -1, dtype=np.int64)
         self.cmds: dict[int, tuple[str, int]] = {}
@@ -115,7 +122,7 @@ class Simulation:
             (e.t, e.node) for e in self.scenario.events if e.type == "pressure-onset"
         ]
         self.log: list[tuple[float, str]] = []
-        self.view: ClusterView | None = None
+        self._view: ClusterView | None = None
         self._results: list[Job] = []
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
 
@@ -134,6 +141,14 @@ class Simulation:
         self.commit(motion)
         self.advance()
         return self.observe()
+
+    @property
+    def view(self) -> ClusterView:
+        """This round's telemetry view, built on first use (an agent reading the flat observation
+        through the environment never pays for it)."""
+        if self._view is None:
+            self._view = self._build_view()
+        return self._view
 
     def run(
         self,
@@ -205,7 +220,8 @@ class Simulation:
                 job.migration = Migration(
                     migration_params(
                         spec.maxmem, spec.dirty_rate, spec.wws, spec.throttle_sensitivity, ms
-                    )
+                    ),
+                    record_timeline=False,
                 )
                 job.phase = "transfer"
                 job.t_transfer_start = t
@@ -262,14 +278,25 @@ class Simulation:
     # ------------------------------------------------------------------ CRM
     def observe(self) -> ClusterView:
         """Manual commands due now, the LRM exits the CRM sees, and the telemetry snapshot."""
+        self.receive()
+        return self.view
+
+    def receive(self) -> None:
+        """The start of the CRM round without building the view: manual commands due now are
+        queued and the LRM exits that ended by now are taken for this round's state machine."""
         while self._event_pos < len(self._events) and self._events[self._event_pos].t <= self.t:
             ev = self._events[self._event_pos]
             self._event_pos += 1
             self._queue(self.cluster.guest_index[ev.sid], self.cluster.node_index[ev.target])
         self._results = [j for j in self.finished if j.t_end is not None and j.t_end <= self.t]
         self.finished = [j for j in self.finished if j not in self._results]
-        self.view = self._build_view()
-        return self.view
+        self._view = None
+
+    def result_flags(self) -> tuple[bool, bool]:
+        """Whether an HA motion result arrived this round that succeeded / failed."""
+        ok = any(j.ok for j in self._results if self._is_ha[j.guest])
+        failed = any(not j.ok for j in self._results if self._is_ha[j.guest])
+        return ok, failed
 
     def commit(self, motion: Motion | None) -> bool:
         """Queue the balancer's motion (if valid) and run the service state machine.
@@ -284,6 +311,7 @@ class Simulation:
         for job in self._results:  # next_state_migrate_relocate
             g = job.guest
             self.svc_state[g] = STARTED
+            self.svc_started[g] = True
             self.svc_target[g] = -1
             self.svc_node[g] = job.target if job.ok else job.source
         self._results = []
@@ -294,6 +322,7 @@ class Simulation:
             if target == self.svc_node[g] or not cl.node_online[target]:
                 continue
             self.svc_state[g] = kind
+            self.svc_started[g] = False
             self.svc_target[g] = target
             offset = float(self._lrm_rng.uniform(0.0, self.scenario.migration.lrm_delay_max_s))
             job = Job(g, cl.sids[g], int(self.svc_node[g]), target, kind, self.t, self.t + offset)

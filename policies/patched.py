@@ -1,0 +1,347 @@
+"""``patched``: the upstream balancer with the seed's patch series (``seeds/000_*``), patch by patch.
+
+The seed ("[PATCH ha-manager 0/7] auto rebalance: fix failure retry loop, oscillation and
+idle-cluster churn", pve-ha-manager 5.2.5, two-node PVE 9.2 cluster) has five behavioural patches;
+patches 4–5 only extend upstream's Perl simulator (pvegym models that already). Each behavioural
+patch is one boolean switch of :class:`PatchedPolicy.Config`, so that any one can be ablated alone;
+with every switch off the policy decides exactly like :class:`~policies.upstream.UpstreamPolicy`.
+
+1. ``outcome_tracking`` — remember the outcome of the motions *this balancer* issued, learned
+   from ``view.results`` (the LRM exits the CRM processes, nothing else): after a failure the
+   (resource, target) pair is backed off for ``backoff_base_s`` × 2^(k−1) s after its k-th failure
+   (60 s, 120 s, 240 s, …, capped at ``backoff_cap_s``); after a success the resource (and its
+   bundle) is left alone for ``cooldown_s``. Seed: "failed motions back off with the expected
+   60/120s delays".
+2. ``use_memhost`` — a guest's memory in the dynamic stats is its host-side footprint
+   (``memhost``) instead of the balloon-reported guest view (``mem``), falling back to ``mem``
+   where ``memhost`` is missing (NaN). Seed: "the predicted post-migration state is systematically
+   off because the balloon-adjusted guest memory value is used instead of the host-side footprint".
+3. ``dead_band`` — a move must also lower the imbalance by at least ``min_improvement`` in
+   absolute terms, on top of upstream's relative ``margin``. Seed: "the relative margin provides
+   almost no hysteresis (a base load difference of ~0.5 percentage points qualifies a motion and
+   later its reverse)".
+6. ``residual_ema`` — node load = Σ usage of the HA guests on the node + a residual (node stat −
+   that sum); only the residual is smoothed, by an EMA kept across rounds. Known structural
+   changes (a guest moved, a guest's own load) act at once; only load no HA motion can act upon is
+   averaged. Seed: "only load that cannot be attributed to any HA-managed service - which drives
+   the oscillation but cannot be acted upon - is averaged".
+7. ``pressure_gate`` — act only while some node reports PSI cpu or memory *some* avg10 ≥
+   ``min_pressure_pct``; fail open when that telemetry is missing. Seed: "only while some node
+   reports a cpu or memory some-pressure (PSI avg10 …) of at least 10%".
+
+The hooks used (see :class:`~policies.upstream.UpstreamPolicy`): :meth:`observe` (patch 1, every
+round, blocked or not), :meth:`guest_stats` (2), :meth:`node_stats` (6), :meth:`should_consider`
+(7, after the hold counter fired, so a gated attempt still resets the counter like any attempt),
+:meth:`filter_candidates` (1) and :meth:`accept` (3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from policies.upstream import (
+    _CURRENT_STATES,
+    Candidates,
+    FloatArray,
+    NodeStatsArrays,
+    UpstreamPolicy,
+)
+from pvegym.errors import ConfigError
+from pvegym.sim.view import ClusterView, Motion
+
+
+@dataclass(frozen=True, slots=True)
+class _Issued:
+    """A motion this balancer issued, until its result has been seen."""
+
+    leader: str
+    target: str
+    members: tuple[str, ...]  # the bundle moved with the leader (sids, leader included)
+
+
+class PatchedPolicy(UpstreamPolicy):
+    """Upstream's balancer plus the seed's patches 1, 2, 3, 6 and 7, each behind its own switch."""
+
+    name = "patched"
+
+    @dataclass(frozen=True, slots=True)
+    class Config(UpstreamPolicy.Config):
+        """Upstream's constants plus the patch switches and constants (all overridable).
+
+        Patch 1 (outcome tracking):
+
+        * ``backoff_base_s`` = 60 s: the seed's observed first backoff ("60/120s delays").
+        * ``backoff_factor`` = 2: "exponential per-target backoff", doubling (60, 120, 240, …).
+        * ``backoff_cap_s`` = 3600 s (not in the seed): reached after the 7th failure
+          (60·2⁶ = 3840 s), so a permanently failing move (local CD-ROM) is retried at most about
+          once an hour — the tail of the nuisance stays bounded, yet a condition fixed by an admin
+          (CD-ROM ejected) is picked up within the hour without a CRM restart.
+        * ``cooldown_s`` = 600 s (not in the seed): after a successful move its resource stays put
+          for 10 min — several hold windows (3 × 10 s) plus a full migration of a large guest at
+          the seed's ~430 MiB/s (a 96 GiB guest: ≈ 4 min), and long enough for PSI avg60 to show
+          the move's effect; it caps one guest at 6 balancer moves per hour, where the seed saw 5
+          moves of one VM in 27 min.
+
+        Patch 3 (dead band):
+
+        * ``min_improvement`` = 0.1 (normalized imbalance, not in the seed): the imbalance must
+          drop by at least 0.1 in absolute terms. On two nodes the normalized imbalance is
+          ``|l₁ − l₂| / (l₁ + l₂)``, so a move of load ``x`` lowers it by at most ``2x/(l₁+l₂)``:
+          0.1 asks a move to shift at least 5 % of the cluster's total load — a third of
+          upstream's 0.3 threshold. Swapping a dominant guest between nodes whose base loads differ
+          by δ improves it by only ``2δ/(l₁+l₂)`` (the seed's ~0.5 pp asymmetry on an idle
+          cluster of total load ≈ 0.15 gives ≈ 0.07 < 0.1).
+
+        Patch 6 (residual EMA):
+
+        * ``ema_alpha`` = 0.2 per CRM round (not in the seed): with 10 s rounds the time constant
+          is −10 s / ln(0.8) ≈ 45 s, about the hold window plus one pvestatd sample: white
+          sampling noise of the residual shrinks by √(α/(2−α)) = 1/3, while a real, lasting change
+          of unattributable load is 90 % followed within ≈ 100 s (10 rounds).
+
+        Patch 7 (pressure gate):
+
+        * ``min_pressure_pct`` = 10 % PSI some avg10: the seed's figure ("of at least 10%"),
+          equal to MODEL §9's ``churn_pressure_pct``.
+        """
+
+        outcome_tracking: bool = True
+        backoff_base_s: float = 60.0
+        backoff_factor: float = 2.0
+        backoff_cap_s: float = 3600.0
+        cooldown_s: float = 600.0
+        use_memhost: bool = True
+        dead_band: bool = True
+        min_improvement: float = 0.1
+        residual_ema: bool = True
+        ema_alpha: float = 0.2
+        pressure_gate: bool = True
+        min_pressure_pct: float = 10.0
+
+        def __post_init__(self) -> None:
+            # zero-argument super() does not work in a slots dataclass (the class is recreated)
+            UpstreamPolicy.Config.__post_init__(self)
+            for key in (
+                "outcome_tracking",
+                "use_memhost",
+                "dead_band",
+                "residual_ema",
+                "pressure_gate",
+            ):
+                if not isinstance(getattr(self, key), bool):
+                    raise ConfigError(
+                        f"patched.{key}", f"must be true or false, got {getattr(self, key)!r}"
+                    )
+            for key in (
+                "backoff_base_s",
+                "backoff_cap_s",
+                "cooldown_s",
+                "min_improvement",
+                "min_pressure_pct",
+            ):
+                value = getattr(self, key)
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ConfigError(f"patched.{key}", f"must be a number, got {value!r}")
+                if not math.isfinite(value) or value < 0:
+                    raise ConfigError(
+                        f"patched.{key}", f"must be a finite number >= 0, got {value!r}"
+                    )
+            f = self.backoff_factor
+            if isinstance(f, bool) or not isinstance(f, int | float) or not (1 <= f < math.inf):
+                raise ConfigError("patched.backoff_factor", f"must be a number >= 1, got {f!r}")
+            a = self.ema_alpha
+            if isinstance(a, bool) or not isinstance(a, int | float) or not (0 < a <= 1):
+                raise ConfigError("patched.ema_alpha", f"must be in (0, 1], got {a!r}")
+
+    config: Config
+
+    def __init__(self, config: Any = None, **params: Any) -> None:
+        super().__init__(config, **params)
+        self._clear()
+
+    def _clear(self) -> None:
+        # patch 1: (sid, target) -> number of failures, and the time until which it is blocked (s)
+        self.failures: dict[tuple[str, str], int] = {}
+        self.backoff_until: dict[tuple[str, str], float] = {}
+        # patch 1: sid -> time until which it is not moved again after a successful move (s)
+        self.cooldown_until: dict[str, float] = {}
+        self._issued: dict[float, _Issued] = {}  # CRM round time of issue -> the motion
+        # patch 6: per-node EMA of the residual (cores, bytes), and the round it was last updated
+        self.residual_cpu: FloatArray | None = None
+        self.residual_mem: FloatArray | None = None
+        self._ema_t: float | None = None
+        self._cands: Candidates | None = None
+
+    def reset(self, seed: int | None = None) -> None:
+        super().reset(seed)
+        self._clear()
+
+    # ---------------------------------------------------------------- protocol
+
+    def decide(self, view: ClusterView) -> Motion | None:
+        """Upstream's round; remembers the motion it issued (patch 1) to learn its outcome."""
+        self._cands = None
+        motion = super().decide(view)
+        if motion is not None and self.config.outcome_tracking:
+            members: tuple[str, ...] = (motion.sid,)
+            cands = self._cands
+            if cands is not None:
+                leader = view.sids.index(motion.sid)
+                members = tuple(view.sids[g] for g in cands.members.get(leader, (leader,)))
+            self._issued[view.t] = _Issued(motion.sid, motion.target, members)
+        return motion
+
+    # ---------------------------------------------------------------- patch 1
+
+    def observe(self, view: ClusterView) -> None:
+        """Learn the outcome of our own motions from the LRM exits the CRM sees this round.
+
+        A failure of any bundle member backs off the (leader, target) pair for
+        ``min(base · factor^(k−1), cap)`` s after its k-th failure, counted from this round (when
+        the CRM learns it); a success resets that pair's count and starts the cooldown of every
+        bundle member. Results of manual motions are not ours and are ignored.
+        """
+        if not self.config.outcome_tracking or not view.results:
+            return
+        cfg = self.config
+        outcome: dict[float, bool] = {}
+        for r in view.results:
+            issued = self._issued.get(r.t_issued)
+            if issued is None or r.sid not in issued.members:
+                continue
+            outcome[r.t_issued] = outcome.get(r.t_issued, True) and r.ok
+        for t_issued, ok in sorted(outcome.items()):
+            issued = self._issued.pop(t_issued)
+            pair = (issued.leader, issued.target)
+            if ok:
+                self.failures.pop(pair, None)
+                self.backoff_until.pop(pair, None)
+                for sid in issued.members:
+                    self.cooldown_until[sid] = view.t + cfg.cooldown_s
+                self.log.append((view.t, f"{issued.leader}: moved, cooldown {cfg.cooldown_s:g} s"))
+            else:
+                k = self.failures.get(pair, 0) + 1
+                self.failures[pair] = k
+                delay = min(cfg.backoff_base_s * cfg.backoff_factor ** (k - 1), cfg.backoff_cap_s)
+                self.backoff_until[pair] = view.t + delay
+                self.log.append(
+                    (
+                        view.t,
+                        f"{issued.leader}: motion to {issued.target} failed ({k}x), "
+                        f"backing off {delay:g} s",
+                    )
+                )
+
+    def filter_candidates(self, view: ClusterView, cands: Candidates) -> Candidates:
+        """Drop candidates whose (leader, target) is backed off or whose bundle is cooling down."""
+        self._cands = cands
+        if not self.config.outcome_tracking or len(cands) == 0:
+            return cands
+        if not self.backoff_until and not self.cooldown_until:
+            return cands
+        t = view.t
+        names = view.node_names
+        keep = np.ones(len(cands), dtype=bool)
+        for i, (g, tgt) in enumerate(
+            zip(cands.leader.tolist(), cands.target.tolist(), strict=True)
+        ):
+            sid = view.sids[g]
+            if self.backoff_until.get((sid, names[tgt]), -math.inf) > t:
+                keep[i] = False
+                continue
+            members = cands.members.get(g, (g,))
+            if any(self.cooldown_until.get(view.sids[m], -math.inf) > t for m in members):
+                keep[i] = False
+        out = cands.select(keep)
+        self._cands = out
+        return out
+
+    # ---------------------------------------------------------------- patch 2
+
+    def guest_stats(self, view: ClusterView) -> tuple[FloatArray, FloatArray]:
+        """Dynamic mode with ``use_memhost``: memory = ``memhost`` (bytes), else ``mem``, else 0."""
+        cpu, mem = UpstreamPolicy.guest_stats(self, view)
+        if not self.config.use_memhost or self.mode(view) == "static":
+            return cpu, mem
+        host = np.asarray(view.guest_memhost, dtype=np.float64)
+        return cpu, np.where(np.isfinite(host), host, mem)
+
+    # ---------------------------------------------------------------- patch 6
+
+    def node_stats(self, view: ClusterView) -> NodeStatsArrays:
+        """Dynamic mode with ``residual_ema``: Σ HA-guest usage + EMA(node stat − Σ HA-guest usage).
+
+        The sum runs over the HA guests counted on their current node (§5.1 states) with the
+        usage :meth:`guest_stats` gives (so ``memhost`` with patch 2). The EMA is updated once per
+        round in which the balancer is not blocked: while a motion runs, the target already holds
+        the incoming guest's memory and the CRM's placement lags the LRM's, so the residual would
+        briefly contain attributable load. A node whose sample is missing (NaN) keeps its EMA and
+        reads NaN (the imbalance then fails open like upstream's).
+        """
+        stats = UpstreamPolicy.node_stats(self, view)
+        if not self.config.residual_ema or self.mode(view) == "static":
+            return stats
+        n = len(view.node_names)
+        gcpu, gmem = self.guest_stats(view)
+        state = np.asarray(view.guest_state, dtype=object)
+        node = np.asarray(view.guest_node, dtype=np.int64)
+        here = np.isin(state, list(_CURRENT_STATES)) & (node >= 0)
+        sum_cpu = np.bincount(node[here], weights=gcpu[here], minlength=n)[:n]
+        sum_mem = np.bincount(node[here], weights=gmem[here], minlength=n)[:n]
+        res_cpu = stats.cpu - sum_cpu
+        res_mem = stats.mem - sum_mem
+        if self._ema_t != view.t:
+            self._ema_t = view.t
+            self.residual_cpu = self._ema(self.residual_cpu, res_cpu)
+            self.residual_mem = self._ema(self.residual_mem, res_mem)
+        assert self.residual_cpu is not None and self.residual_mem is not None
+        cpu = np.where(np.isfinite(stats.cpu), sum_cpu + self.residual_cpu, np.nan)
+        mem = np.where(np.isfinite(stats.mem), sum_mem + self.residual_mem, np.nan)
+        return NodeStatsArrays(
+            np.maximum(cpu, 0.0), np.maximum(mem, 0.0), stats.maxcpu, stats.maxmem
+        )
+
+    def _ema(self, old: FloatArray | None, new: FloatArray) -> FloatArray:
+        """``ema ← ema + α (x − ema)``; the first finite sample initialises it, NaN keeps it."""
+        if old is None or old.shape != new.shape:
+            return np.where(np.isfinite(new), new, np.nan)
+        a = self.config.ema_alpha
+        upd = np.where(np.isfinite(old), old + a * (new - old), new)
+        return np.where(np.isfinite(new), upd, old)
+
+    # ---------------------------------------------------------------- patch 7
+
+    def should_consider(self, view: ClusterView, imbalance: float) -> bool:
+        """Attempt only while some online node's cpu or memory some avg10 ≥ ``min_pressure_pct``.
+
+        Fail-open: when any online node's cpu or memory some reading is missing (NaN, telemetry
+        off), pressure cannot be ruled out there, so the gate lets the attempt through.
+        """
+        if not self.config.pressure_gate:
+            return True
+        on = np.asarray(view.node_online, dtype=bool)
+        pressure = np.concatenate(
+            (
+                np.asarray(view.node_cpu_some, dtype=np.float64)[on],
+                np.asarray(view.node_mem_some, dtype=np.float64)[on],
+            )
+        )
+        if pressure.size == 0 or not np.all(np.isfinite(pressure)):
+            return True
+        return bool(np.any(pressure >= self.config.min_pressure_pct))
+
+    # ---------------------------------------------------------------- patch 3
+
+    def accept(self, imb_before: float, imb_after: float) -> bool:
+        """Upstream's relative margin, and with ``dead_band`` an absolute improvement ≥
+        ``min_improvement`` (normalized imbalance units)."""
+        if not UpstreamPolicy.accept(self, imb_before, imb_after):
+            return False
+        if self.config.dead_band:
+            # 1e-12: 0.5 − 0.4 must count as an improvement of 0.1 (binary floating point)
+            return imb_before - imb_after >= self.config.min_improvement - 1e-12
+        return True

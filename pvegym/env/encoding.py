@@ -1,0 +1,153 @@
+"""Compiled observation encoding and action masking for :class:`~pvegym.env.cluster_env.ClusterEnv`.
+
+Why compiled: the observation touches ~16 features of every guest and the mask every guest × node
+pair each step; as NumPy calls that is dozens of small-array operations (~1 µs each), most of an
+environment step. Both kernels read the same telemetry a :class:`~pvegym.sim.view.ClusterView`
+carries — the pvestatd point samples of :class:`~pvegym.sim.cluster.ClusterState`, the HA
+manager's service table of :class:`~pvegym.sim.simulation.Simulation` — and nothing else; a field
+whose telemetry is switched off reads 0 with its ``missing_<field>`` flag set. ``tests/env``
+checks that the encoding equals one computed from the ``ClusterView``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# indices of TELEMETRY_FIELDS (pvegym.sim.scenario) in the ``disabled`` flag array
+_NODE_CPU, _NODE_MEM, _NODE_CPU_SOME, _NODE_MEM_SOME, _NODE_MEM_FULL = 0, 1, 2, 3, 4
+_GUEST_CPU, _GUEST_MEM, _GUEST_MEMHOST = 5, 6, 7
+_GUEST_CPU_SOME, _GUEST_CPU_FULL, _GUEST_MEM_SOME, _GUEST_MEM_FULL = 8, 9, 10, 11
+
+
+@njit(cache=True, inline="always")
+def _unit(x: float) -> float:
+    """Clip to [0, 1]; NaN → 0."""
+    if not x > 0.0:
+        return 0.0
+    return 1.0 if x > 1.0 else x
+
+
+@njit(cache=True)
+def encode(
+    glob: np.ndarray,  # (n_global,) float32
+    nodef: np.ndarray,  # (n_node_features, max_nodes) float32
+    guestf: np.ndarray,  # (n_guest_features, max_guests) float32
+    disabled: np.ndarray,  # (12,) bool, TELEMETRY_FIELDS order
+    node_online: np.ndarray,
+    node_cpu: np.ndarray,
+    node_mem: np.ndarray,
+    node_avg10: np.ndarray,  # (3, n) percent: cpu some, mem some, mem full
+    inv_node_cpu: np.ndarray,
+    inv_node_mem: np.ndarray,
+    ha_idx: np.ndarray,  # view index -> cluster guest index
+    svc_node: np.ndarray,
+    svc_target: np.ndarray,
+    svc_started: np.ndarray,
+    running: np.ndarray,
+    run_fraction: np.ndarray,
+    received: np.ndarray,
+    memhost: np.ndarray,
+    mem_ratio: np.ndarray,
+    guest_avg10: np.ndarray,  # (4, g) percent: cpu some, cpu full, mem some, mem full
+    inv_guest_cpu: np.ndarray,
+    inv_guest_mem: np.ndarray,
+    time_frac: float,
+    motion_active: bool,
+    result_ok: bool,
+    result_failed: bool,
+    max_nodes: int,
+    max_guests: int,
+) -> None:
+    """Write the dynamic features (layout: ``cluster_env.GLOBAL/NODE/GUEST_FEATURES``)."""
+    n_n = node_cpu.size
+    g_n = ha_idx.size
+    inv_mn = 1.0 / max_nodes
+    # nodes: online, cpu, mem, cpu_some, mem_some, mem_full, guests (rows 1, 4..9)
+    load_sum = 0.0
+    online = 0
+    for n in range(n_n):
+        nodef[1, n] = 1.0 if node_online[n] else 0.0
+        cpu = 0.0 if disabled[_NODE_CPU] else _unit(node_cpu[n] * inv_node_cpu[n])
+        mem = 0.0 if disabled[_NODE_MEM] else _unit(node_mem[n] * inv_node_mem[n])
+        nodef[4, n] = cpu
+        nodef[5, n] = mem
+        nodef[6, n] = 0.0 if disabled[_NODE_CPU_SOME] else _unit(node_avg10[0, n] * 0.01)
+        nodef[7, n] = 0.0 if disabled[_NODE_MEM_SOME] else _unit(node_avg10[1, n] * 0.01)
+        nodef[8, n] = 0.0 if disabled[_NODE_MEM_FULL] else _unit(node_avg10[2, n] * 0.01)
+        nodef[9, n] = 0.0
+        if node_online[n]:
+            load_sum += (cpu + mem) / 2.0
+            online += 1
+    inv_mg = 1.0 / max_guests
+    for i in range(g_n):
+        c = ha_idx[i]
+        node = svc_node[c]
+        nodef[9, node] += inv_mg
+        guestf[1, i] = (node + 1) * inv_mn
+        tgt = svc_target[c]
+        guestf[2, i] = (tgt + 1) * inv_mn if tgt >= 0 else 0.0
+        guestf[3, i] = 1.0 if svc_started[c] else 0.0
+        guestf[4, i] = 1.0 if tgt >= 0 else 0.0
+        guestf[5, i] = 1.0 if running[c] and run_fraction[c] > 0.0 else 0.0
+        guestf[8, i] = 0.0 if disabled[_GUEST_CPU] else _unit(received[c] * inv_guest_cpu[i])
+        mh = memhost[c] * inv_guest_mem[i]
+        guestf[9, i] = 0.0 if disabled[_GUEST_MEM] else _unit(mh * mem_ratio[c])
+        guestf[10, i] = 0.0 if disabled[_GUEST_MEMHOST] else _unit(mh)
+        guestf[11, i] = 0.0 if disabled[_GUEST_CPU_SOME] else _unit(guest_avg10[0, c] * 0.01)
+        guestf[12, i] = 0.0 if disabled[_GUEST_CPU_FULL] else _unit(guest_avg10[1, c] * 0.01)
+        guestf[13, i] = 0.0 if disabled[_GUEST_MEM_SOME] else _unit(guest_avg10[2, c] * 0.01)
+        guestf[14, i] = 0.0 if disabled[_GUEST_MEM_FULL] else _unit(guest_avg10[3, c] * 0.01)
+    # globals: time_frac, motion_active, (nodes_frac, guests_frac static), imbalance, results,
+    # missing flags
+    glob[0] = _unit(time_frac)
+    glob[1] = 1.0 if motion_active else 0.0
+    imb = 0.0
+    if online >= 2 and load_sum > 0.0:
+        mean = load_sum / online
+        var = 0.0
+        for n in range(n_n):
+            if node_online[n]:
+                d = (nodef[4, n] + nodef[5, n]) / 2.0 - mean
+                var += d * d
+        imb = math.sqrt(var / online) / mean / math.sqrt(online - 1.0)
+    glob[4] = _unit(imb)
+    glob[5] = 1.0 if result_ok else 0.0
+    glob[6] = 1.0 if result_failed else 0.0
+    for k in range(disabled.size):
+        glob[7 + k] = 1.0 if disabled[k] else 0.0
+
+
+@njit(cache=True)
+def fill_mask(
+    grid: np.ndarray,  # (max_guests, max_nodes) bool, written for the real guests and nodes
+    ha_idx: np.ndarray,
+    svc_node: np.ndarray,
+    svc_target: np.ndarray,
+    svc_started: np.ndarray,
+    node_online: np.ndarray,
+    neg_ptr: np.ndarray,
+    neg_idx: np.ndarray,
+) -> bool:
+    """Valid guest × node motions with the pipeline idle (``Simulation.motion_possible``);
+    returns whether any is valid."""
+    n_n = node_online.size
+    anyv = False
+    for i in range(ha_idx.size):
+        c = ha_idx[i]
+        started = svc_started[c]
+        for n in range(n_n):
+            grid[i, n] = started and node_online[n] and n != svc_node[c]
+        if started:
+            for k in range(neg_ptr[c], neg_ptr[c + 1]):
+                p = neg_idx[k]
+                grid[i, svc_node[p]] = False
+                if svc_target[p] >= 0:
+                    grid[i, svc_target[p]] = False
+            for n in range(n_n):
+                if grid[i, n]:
+                    anyv = True
+                    break
+    return anyv

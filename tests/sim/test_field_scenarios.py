@@ -1,0 +1,76 @@
+"""MODEL §10: the five field scenarios hold their targets in ≥ 8 of 10 seeds.
+
+Targets are judged by :func:`pvegym.commands.ablate.check_target` (the single definition the
+``ablate`` command uses too); each scenario runs for its own duration. ``nonconverging-migration``
+runs with ``--qemu-server unpatched`` for upstream and ``patched`` for patched.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pvegym.commands.ablate import check_target, needed, qemu_server_for, run_episode
+from pvegym.sim.scenarios import FIELD_SCENARIOS, load_scenario
+
+SEEDS = range(10)
+
+# upstream's nonconverging-migration target ("still running after 10 min") contradicts the
+# migration model's own rules (MODEL §6; see tests/sim/test_migration.py's strict xfail): with
+# unthrottleable dirtying qemu-server doubles the downtime limit every ~30 s until QEMU switches
+# over at ≈ 320 s with a ≈ 23 s pause. The scenario keeps the seed's figures.
+_INFEASIBLE = {("nonconverging-migration", "upstream")}
+
+CASES = [
+    pytest.param(
+        scenario,
+        policy,
+        marks=pytest.mark.xfail(strict=True, reason="target contradicts MODEL §6's rules")
+        if (scenario, policy) in _INFEASIBLE
+        else (),
+        id=f"{scenario}-{policy}",
+    )
+    for scenario in FIELD_SCENARIOS
+    for policy in ("upstream", "patched")
+    if not (scenario == "pressure-evacuation" and policy == "upstream")  # no upstream target
+]
+
+
+@pytest.mark.parametrize(("scenario", "policy"), CASES)
+def test_target_holds_in_8_of_10_seeds(scenario: str, policy: str) -> None:
+    results = []
+    for seed in SEEDS:
+        ep = run_episode(scenario, policy, seed, qemu_server=qemu_server_for(scenario, policy))
+        results.append(check_target(ep, policy))
+    passed = sum(1 for ok, _ in results if ok)
+    assert passed >= needed(len(SEEDS)), [d for _, d in results]
+
+
+def test_scenarios_are_registered_with_faithful_durations() -> None:
+    durations = {name: load_scenario(name).duration for name in FIELD_SCENARIOS}
+    assert durations["failure-loop"] == 20 * 60  # "25 identical failing attempts in 20 minutes"
+    assert durations["dominant-oscillation"] == 27 * 60  # "five moves … in 27 minutes"
+    assert durations["idle-night"] == 8 * 3600  # MODEL §10: the night, 8 h
+    scn = load_scenario("nonconverging-migration")
+    big = next(g for g in scn.guests if g.sid == "vm:120")
+    assert big.maxmem == 24 * 2**30 and big.dirty_rate > scn.migration.bandwidth
+
+
+def test_idle_night_imbalance_near_049_when_nothing_moves() -> None:
+    """The seed's "imbalance metric standing at ~49% the whole time" (noop = nothing moves)."""
+    for seed in (0, 1):
+        ep = run_episode("idle-night", "noop", seed)
+        assert ep.metrics["imbalance_mean"] == pytest.approx(0.49, abs=0.02)
+        assert ep.metrics["stall_cpu_s"] < 60.0  # no pressure all night
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_patched_without_pressure_telemetry_fails_open(seed: int) -> None:
+    """Telemetry off: patched decides like patched without its pressure gate (patches 1–3, 6)."""
+    off = ("node_cpu_some", "node_mem_some", "node_mem_full")
+    gated = run_episode("failure-loop", "patched", seed, telemetry_off=off)
+    ungated = run_episode(
+        "failure-loop", "patched", seed, {"pressure_gate": False}, telemetry_off=off
+    )
+    moves = [(m.t, m.guest, m.source, m.target, m.outcome) for m in gated.moves]
+    assert moves == [(m.t, m.guest, m.source, m.target, m.outcome) for m in ungated.moves]
+    assert len(moves) >= 1
