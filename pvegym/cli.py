@@ -14,7 +14,17 @@ from typing import NoReturn
 
 from pvegym.errors import ConfigError
 
-COMMANDS = ("simulate", "migrate", "replay_upstream", "scenarios", "policies")
+COMMANDS = (
+    "simulate",
+    "migrate",
+    "replay_upstream",
+    "scenarios",
+    "policies",
+    "ablate",
+    "bench",
+    "run",
+    "replay",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -175,15 +175,11 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def parse_value(text: str) -> Any:
-    """A ``--set`` value: TOML-like scalars (true/false, numbers), else the string itself."""
-    low = text.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
+    """A ``--set`` value, read as a TOML value when it is one (``true``, ``8``, ``1.5``,
+    ``["a", "b"]``, ``{type = "ou", mean = 1}``), else taken as the bare string (``24GiB``)."""
+    import tomllib
+
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
         return text

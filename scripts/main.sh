@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
 "$PY" -m pip install -q -e .
-"$VENV/bin/pvegym" simulate --scenario contended-3node --policy upstream --duration 1h "$@"
+"$VENV/bin/pvegym" run experiments/field-scenarios.toml --workers 2 "$@"
+echo "report: results/field-scenarios/summary.md (plots in results/field-scenarios/plots/)"

@@ -5,7 +5,8 @@ simulator's hot path, and one vectorised pass per round serves 2,000 guests as c
 
 Per round of ``dt`` seconds (constant within the round):
 
-1. Workloads give each guest's CPU demand (cores, clipped to its vCPUs) and host memory footprint
+1. Workloads, read at the round's start (a step event at time t first acts on the round that
+   starts at t), give each guest's CPU demand (cores, clipped to its vCPUs) and host memory footprint
    ``memhost`` (bytes; above ``maxmem`` it is guest memory pressure, never memory), and each node's
    base load (host, non-HA guests, ARC).
 2. A guest that is throttled by auto-converge or paused/down runs only that fraction of the round.
@@ -129,7 +130,7 @@ class ClusterState:
             self._decay = PSI_DECAY ** round(dt / PERIOD_S)
         pm, cp = self.psi_model, self.cpu_pressure
         cluster_round(
-            self.bank.sample(t, dt), self.node, self.running, self.run_fraction,
+            self.bank.sample(t - dt, dt), self.node, self.running, self.run_fraction,
             self.guest_maxcpu, self.guest_maxmem, self.node_maxcpu, self.node_maxmem,
             self.node_online, self.reserved_mem, cp.tables, cp.rows, GRID_STEPS,
             cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,

@@ -51,6 +51,8 @@ class MoveRecord:
             "source": self.source,
             "target": self.target,
             "outcome": self.outcome,
+            "t_end": self.t_end,
+            "reason": self.reason,
         }
 
 

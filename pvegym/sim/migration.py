@@ -141,6 +141,10 @@ class MigrationParams:
     """qemu-server phase3 until ``qm resume`` on the target runs (config move, NBD stop, resume
     RPC). Not in QEMU's downtime; A.3 estimates "tens to a few hundred ms". Only in
     :attr:`Migration.guest_pause_s`."""
+    resident: float | None = None
+    """Bytes of guest RAM that hold data (the host footprint); pass 1 sends only these, since
+    QEMU sends a zero page as a few header bytes (``ram.c`` ``save_zero_page``). None = all of
+    ``memory``. The patch's pass count stays relative to ``memory`` (``ram.total``)."""
     classic_passes: bool = False
     """True: every pass sends all pending pages before its sync (C.2 geometric model); False: QEMU's
     exact sync as soon as ``remaining < threshold`` (B.2)."""
@@ -161,6 +165,8 @@ class MigrationParams:
             )
         positive(self.bandwidth, "--bandwidth", "migration bandwidth")
         non_negative(self.dirty_rate, "--dirty-rate", "dirty rate")
+        if self.resident is not None and not 0.0 < self.resident <= self.memory:
+            raise ConfigError("resident", "must be in (0, memory] bytes")
         if self.wws is not None:
             non_negative(self.wws, "--wws", "writable working set")
             if self.wws > self.memory:
@@ -239,7 +245,7 @@ class Migration:
         self._error = ""
         # RAM state: pending = the unsent rest of the all-ones bulk bitmap + pages set by syncs
         self._transferred = 0.0
-        self._bulk = self._m
+        self._bulk = self._m if p.resident is None else float(p.resident)
         self._dirty = 0.0
         self._written = 0.0  # raw bytes written into the WWS since the last sync
         # auto-converge (migration/ram.c, migration/cpu-throttle.c)

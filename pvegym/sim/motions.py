@@ -49,15 +49,18 @@ class Job:
 
 def migration_params(
     memory: float,
+    resident: float,
     dirty_rate: float,
     wws: float | None,
     sensitivity: float,
     settings: object,
 ) -> MigrationParams:
-    """The migration of a guest of ``memory`` bytes under the scenario's migration settings."""
+    """The migration of a guest of ``memory`` bytes, ``resident`` of them in use (its memhost),
+    under the scenario's migration settings."""
     s = settings
     return MigrationParams(
         memory=memory,
+        resident=min(max(resident, 1.0), memory),
         bandwidth=s.bandwidth,  # type: ignore[attr-defined]
         dirty_rate=dirty_rate,
         wws=wws if wws is not None else memory,

@@ -219,7 +219,12 @@ class Simulation:
                 spec = self.guests[g]
                 job.migration = Migration(
                     migration_params(
-                        spec.maxmem, spec.dirty_rate, spec.wws, spec.throttle_sensitivity, ms
+                        spec.maxmem,
+                        float(cl.memhost[g]),
+                        spec.dirty_rate,
+                        spec.wws,
+                        spec.throttle_sensitivity,
+                        ms,
                     ),
                     record_timeline=False,
                 )

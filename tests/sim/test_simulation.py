@@ -108,14 +108,17 @@ def test_live_migration_moves_the_guest_and_costs_downtime() -> None:
     sim.reset()
     sim.step(Motion("vm:101", "node2"))
     g = sim.cluster.guest_index["vm:101"]
-    # 4 GiB at 1 GiB/s: pass 1 takes ~4 s, a few short passes follow; done within the round
+    # 2 GiB resident of 4 GiB (zero pages cost nothing) at 1 GiB/s: pass 1 takes ~2 s, a few
+    # short passes of 50 MiB/s dirtying follow; done within the round
     view = sim.step(None)
     assert sim.cluster.node[g] == 1
     assert view.node_names[view.guest_node[view.sids.index("vm:101")]] == "node2"
     m = sim.result()["metrics"]
     assert m["moves_succeeded"] == 1 and m["moves"] == 1
-    assert 4 * GiB <= m["migration_bytes"] < 5 * GiB
-    assert 0 < m["downtime_s"] < 1.0
+    assert 2 * GiB <= m["migration_bytes"] < 2.5 * GiB
+    # guest pause = QEMU downtime (< limit 0.1 s) + qemu-server's poll lag (≤ its 1 s interval)
+    # + resume on the target (0.1 s)
+    assert 0 < m["downtime_s"] <= 0.1 + 1.0 + 0.1
 
 
 def test_container_relocates_with_downtime() -> None:

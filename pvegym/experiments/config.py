@@ -1,0 +1,371 @@
+"""The experiment file: one TOML file in ``experiments/`` that fully determines a run (``MODEL.md`` §11).
+
+```toml
+name = "field-scenarios"                 # default: the file's stem (never inherited via extends)
+description = "noop vs upstream vs patched on the seeds' field scenarios"
+extends = "base.toml"                    # optional: another experiment file, relative to this one
+metrics = ["moves", "moves_failed"]      # which §9 keys the summary and charts report (default all)
+output = "field-scenarios"               # results/<output>/ (default: name)
+
+[episode]
+duration = "20m"                         # default episode length (default: each scenario's own)
+
+[report]
+bootstrap_resamples = 2000               # 95 % percentile bootstrap over seeds
+bootstrap_seed = 0
+timeline_seeds = 1                       # timelines for the first N seeds of each scenario
+
+[[scenarios]]
+name = "failure-loop"                    # a named scenario, a randomized family, or a .toml file
+seeds = [0, 1, 2]                        # or {start = 0, count = 10}
+duration = "20m"                         # optional, wins over [episode]
+qemu_server = "patched"                  # optional: shorthand for set."migration.qemu_server"
+set = { "migration.bandwidth" = "1GiB/s" }   # optional scenario overrides (like --set)
+label = "failure-loop-1g"                # optional: tell two entries of one scenario apart
+
+[[scenarios]]
+name = "small"                           # a family: seeds must be test seeds ...
+seeds = { start = 1000000, count = 10 }
+split = "test"                           # ... unless split = "train"
+
+[[policies]]
+name = "upstream"                        # a registered policy (see `pvegym policies`)
+label = "upstream-t0.4"                  # optional: the same policy twice with other constants
+params = { threshold = 0.4 }             # its constants
+```
+
+``extends`` deep-merges tables (the child wins key by key); lists, including ``[[scenarios]]`` and
+``[[policies]]``, are replaced as a whole, so what a file lists is exactly what runs. Every error is a
+:class:`~pvegym.errors.ConfigError` naming the key path (``policies[1].params.threshold``), which the
+CLI prints as one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pvegym.config import field, load, set_path
+from pvegym.errors import ConfigError
+from pvegym.sim import families
+from pvegym.sim.metrics import METRIC_KEYS
+from pvegym.sim.scenario import Scenario, scenario_from_dict
+from pvegym.sim.scenarios import scenario_data
+
+ScenarioData = dict[str, Any]
+
+
+def _parse_seeds(value: Any, path: str) -> tuple[int, ...]:
+    """Seeds as a list (``[0, 1, 2]``) or a range table (``{start = 0, count = 10}``)."""
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"start", "count"})
+        if unknown:
+            raise ConfigError(f"{path}.{unknown[0]}", "unknown key (allowed: count, start)")
+        for key in ("start", "count"):
+            if key not in value:
+                raise ConfigError(f"{path}.{key}", "is required")
+            v = value[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"{path}.{key}", f"must be a whole number ≥ 0, not {v!r}")
+        if value["count"] < 1:
+            raise ConfigError(f"{path}.count", "must be ≥ 1 (an empty seed range runs nothing)")
+        return tuple(range(value["start"], value["start"] + value["count"]))
+    if not isinstance(value, list | tuple):
+        raise ConfigError(path, f"must be a list of seeds or {{start, count}}, not {value!r}")
+    if not value:
+        raise ConfigError(path, "must not be empty (list at least one seed)")
+    seeds: list[int] = []
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ConfigError(f"{path}[{i}]", f"must be a whole number ≥ 0, not {v!r}")
+        if v in seeds:
+            raise ConfigError(f"{path}[{i}]", f"duplicate seed {v}")
+        seeds.append(v)
+    return tuple(seeds)
+
+
+def scenario_source(name: str, seed: int) -> ScenarioData:
+    """Plain scenario data: instance ``seed`` of a family, or a named scenario / TOML file."""
+    if families.is_family(name):
+        return families.family_data(name, seed)
+    return scenario_data(name)
+
+
+def resolve_scenario(
+    name: str, seed: int, overrides: dict[str, Any], path: str = "scenario"
+) -> tuple[Scenario, ScenarioData]:
+    """The validated scenario of one cell and its plain data (overrides applied), for hashing.
+
+    Overrides are dotted keys (``migration.bandwidth``, ``nodes[0].maxcpu``) with TOML values,
+    applied to the plain data before validation, as ``--set`` does.
+    """
+    try:
+        data = scenario_source(name, seed)
+    except ConfigError as err:
+        raise ConfigError(f"{path}.name", err.message) from None
+    for key, value in overrides.items():
+        try:
+            set_path(data, key, copy.deepcopy(value))
+        except ConfigError as err:
+            raise ConfigError(f"{path}.set.{key}", err.message) from None
+    try:
+        if families.is_family(name) and not overrides:
+            scn = families.build_scenario(data)  # valid by construction; much faster
+        else:
+            scn = scenario_from_dict(data)
+    except ConfigError as err:
+        where = f"{path}.set" if overrides else f"{path}.name"
+        raise ConfigError(where, f"{name} (seed {seed}): {err}") from None
+    return scn, data
+
+
+@dataclass(frozen=True)
+class ScenarioEntry:
+    """Scenarios to evaluate every policy on: a named scenario or family, and its seeds.
+
+    For a family a seed is the *instance* seed (which cluster) and also the episode seed; for a
+    named scenario it is the episode seed (workload noise, LRM timing). ``duration`` is simulated
+    seconds (``"20m"`` accepted).
+    """
+
+    name: str
+    seeds: tuple[int, ...] = field(parse=_parse_seeds)
+    label: str = ""
+    split: Literal["test", "train"] = "test"
+    duration: float | None = field(None, gt=0.0, unit="duration")
+    qemu_server: Literal["unpatched", "patched"] | None = None
+    set: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """How reports name this entry: its label, else its scenario name."""
+        return self.label or self.name
+
+    def overrides(self) -> dict[str, Any]:
+        """The scenario overrides of this entry, ``qemu_server`` included, in a stable order."""
+        out = dict(sorted(self.set.items()))
+        if self.qemu_server is not None:
+            out["migration.qemu_server"] = self.qemu_server
+        return out
+
+    def validate(self, path: str) -> None:
+        if families.is_family(self.name):
+            allowed = families.TRAIN_SEEDS if self.split == "train" else families.TEST_SEEDS
+            for i, s in enumerate(self.seeds):
+                if s not in allowed:
+                    raise ConfigError(
+                        f"{path}.seeds[{i}]",
+                        f"{s} is not a {self.split} seed of family {self.name!r} "
+                        f"(allowed: {allowed.start}..{allowed.stop - 1}"
+                        + (
+                            ")" if self.split == "train" else '; set split = "train" to use others)'
+                        ),
+                    )
+        elif self.split != "test":
+            raise ConfigError(f"{path}.split", "only families have train/test seeds")
+        # build once: an unknown scenario or a bad override fails here, naming the key
+        resolve_scenario(self.name, self.seeds[0], self.overrides(), path)
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """A registered policy with its constants; ``label`` tells two entries of one policy apart."""
+
+    name: str
+    label: str = ""
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.label or self.name
+
+    def validate(self, path: str) -> None:
+        build_policy(self.name, self.params, path)
+
+
+def build_policy(name: str, params: dict[str, Any], path: str = "policy") -> Any:
+    """``make_policy`` with every error rewritten to name this file's key path."""
+    from policies.registry import available, make_policy
+
+    if name not in available():
+        raise ConfigError(
+            f"{path}.name", f"unknown policy {name!r} (allowed: {', '.join(available())})"
+        )
+    try:
+        return make_policy(name, f"{path}.params", **params)
+    except ConfigError as err:
+        if err.path.startswith(f"{path}."):
+            raise
+        key = err.path.split(".", 1)[1] if "." in err.path else ""
+        raise ConfigError(f"{path}.params" + (f".{key}" if key else ""), err.message) from None
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{path}.params", str(err)) from None
+
+
+@dataclass(frozen=True)
+class EpisodeOptions:
+    """Episode settings shared by every scenario entry; ``duration`` in simulated seconds."""
+
+    duration: float | None = field(None, gt=0.0, unit="duration")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """How the report summarizes seeds: a seeded percentile bootstrap (95 %), and how many seeds
+    per scenario get a timeline plot (the first ones listed)."""
+
+    bootstrap_resamples: int = field(2000, ge=100)
+    bootstrap_seed: int = field(0, ge=0)
+    timeline_seeds: int = field(1, ge=0)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A whole experiment: policies × scenarios × seeds, what to report and where."""
+
+    name: str
+    scenarios: tuple[ScenarioEntry, ...]
+    policies: tuple[PolicyEntry, ...]
+    description: str = ""
+    extends: str | None = None
+    metrics: tuple[str, ...] = field(METRIC_KEYS)
+    episode: EpisodeOptions = EpisodeOptions()
+    report: ReportOptions = ReportOptions()
+    output: str = ""
+
+    @property
+    def out_name(self) -> str:
+        return self.output or self.name
+
+    def validate(self, path: str) -> None:
+        pre = f"{path}." if path else ""
+        lists = {
+            "scenarios": [e.key for e in self.scenarios],
+            "policies": [p.key for p in self.policies],
+        }
+        for key, labels in lists.items():
+            if not labels:
+                raise ConfigError(f"{pre}{key}", "must list at least one entry")
+            for i, label in enumerate(labels):
+                if labels.index(label) != i:
+                    raise ConfigError(
+                        f"{pre}{key}[{i}]",
+                        f"{label!r} is already {key}[{labels.index(label)}] (give one a label)",
+                    )
+        if not self.metrics:
+            raise ConfigError(f"{pre}metrics", "must name at least one metric")
+        for i, m in enumerate(self.metrics):
+            if m not in METRIC_KEYS:
+                raise ConfigError(
+                    f"{pre}metrics[{i}]",
+                    f"unknown metric {m!r} (allowed: {', '.join(METRIC_KEYS)})",
+                )
+        for k, name in (("name", self.name), ("output", self.out_name)):
+            if not name or "/" in name or name.startswith("."):
+                raise ConfigError(f"{pre}{k}", f"{name!r} is not a usable directory name")
+
+    def resolved(self) -> dict[str, Any]:
+        """The fully resolved config (``extends`` merged, defaults filled) as plain JSON data.
+
+        Loading it again gives the same experiment; its hash identifies the run.
+        """
+        data = _plain(dataclasses.asdict(self))
+        data.pop("extends", None)
+        return dict(data)
+
+    def config_hash(self) -> str:
+        return sha256_json(self.resolved())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def sha256_json(data: Any) -> str:
+    """SHA-256 of canonical JSON (sorted keys, no whitespace): the identity of a config."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _deep_merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in child.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _read_toml(path: Path, where: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(where, f"no such experiment file {str(path)!r}")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(str(path), f"not valid TOML: {err}") from None
+
+
+def _relative_scenario_files(path: Path, data: dict[str, Any]) -> None:
+    """``.toml`` scenario names are relative to their experiment file; make them usable from the
+    working directory (relative to it when possible, so the resolved config stays portable)."""
+    entries = data.get("scenarios")
+    for entry in entries if isinstance(entries, list) else []:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if isinstance(name, str) and name.endswith(".toml") and not Path(name).is_absolute():
+            target = (path.parent / name).resolve()
+            try:
+                entry["name"] = str(target.relative_to(Path.cwd()))
+            except ValueError:
+                entry["name"] = str(target)
+
+
+def _read_chain(path: Path, where: str, chain: tuple[Path, ...]) -> dict[str, Any]:
+    """One file merged over what it ``extends`` (recursively; a cycle is an error)."""
+    data = _read_toml(path, where)
+    _relative_scenario_files(path, data)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ConfigError("extends", f"must be a path (string), not {parent!r}")
+    parent_path = (path.parent / parent).resolve()
+    if parent_path in chain:
+        raise ConfigError("extends", f"{parent!r} extends itself (a cycle through {path.name})")
+    base = _read_chain(parent_path, "extends", (*chain, parent_path))
+    base.pop("name", None)  # a child is its own experiment: its own name, or its file's stem
+    base.pop("output", None)
+    return _deep_merge(base, data)
+
+
+def experiment_data(path: str | Path) -> dict[str, Any]:
+    """The plain data of an experiment file with ``extends`` merged (not yet validated)."""
+    p = Path(path).resolve()
+    data = _read_chain(p, "experiment", (p,))
+    data.setdefault("name", p.stem)
+    return data
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read, merge (``extends``) and validate an experiment file, or a run's ``manifest.json``
+    (whose resolved config reruns that run exactly)."""
+    p = Path(path)
+    if p.suffix == ".json":
+        try:
+            doc = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise ConfigError("experiment", f"cannot read manifest {str(p)!r}: {err}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+            raise ConfigError("experiment", f"{str(p)!r} is not a pvegym run manifest")
+        return load(Experiment, doc["config"])
+    return load(Experiment, experiment_data(p))

@@ -1,0 +1,325 @@
+"""The experiment runner: every policy × scenario × seed ("cell"), resumable and parallel, then a report.
+
+Read top to bottom, :func:`run_experiment` is the whole story:
+
+1. **plan** — expand the experiment into cells. A cell is one episode: (scenario, seed, overrides,
+   duration, policy, constants). Its *key* is the SHA-256 of that resolved config, the resolved
+   scenario data and the model's source code, so a cell's result depends only on its key, never on
+   which worker ran it or when.
+2. **skip** what is already done: a finished cell is a file ``cells/<key>.json``, written atomically
+   (temporary file + ``os.replace``) the moment the cell ends. An interrupted run resumes where it
+   stopped; a changed experiment recomputes only the cells whose config changed.
+3. **evaluate** the rest — in ``workers`` processes when asked — with a progress bar on stderr.
+   The cells that feed a timeline plot also record per-round traces (``cells/<key>.trace.npz``).
+4. **report** into ``results/<name>/``: ``metrics.csv``, ``summary.md``, ``plots/*.png``,
+   ``records/<scenario>/<policy>/seed-<n>.json`` (replayable with ``pvegym replay``) and
+   ``manifest.json`` (the resolved config and everything needed to rerun it).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from pvegym.experiments import plots, report
+from pvegym.experiments.config import (
+    Experiment,
+    build_policy,
+    resolve_scenario,
+    sha256_json,
+)
+from pvegym.experiments.record import (
+    EpisodeRecord,
+    model_fingerprint,
+    play,
+    save_record,
+    write_json_atomic,
+)
+from pvegym.sim.simulation import Simulation
+
+CELL_FORMAT = "pvegym-cell/1"  # bump to invalidate every finished cell (e.g. a new cell layout)
+
+
+# ------------------------------------------------------------------------------------------ plan
+@dataclass(frozen=True)
+class Cell:
+    """One episode to evaluate. ``config`` is what determines its result; ``key`` hashes it."""
+
+    key: str
+    config: dict[str, Any]
+    trace: bool  # record per-round traces (for a timeline plot); not part of the key
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of ``metrics.csv``: a scenario entry, a policy entry, a seed — and its cell."""
+
+    scenario: str  # the scenario entry's label (or name)
+    policy: str  # the policy entry's label (or name)
+    seed: int
+    cell: Cell
+
+
+def plan(exp: Experiment) -> list[Row]:
+    """Every scenario entry × seed × policy entry, in the experiment's order (the CSV's order)."""
+    code = model_fingerprint()
+    rows: list[Row] = []
+    for s_idx, entry in enumerate(exp.scenarios):
+        overrides = entry.overrides()
+        for k, seed in enumerate(entry.seeds):
+            scn, data = resolve_scenario(entry.name, seed, overrides, f"scenarios[{s_idx}]")
+            duration = entry.duration or exp.episode.duration or scn.duration
+            base = {
+                "format": CELL_FORMAT,
+                "code_sha256": code,
+                "scenario": entry.name,
+                "scenario_sha256": sha256_json(data),
+                "seed": seed,
+                "overrides": overrides,
+                "duration": float(duration),
+            }
+            for pol in exp.policies:
+                config = {**base, "policy": pol.name, "params": dict(sorted(pol.params.items()))}
+                cell = Cell(sha256_json(config)[:20], config, k < exp.report.timeline_seeds)
+                rows.append(Row(entry.key, pol.key, seed, cell))
+    return rows
+
+
+def unique_cells(rows: list[Row]) -> list[Cell]:
+    """Cells in plan order, each once (two labels with identical configs share one cell); a cell
+    records traces if any of its rows wants a timeline."""
+    cells: dict[str, Cell] = {}
+    for row in rows:
+        prev = cells.get(row.cell.key)
+        if prev is None or (row.cell.trace and not prev.trace):
+            cells[row.cell.key] = row.cell
+    return list(cells.values())
+
+
+# ------------------------------------------------------------------------------------------ files
+def cell_path(cells_dir: Path, key: str) -> Path:
+    return cells_dir / f"{key}.json"
+
+
+def trace_path(cells_dir: Path, key: str) -> Path:
+    return cells_dir / f"{key}.trace.npz"
+
+
+def is_finished(cells_dir: Path, cell: Cell) -> bool:
+    """A cell is done when its result file exists (and its trace, if a timeline needs it)."""
+    if not cell_path(cells_dir, cell.key).is_file():
+        return False
+    return not cell.trace or trace_path(cells_dir, cell.key).is_file()
+
+
+def read_cell(cells_dir: Path, key: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(cell_path(cells_dir, key).read_text())
+    return doc
+
+
+def read_trace(cells_dir: Path, key: str) -> dict[str, np.ndarray]:
+    with np.load(trace_path(cells_dir, key)) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _save_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as fh:
+        np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------------------------------ evaluate
+@dataclass
+class Trace:
+    """Per-round true state for a timeline: node load (percent of cores / of memory), node PSI
+    avg10 (percent) and the normalized imbalance of true node loads, at each round's end (s)."""
+
+    t: list[float] = field(default_factory=list)
+    cpu_pct: list[np.ndarray] = field(default_factory=list)
+    mem_pct: list[np.ndarray] = field(default_factory=list)
+    cpu_some: list[np.ndarray] = field(default_factory=list)
+    mem_some: list[np.ndarray] = field(default_factory=list)
+    imbalance: list[float] = field(default_factory=list)
+
+    def __call__(self, sim: Simulation) -> None:
+        cl = sim.cluster
+        cpu_some, mem_some, _ = cl.node_avg10()
+        self.t.append(sim.t)
+        self.cpu_pct.append(100.0 * cl.node_cpu / cl.node_maxcpu)
+        self.mem_pct.append(100.0 * cl.node_mem / cl.node_maxmem)
+        self.cpu_some.append(cpu_some.copy())
+        self.mem_some.append(mem_some.copy())
+        self.imbalance.append(float(cl.totals[4]))
+
+    def arrays(self, sim: Simulation) -> dict[str, np.ndarray]:
+        moves = sim.metrics.moves
+        return {
+            "t": np.asarray(self.t),
+            "node_names": np.asarray(sim.cluster.node_names),
+            "cpu_pct": np.asarray(self.cpu_pct),
+            "mem_pct": np.asarray(self.mem_pct),
+            "cpu_some": np.asarray(self.cpu_some),
+            "mem_some": np.asarray(self.mem_some),
+            "imbalance": np.asarray(self.imbalance),
+            "move_t": np.asarray([m.t for m in moves], dtype=float),
+            "move_t_end": np.asarray(
+                [np.nan if m.t_end is None else m.t_end for m in moves], dtype=float
+            ),
+            "move_outcome": np.asarray([m.outcome for m in moves], dtype=str),
+            "move_label": np.asarray(
+                [f"{m.guest} {m.source}→{m.target}" for m in moves], dtype=str
+            ),
+        }
+
+
+def evaluate_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+    """Run one cell's episode: (the cell document, its per-round trace or None)."""
+    c = cell.config
+    scn, _ = resolve_scenario(c["scenario"], c["seed"], c["overrides"])
+    policy = build_policy(c["policy"], c["params"])
+    sim = Simulation(scn, c["seed"])
+    trace = Trace() if cell.trace else None
+    started = time.perf_counter()
+    policy.reset(c["seed"])
+    result, motions = play(sim, policy.decide, c["duration"], trace)
+    doc = {
+        "key": cell.key,
+        "config": c,
+        "metrics": result["metrics"],
+        "moves": result["moves"],
+        "motions": [list(m) for m in motions],
+        "wall_s": round(time.perf_counter() - started, 3),
+    }
+    return doc, (trace.arrays(sim) if trace is not None else None)
+
+
+def run_and_save(cell: Cell, cells_dir: str) -> str:
+    """Evaluate one cell and write its files atomically (trace first, then the result that marks
+    the cell as finished). Runs in a worker process; returns the key."""
+    doc, trace = evaluate_cell(cell)
+    d = Path(cells_dir)
+    if trace is not None:
+        _save_npz_atomic(trace_path(d, cell.key), trace)
+    write_json_atomic(cell_path(d, cell.key), doc)
+    return cell.key
+
+
+def execute(cells: list[Cell], cells_dir: Path, workers: int) -> Iterator[str]:
+    """Evaluate ``cells``, yielding each key as it finishes (any order; results are in files)."""
+    if workers <= 1 or len(cells) <= 1:
+        for cell in cells:
+            yield run_and_save(cell, str(cells_dir))
+        return
+    # fork: workers inherit the imported (and numba-compiled) model instead of re-importing it
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        futures = [pool.submit(run_and_save, c, str(cells_dir)) for c in cells]
+        try:
+            for fut in cf.as_completed(futures):
+                yield fut.result()
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+# ------------------------------------------------------------------------------------------ run
+@dataclass
+class RunStats:
+    """What a run did: cells evaluated now vs. found finished, wall time (s), output directory."""
+
+    out_dir: Path
+    computed: int = 0
+    cached: int = 0
+    wall_s: float = 0.0
+
+
+def run_experiment(
+    exp: Experiment,
+    out_dir: Path | None = None,
+    workers: int = 1,
+    fresh: bool = False,
+    command: list[str] | None = None,
+    progress: bool = True,
+    on_cell: Callable[[str], None] | None = None,
+) -> RunStats:
+    """Evaluate the whole experiment into ``out_dir`` (default ``results/<output>``) and report."""
+    t0, started = time.perf_counter(), time.time()
+    out = Path(out_dir) if out_dir is not None else Path("results") / exp.out_name
+    cells_dir = out / "cells"
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    stats = RunStats(out)
+
+    # 1. plan: every scenario entry × seed × policy entry, keyed by its resolved config
+    rows = plan(exp)
+    cells = unique_cells(rows)
+
+    # 2. skip the cells a previous (interrupted or changed) run already finished
+    todo = [c for c in cells if fresh or not is_finished(cells_dir, c)]
+    stats.cached = len(cells) - len(todo)
+
+    # 3. evaluate the rest, each cell written the moment it finishes
+    bar = tqdm(
+        total=len(cells),
+        initial=stats.cached,
+        desc=exp.name,
+        unit="cell",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    with bar:
+        for key in execute(todo, cells_dir, workers):
+            stats.computed += 1
+            bar.update()
+            if on_cell is not None:
+                on_cell(key)
+
+    # 4. report: metrics.csv, records, summary.md, plots, manifest.json
+    docs = {c.key: read_cell(cells_dir, c.key) for c in cells}
+    report.write_metrics_csv(out / "metrics.csv", rows, docs)
+    for row in rows:
+        save_record(_record(row, docs[row.cell.key]), record_path(out, row))
+    summary = report.summarize(exp, rows, docs)
+    report.write_summary(out / "summary.md", exp, summary)
+    timelines = [(row, read_trace(cells_dir, row.cell.key)) for row in rows if row.cell.trace]
+    plots.write_plots(out / "plots", exp, summary, timelines)
+    stats.wall_s = time.perf_counter() - t0
+    report.write_manifest(out / "manifest.json", exp, rows, stats, started, command)
+    return stats
+
+
+def record_path(out: Path, row: Row) -> Path:
+    return out / "records" / _safe(row.scenario) / _safe(row.policy) / f"seed-{row.seed}.json"
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_.#" else "_" for ch in name)
+
+
+def _record(row: Row, doc: dict[str, Any]) -> EpisodeRecord:
+    c = doc["config"]
+    return EpisodeRecord(
+        scenario=c["scenario"],
+        seed=c["seed"],
+        duration=c["duration"],
+        policy=c["policy"],
+        params=c["params"],
+        overrides=c["overrides"],
+        motions=[(int(r), str(s), str(t)) for r, s, t in doc["motions"]],
+        metrics=doc["metrics"],
+        model_sha256=c.get("code_sha256", ""),
+    )
