@@ -117,6 +117,21 @@ def day_seconds(rounds: int) -> tuple[float, str]:
     return time.perf_counter() - t0, name
 
 
+def day_noop_seconds(rounds: int) -> float:
+    """Wall seconds of ``rounds`` rounds of ``Simulation.run`` with ``noop`` on a generated
+    3-node, 30-guest scenario (the foundation's figure: the model alone, no environment)."""
+    from policies import make_policy
+    from pvegym.sim.families import build_scenario, generate
+    from pvegym.sim.simulation import Simulation
+
+    sim = Simulation(build_scenario(generate(3, 30, 0)), seed=0)
+    policy = make_policy("noop")
+    sim.run(policy, 10 * sim.round_s)  # warm-up (JIT)
+    t0 = time.perf_counter()
+    sim.run(policy, rounds * sim.round_s)
+    return time.perf_counter() - t0
+
+
 def scaling(sizes: tuple[tuple[int, int], ...], steps: int) -> list[dict[str, Any]]:
     from pvegym.sim.families import build_scenario, generate
 
@@ -149,6 +164,8 @@ def bench(quick: bool = False) -> dict[str, Any]:
     rounds = 360 if quick else DAY_ROUNDS
     day, policy = day_seconds(rounds)
     day *= DAY_ROUNDS / rounds
+    day_noop = day_noop_seconds(rounds) * DAY_ROUNDS / rounds
+    cartpole_day = cp * 1e-6 * DAY_ROUNDS
     _progress(f"day ({policy}): {day:.2f} s; scaling …")
     rows = scaling(QUICK_SCALING if quick else FULL_SCALING, steps_sc)
     return {
@@ -163,6 +180,9 @@ def bench(quick: bool = False) -> dict[str, Any]:
         "day_policy": policy,
         "day_rounds": DAY_ROUNDS,
         "day_extrapolated": rounds != DAY_ROUNDS,
+        "day_noop_3x30_s": day_noop,
+        "cartpole_day_s": cartpole_day,
+        "day_noop_ratio": day_noop / cartpole_day,
         "scaling_exponent": fit_exponent(rows),
         "scaling": rows,
         "quick": quick,
