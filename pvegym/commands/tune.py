@@ -1,0 +1,84 @@
+"""``pvegym tune STUDY.toml``: tune a balancer's constants with Optuna, then report (``MODEL.md`` §11).
+
+The study lives in ``sqlite:///results/<study>/study.db`` unless ``--storage URL`` names another
+RDB (PostgreSQL: ``postgresql+psycopg://user:password@host:5432/db``); every worker started with
+the same file and storage — here with ``--workers N``, or on other machines — joins the same study.
+Running the command again resumes: ``n_trials`` in the file is the study's total, ``--n-trials N``
+asks for N more. After optimizing, the best (or Pareto-optimal) trials are re-evaluated on the held-out
+test suite and ``results/<study>/summary.md``, ``best_params.json`` and ``plots/`` are written;
+``--report-only`` does only that, ``--no-report`` only optimizes (extra workers on other machines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from pvegym.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="tune a policy's constants with Optuna (one machine or many)")
+    p.add_argument("experiment", help="a study file (experiments/*.toml)")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="Optuna RDB URL shared by all workers (default: sqlite:///results/<study>/study.db)",
+    )
+    p.add_argument(
+        "--n-trials", type=int, default=None, help="run N more trials (default: up to n_trials)"
+    )
+    p.add_argument("--workers", type=int, default=1, help="local worker processes (default: 1)")
+    p.add_argument(
+        "--worker-id",
+        type=int,
+        default=0,
+        help="distinct per machine when several start at once (sampler seed; default: 0)",
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--report-only", action="store_true", help="only (re)write the report")
+    g.add_argument("--no-report", action="store_true", help="only optimize, no held-out report")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pvegym.tuning.report import write_report
+    from pvegym.tuning.study import default_storage, redact, run_study
+    from pvegym.tuning.study_config import load_study_config
+
+    if args.workers < 1:
+        raise ConfigError("--workers", f"must be ≥ 1, not {args.workers}")
+    if args.n_trials is not None and args.n_trials < 0:
+        raise ConfigError("--n-trials", f"must be ≥ 0, not {args.n_trials}")
+    if args.worker_id < 0:
+        raise ConfigError("--worker-id", f"must be ≥ 0, not {args.worker_id}")
+    cfg = load_study_config(args.experiment)
+    url = args.storage or default_storage(cfg)
+    started = time.perf_counter()
+    tune_wall = None
+    if not args.report_only:
+        info = run_study(
+            cfg,
+            url,
+            n_trials=args.n_trials,
+            workers=args.workers,
+            worker_id=args.worker_id,
+            progress=not args.quiet,
+        )
+        tune_wall = info.wall_s if info.after > info.before else None
+        print(
+            f"{cfg.name}: {info.after - info.before} trials run, {info.after} finished in the "
+            f"study (budget {info.target}), {info.wall_s:.1f} s"
+        )
+    if not args.no_report:
+        rep = write_report(
+            cfg, url, workers=args.workers, progress=not args.quiet, tune_wall_s=tune_wall
+        )
+        verdicts = ", ".join(f"{k}: {v}" for k, v in rep.verdicts.items()) or "no feasible trial"
+        print(
+            f"{cfg.name}: held-out vs defaults — {verdicts}; report {rep.wall_s:.1f} s → "
+            f"{rep.out_dir}/summary.md (total {time.perf_counter() - started:.1f} s)"
+        )
+    print(f"dashboard: optuna-dashboard {redact(url)}")
+    return 0
