@@ -16,6 +16,8 @@ _REGISTRY: dict[str, str] = {
     "noop": "policies.noop:NoopPolicy",
     "upstream": "policies.upstream:UpstreamPolicy",
     "patched": "policies.patched:PatchedPolicy",
+    "guest-centric": "policies.guest_centric:GuestCentricPolicy",
+    "learned": "policies.learned:LearnedPolicy",
 }
 
 

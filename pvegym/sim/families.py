@@ -83,6 +83,14 @@ FAMILIES: dict[str, FamilySpec] = {
     "bench-large": FamilySpec(
         (64, 64), (2000, 2000), description="64 nodes, 2,000 guests (benchmark)"
     ),
+    "trace": FamilySpec(
+        (2, 8),
+        (2, 96),
+        duration=7200.0,
+        pressure_prob=0.0,
+        description="2–8 nodes, guests replaying real VM traces (PlanetLab, Bitbrains) packed to a "
+        "drawn target utilisation; disjoint train/test trace sets",
+    ),
 }
 
 # node sizes (cores, memory GiB) and guest sizes (vCPUs, memory GiB), with weights
@@ -282,10 +290,178 @@ def generate(
     }
 
 
+# --------------------------------------------------------------------------------------------
+# the ``trace`` family: guests replaying real VM traces (pvegym/data/traces)
+
+#: Target mean CPU utilisation of a ``trace`` instance (Σ expected demand / Σ cores), drawn per
+#: instance: from comfortably loaded to tight, so that the uneven placement leaves some nodes hot.
+TRACE_UTIL = (0.5, 0.9)
+#: Node memory a ``trace`` instance fills at most at placement (fraction of ``maxmem``).
+TRACE_MEM_FILL = 0.8
+_TRACE_NODE_CORES = np.array([8, 16, 24, 32])
+_TRACE_MEM_PER_CORE = np.array([4, 8])  # GiB per core
+
+
+def trace_sets() -> dict[str, tuple[str, ...]]:
+    """The disjoint ``train`` and ``test`` trace sets of the ``trace`` family (trace sources).
+
+    Split by trace, not only by seed, so that a policy tuned or trained on ``trace`` is evaluated
+    on VMs whose series it never saw: PlanetLab day 2011-03-03 trains and 2011-03-22 tests (other
+    slivers, another day); Bitbrains VMs alternate by sorted id (even ranks train, odd test). The
+    single-VM Bitbrains file (memory series) is in neither set.
+    """
+    from pvegym.sim.workload import TRACE_ROOT
+
+    pl = sorted(f.name for f in (TRACE_ROOT / "planetlab").iterdir() if f.name[:8].isdigit())
+    bb = sorted(f.stem for f in (TRACE_ROOT / "bitbrains").glob("*.csv") if f.stem != "single-vm")
+    bb.sort(key=int)
+    train = [f"planetlab/{n}" for n in pl if n.startswith("20110303_")]
+    train += [f"bitbrains/{v}" for v in bb[0::2]]
+    test = [f"planetlab/{n}" for n in pl if n.startswith("20110322_")]
+    test += [f"bitbrains/{v}" for v in bb[1::2]]
+    return {"train": tuple(train), "test": tuple(test)}
+
+
+def trace_split(instance_seed: int) -> str:
+    """``"test"`` for an evaluation seed (:data:`TEST_SEEDS`), else ``"train"``."""
+    return "test" if is_test_seed(instance_seed) else "train"
+
+
+def generate_traced(
+    instance_seed: int, name: str = "trace", duration: float = 7200.0
+) -> ScenarioData:
+    """An instance of the ``trace`` family (plain scenario data), deterministic in the seed.
+
+    2–8 nodes (8–32 cores, 4–8 GiB per core); a target utilisation ``u`` drawn from
+    :data:`TRACE_UTIL`; guests are added one by one — a trace of the seed's split at a random
+    5-min-aligned offset, looped, with ``scale`` = its vCPUs (CPU fraction × vCPUs → cores) and a
+    little OU noise (10 % of its mean, τ = 60 s) for the sub-5-min variation the samples average
+    away — onto a node drawn with Dirichlet-skewed weights (some nodes run hotter than others)
+    among those with memory room (≤ :data:`TRACE_MEM_FILL`), until Σ of the guests' mean demand
+    over the episode reaches ``u`` × Σ cores (or 96 guests). Memory, dirty rates, containers,
+    local resources and negative-affinity pairs are drawn as in :func:`generate`.
+    """
+    from pvegym.sim.workload import load_trace
+
+    spec = FAMILIES["trace"]
+    pool = trace_sets()[trace_split(instance_seed)]
+    rng = np.random.default_rng(np.random.SeedSequence([0x7ACE, instance_seed]))
+    n_nodes = int(rng.integers(spec.nodes[0], spec.nodes[1] + 1))
+    node_names = [f"node{i + 1:02d}" for i in range(n_nodes)]
+    cores = rng.choice(_TRACE_NODE_CORES, size=n_nodes)
+    mem_gib = cores * rng.choice(_TRACE_MEM_PER_CORE, size=n_nodes)
+    util = float(rng.uniform(*TRACE_UTIL))
+    weights = rng.dirichlet(np.full(n_nodes, 1.5)) * cores
+    weights /= weights.sum()
+    base_cpu = cores * rng.uniform(0.01, 0.05, size=n_nodes)
+    base_mem = mem_gib * rng.uniform(0.03, 0.12, size=n_nodes)
+    mem_used = base_mem.astype(float).copy()
+    goal = util * float(cores.sum())
+
+    guests: list[dict[str, Any]] = []
+    place: list[int] = []
+    load = 0.0
+    while load < goal and len(guests) < spec.guests[1]:
+        source = str(pool[int(rng.integers(len(pool)))])
+        trace = load_trace(source, "cpu", "", "trace")
+        n = trace.values.size
+        start = int(rng.integers(n))
+        vcpus = (
+            int(min(trace.capacity, 8))
+            if source.startswith("bitbrains/")
+            else int(rng.choice(_GUEST_VCPUS))
+        )
+        steps = int(np.ceil(duration / trace.interval_s)) + 1
+        window = trace.values[(start + np.arange(steps)) % n]
+        mean = float(window.mean()) * vcpus
+        gmem = float(rng.choice(_GUEST_MEM))
+        host = gmem * float(rng.uniform(0.4, 0.9))
+        room = mem_used + host <= TRACE_MEM_FILL * mem_gib
+        if not room.any():
+            break
+        w = np.where(room, weights, 0.0)
+        j = int(rng.choice(n_nodes, p=w / w.sum()))
+        mem_used[j] += host
+        load += mean
+        i = len(guests)
+        is_ct = bool(rng.random() < 0.08)
+        dirty = float(rng.choice([5.0, 20.0, 50.0, 150.0])) * MiB
+        guests.append(
+            {
+                "sid": f"{'ct' if is_ct else 'vm'}:{100 + i}",
+                "node": node_names[j],
+                "maxcpu": vcpus,
+                "maxmem": gmem * GiB,
+                "cpu": [
+                    {
+                        "type": "trace",
+                        "source": source,
+                        "scale": float(vcpus),
+                        "offset": float(start * trace.interval_s),
+                        "loop": True,
+                    },
+                    _noise(0.0, 0.1 * mean, 60.0),
+                ],
+                "memhost": [
+                    {"type": "constant", "level": host * GiB},
+                    _noise(0.0, 0.02 * host * GiB, 600.0),
+                ],
+                "mem_ratio": float(rng.uniform(0.6, 1.0)),
+                "dirty_rate": 0.0 if is_ct else dirty,
+                "wws": gmem * float(rng.uniform(0.1, 0.6)) * GiB,
+                "throttle_sensitivity": float(rng.uniform(0.3, 1.0)),
+                "local_resources": bool(rng.random() < 0.05),
+            }
+        )
+        place.append(j)
+
+    # a few negative-affinity pairs, on different nodes from the start
+    rules: list[dict[str, Any]] = []
+    if n_nodes >= 2 and len(guests) >= 4:
+        order = rng.permutation(len(guests))
+        for r in range(min(len(guests) // 12 + 1, 4)):
+            a, b = int(order[2 * r]), int(order[2 * r + 1])
+            if place[a] == place[b]:
+                continue
+            rules.append(
+                {
+                    "name": f"neg{r}",
+                    "resources": [guests[a]["sid"], guests[b]["sid"]],
+                    "affinity": "negative",
+                }
+            )
+    nodes = [
+        {
+            "name": node_names[j],
+            "maxcpu": int(cores[j]),
+            "maxmem": float(mem_gib[j]) * GiB,
+            "base_cpu": [_noise(float(base_cpu[j]), float(0.1 * base_cpu[j]), 120.0)],
+            "base_mem": [
+                {"type": "constant", "level": float(base_mem[j]) * GiB},
+                _noise(0.0, float(0.01 * base_mem[j]) * GiB, 600.0),
+            ],
+        }
+        for j in range(n_nodes)
+    ]
+    split = trace_split(instance_seed)
+    return {
+        "name": f"{name}#{instance_seed}",
+        "description": f"traced cluster: {n_nodes} nodes, {len(guests)} guests at "
+        f"{util:.0%} target CPU utilisation ({split} traces, seed {instance_seed})",
+        "duration": duration,
+        "nodes": nodes,
+        "guests": guests,
+        "resource_affinity": rules,
+        "events": [],
+    }
+
+
 def family_data(name: str, instance_seed: int) -> ScenarioData:
     """Plain scenario data of instance ``instance_seed`` of family ``name``."""
     family_max_sizes(name)  # validates the name
     spec = FAMILIES[name]
+    if name == "trace":
+        return generate_traced(instance_seed, name, spec.duration)
     rng = np.random.default_rng(np.random.SeedSequence([0x5EED, instance_seed]))
     n_nodes = int(rng.integers(spec.nodes[0], spec.nodes[1] + 1))
     n_guests = int(rng.integers(spec.guests[0], spec.guests[1] + 1))
@@ -305,6 +481,7 @@ small = _family_fn("small")
 medium = _family_fn("medium")
 bench_small = _family_fn("bench-small")
 bench_large = _family_fn("bench-large")
+trace = _family_fn("trace")
 
 
 def _signal(items: list[dict[str, Any]]) -> tuple[Component, ...]:

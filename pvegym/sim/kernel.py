@@ -43,8 +43,21 @@ def sample_signals(
     st_ptr: np.ndarray,
     st_times: np.ndarray,
     st_vals: np.ndarray,
+    tr_idx: np.ndarray,
+    tr_lo: np.ndarray,
+    tr_n: np.ndarray,
+    tr_vals: np.ndarray,
+    tr_step: np.ndarray,
+    tr_offset: np.ndarray,
+    tr_scale: np.ndarray,
+    tr_loop: np.ndarray,
 ) -> None:
-    """Sum of components at time ``t`` into ``out`` (see :mod:`pvegym.sim.workload`)."""
+    """Sum of components at time ``t`` into ``out`` (see :mod:`pvegym.sim.workload`).
+
+    Trace ``k`` reads ``tr_n[k]`` samples from ``tr_vals[tr_lo[k]:]``, one every ``tr_step[k]``
+    seconds, at position ``(t + offset) / step``: linear interpolation between neighbours; looped
+    (modulo ``n``, the last sample interpolating into the first) or held at the ends.
+    """
     for i in range(out.size):
         out[i] = const[i]
     for k in range(ou_idx.size):
@@ -67,6 +80,28 @@ def sample_signals(
             j += 1
         if j > lo:
             out[st_idx[k]] += st_vals[j - 1]
+    for k in range(tr_idx.size):
+        n = tr_n[k]
+        base = tr_lo[k]
+        x = (t + tr_offset[k]) / tr_step[k]
+        if tr_loop[k]:
+            x = x % n  # Python semantics: in [0, n) for negative x too
+            i = min(int(x), n - 1)
+            f = x - i
+            v0 = tr_vals[base + i]
+            v1 = tr_vals[base + (i + 1) % n]
+        elif x <= 0.0:
+            f = 0.0
+            v0 = v1 = tr_vals[base]
+        elif x >= n - 1:
+            f = 0.0
+            v0 = v1 = tr_vals[base + n - 1]
+        else:
+            i = int(x)
+            f = x - i
+            v0 = tr_vals[base + i]
+            v1 = tr_vals[base + i + 1]
+        out[tr_idx[k]] += tr_scale[k] * (v0 + (v1 - v0) * f)
 
 
 @njit(cache=True)

@@ -479,6 +479,29 @@ def nonconverging_migration() -> ScenarioData:
     }
 
 
+@scenario("nonconverging-with-alternative")
+def nonconverging_with_alternative() -> ScenarioData:
+    """``nonconverging-migration`` where a cheaper adequate motion exists (beyond the seeds).
+
+    Seed 000's remaining gap: "the balancer prefers the largest imbalance improvement over the
+    cheapest adequate motion". Same cluster, same non-converging 24 GiB VM (``vm:120``, 680 MiB/s
+    raw, not throttle-sensitive), but ``vm:121`` is a CPU-heavy VM with a small memory footprint
+    (8 of 8 cores busy, 4 GiB host memory, 20 MiB/s of dirtying): moving it removes node1's
+    pressure as well as moving ``vm:120`` does (8 vs 7 cores) while sending ~4 GiB in ~10 s
+    instead of a migration that never converges. The imbalance metric still prefers ``vm:120``
+    (its memory counts in the node load), so ``upstream``/``patched`` pick it.
+    """
+    data = nonconverging_migration()
+    data["name"] = "nonconverging-with-alternative"
+    data["description"] = (
+        "nonconverging-migration, but an 8-core VM with 4 GiB is a cheaper adequate motion"
+    )
+    for g in data["guests"]:
+        if g["sid"] == "vm:121":
+            g.update(maxmem=6 * GiB, memhost=4 * GiB, dirty_rate=20 * MiB, wws=1 * GiB)
+    return data
+
+
 #: The field scenarios of MODEL §10, in the table's order.
 FIELD_SCENARIOS = (
     "failure-loop",

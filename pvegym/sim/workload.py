@@ -11,6 +11,17 @@ the sum of components, each one of:
 * ``bursts``    — Poisson arrivals at ``rate_per_hour``; each adds ``height`` for ``duration`` s.
 * ``steps``     — piecewise-constant level: ``at = [[t0, v0], [t1, v1], ...]`` adds ``v_i`` from
   ``t_i`` on (0 before the first step).
+* ``trace``     — replay of a real per-VM series (``MODEL.md`` §3), see :func:`load_trace`:
+  ``{type = "trace", source = "planetlab/<file>" | "bitbrains/<vm-id>", field = "cpu" | "mem",
+  scale = ..., offset = "2h", loop = true}`` adds ``scale · u(t + offset)``, where ``u`` is the
+  traced VM's utilisation (0–1 of its capacity: PlanetLab CPU percent / 100, Bitbrains CPU MHz /
+  its provisioned MHz, Bitbrains memory KB / its provisioned KB), linearly interpolated between
+  the 5-min samples. ``scale`` is in the signal's unit: the guest's vCPUs for ``cpu`` (so CPU
+  percent × vCPUs → cores), bytes for ``mem`` (``"8GiB"`` accepted). Without ``scale`` the traced
+  VM's own capacity is used (Bitbrains: its cores / provisioned bytes; PlanetLab gives no VM size:
+  one core). ``loop`` repeats the series (the last sample interpolates into the first); without
+  it the series holds its first value before and its last value after. Files are read once per
+  process and cached; ``trace_dir`` replaces the bundled ``pvegym/data/traces`` directory.
 
 A :class:`WorkloadBank` holds the signals of ``n`` entities and evaluates them in one compiled pass
 per round. Randomness comes from one ``numpy.random.Generator`` per bank, drawn in a fixed order:
@@ -19,8 +30,10 @@ same seed, same signal.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -30,7 +43,12 @@ from pvegym.config import field, load
 from pvegym.errors import ConfigError
 from pvegym.sim.kernel import sample_signals
 
-Kind = Literal["constant", "ou", "diurnal", "bursts", "steps"]
+Kind = Literal["constant", "ou", "diurnal", "bursts", "steps", "trace"]
+
+#: The bundled trace subset (see ``pvegym/data/traces/README.md``).
+TRACE_ROOT = Path(__file__).resolve().parent.parent / "data" / "traces"
+#: Trace formats: the first component of a ``source``.
+TRACE_FORMATS = ("planetlab", "bitbrains")
 
 
 @dataclass(frozen=True)
@@ -49,11 +67,143 @@ class Component:
     height: float = 0.0
     duration: float = field(60.0, gt=0.0, unit="duration")
     at: tuple[tuple[float, float], ...] = ()
+    # trace replay (``type = "trace"``); ``field`` last: it shadows the ``field`` helper below it
+    source: str = ""
+    scale: float | None = None
+    offset: float = field(0.0, unit="duration")
+    loop: bool = True
+    trace_dir: str = ""
+    field: Literal["cpu", "mem"] = "cpu"
 
     def validate(self, path: str) -> None:
         times = [t for t, _ in self.at]
         if times != sorted(times):
             raise ConfigError(f"{path}.at", "step times must be in increasing order")
+        if self.type == "trace":
+            if self.scale is not None and not (math.isfinite(self.scale) and self.scale >= 0):
+                raise ConfigError(
+                    f"{path}.scale", f"must be a finite number ≥ 0, not {self.scale!r}"
+                )
+            load_trace(self.source, self.field, self.trace_dir, f"{path}.source")
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One replayable series: ``values`` are utilisation (0–1 of ``capacity``) every ``interval_s``
+    seconds from t = 0; ``capacity`` is the traced VM's size in the signal's unit (cores or bytes),
+    the default ``scale``."""
+
+    values: NDArray[np.float64]
+    interval_s: float
+    capacity: float
+
+
+def _bad(where: str, message: str) -> ConfigError:
+    return ConfigError("", f"{where}: {message}")
+
+
+def _parse_meta(text: str, file: str) -> dict[str, float]:
+    meta: dict[str, float] = {}
+    for item in text.lstrip("#").split():
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise _bad(f"{file}:1", f"malformed metadata item {item!r} (want key=value)")
+        if key == "id":
+            continue
+        try:
+            meta[key] = float(value)
+        except ValueError:
+            raise _bad(f"{file}:1", f"metadata {key} is not a number: {value!r}") from None
+    for key in ("interval_s", "cpu_count", "cpu_capacity_mhz", "mem_capacity_kb"):
+        if not (meta.get(key, 0.0) > 0.0 and math.isfinite(meta[key])):
+            raise _bad(f"{file}:1", f"metadata needs a positive {key}=")
+    return meta
+
+
+@functools.cache
+def _read_trace(file: str, fmt: str, col: str) -> Trace:
+    """Parse one trace file (cached: each file and column is read once per process)."""
+    try:
+        lines = Path(file).read_text().splitlines()
+    except FileNotFoundError:
+        raise _bad(file, "no such trace file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise _bad(file, f"cannot read trace file: {err}") from None
+    if not any(line.strip() for line in lines):
+        raise _bad(f"{file}:1", "empty trace file (no samples)")
+    if fmt == "planetlab":
+        if col != "cpu":
+            raise _bad(file, 'PlanetLab traces have no memory series (field = "cpu" only)')
+        vals: list[float] = []
+        for no, line in enumerate(lines, 1):
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                v = float(text)
+            except ValueError:
+                raise _bad(f"{file}:{no}", f"not a CPU percentage: {text!r}") from None
+            if not (0.0 <= v <= 100.0):
+                raise _bad(f"{file}:{no}", f"CPU percentage {text} outside 0–100")
+            vals.append(v / 100.0)
+        return Trace(_frozen(vals), 300.0, 1.0)
+    # bitbrains: "# id=… interval_s=… cpu_count=… cpu_capacity_mhz=… mem_capacity_kb=…", a header
+    if not lines[0].startswith("#"):
+        raise _bad(f"{file}:1", "missing '# interval_s=… cpu_count=… …' metadata line")
+    meta = _parse_meta(lines[0], file)
+    header = [h.strip() for h in lines[1].split(",")] if len(lines) > 1 else []
+    want = "cpu_mhz" if col == "cpu" else "mem_kb"
+    if want not in header:
+        raise _bad(f"{file}:2", f"no {want!r} column (columns: {', '.join(header) or 'none'})")
+    j = header.index(want)
+    cap = meta["cpu_capacity_mhz"] if col == "cpu" else meta["mem_capacity_kb"]
+    vals = []
+    for no, line in enumerate(lines[2:], 3):
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        if len(cells) != len(header):
+            raise _bad(f"{file}:{no}", f"{len(cells)} columns, expected {len(header)}")
+        try:
+            v = float(cells[j])
+        except ValueError:
+            raise _bad(f"{file}:{no}", f"{want} is not a number: {cells[j].strip()!r}") from None
+        if not (math.isfinite(v) and v >= 0.0):
+            raise _bad(f"{file}:{no}", f"{want} must be a finite number ≥ 0, not {v!r}")
+        vals.append(v / cap)
+    if not vals:
+        raise _bad(f"{file}:3", "empty trace (a header but no samples)")
+    native = meta["cpu_count"] if col == "cpu" else meta["mem_capacity_kb"] * 1024.0
+    return Trace(_frozen(vals), meta["interval_s"], native)
+
+
+def _frozen(vals: list[float]) -> NDArray[np.float64]:
+    arr = np.asarray(vals, dtype=np.float64)
+    arr.flags.writeable = False
+    return arr
+
+
+def trace_file(source: str, trace_dir: str = "", path: str = "source") -> tuple[str, str]:
+    """``(file, format)`` of a ``source`` like ``planetlab/<file>`` or ``bitbrains/<vm-id>``."""
+    fmt, sep, name = source.partition("/")
+    if not sep or fmt not in TRACE_FORMATS or not name:
+        raise ConfigError(
+            path,
+            f"{source!r} is not a trace source (allowed: planetlab/<file>, bitbrains/<vm-id>)",
+        )
+    root = Path(trace_dir) if trace_dir else TRACE_ROOT
+    file = root / fmt / (f"{name}.csv" if fmt == "bitbrains" else name)
+    return str(file), fmt
+
+
+def load_trace(source: str, col: str = "cpu", trace_dir: str = "", path: str = "source") -> Trace:
+    """The (cached) series of ``source``; a missing, empty or malformed file is a one-line
+    :class:`ConfigError` naming ``path`` (the key), the file and the line."""
+    file, fmt = trace_file(source, trace_dir, path)
+    try:
+        return _read_trace(file, fmt, col)
+    except ConfigError as err:
+        raise ConfigError(path, err.message) from None
 
 
 def _number(value: Any, path: str, unit: str | None) -> float:
@@ -83,7 +233,7 @@ def parse_signal(value: Any, path: str, unit: str | None = None) -> tuple[Compon
             raise ConfigError(sub, f"must be a number or a component table, not {item!r}")
         if unit == "size":
             item = dict(item)
-            for key in ("level", "mean", "sigma", "amplitude", "height"):
+            for key in ("level", "mean", "sigma", "amplitude", "height", "scale"):
                 if isinstance(item.get(key), str):
                     item[key] = _number(item[key], f"{sub}.{key}", "size")
             if "at" in item and isinstance(item["at"], list):
@@ -117,6 +267,7 @@ class WorkloadBank:
         di: list[tuple[int, float, float, float]] = []
         bu: list[tuple[int, float, float, float]] = []
         st: list[tuple[int, tuple[tuple[float, float], ...]]] = []
+        tr: list[tuple[int, Trace, float, float, bool]] = []
         for i, comps in enumerate(specs):
             for c in comps:
                 if c.type == "constant":
@@ -127,6 +278,10 @@ class WorkloadBank:
                     di.append((i, c.amplitude, c.period, c.phase))
                 elif c.type == "bursts":
                     bu.append((i, c.rate_per_hour, c.height, c.duration))
+                elif c.type == "trace":
+                    trace = load_trace(c.source, c.field, c.trace_dir, "trace")
+                    scale = trace.capacity if c.scale is None else c.scale
+                    tr.append((i, trace, scale, c.offset, c.loop))
                 else:
                     st.append((i, c.at))
         self._ou_idx = np.array([x[0] for x in ou], dtype=np.int64)
@@ -145,6 +300,26 @@ class WorkloadBank:
         self._st_ptr = np.cumsum([0] + [len(x[1]) for x in st]).astype(np.int64)
         self._st_times = np.array([p[0] for x in st for p in x[1]], dtype=np.float64)
         self._st_vals = np.array([p[1] for x in st for p in x[1]], dtype=np.float64)
+        # traces: each distinct series once in one flat array (many guests may replay one file)
+        starts: dict[int, int] = {}
+        chunks: list[NDArray[np.float64]] = []
+        lo: list[int] = []
+        size = 0
+        for _, trace, _, _, _ in tr:
+            key = id(trace)
+            if key not in starts:
+                starts[key] = size
+                chunks.append(trace.values)
+                size += trace.values.size
+            lo.append(starts[key])
+        self._tr_idx = np.array([x[0] for x in tr], dtype=np.int64)
+        self._tr_lo = np.array(lo, dtype=np.int64)
+        self._tr_n = np.array([x[1].values.size for x in tr], dtype=np.int64)
+        self._tr_vals = np.concatenate(chunks) if chunks else np.zeros(0)
+        self._tr_step = np.array([x[1].interval_s for x in tr], dtype=np.float64)
+        self._tr_offset = np.array([x[3] for x in tr], dtype=np.float64)
+        self._tr_scale = np.array([x[2] for x in tr], dtype=np.float64)
+        self._tr_loop = np.array([x[4] for x in tr], dtype=np.bool_)
         self._ou_state = np.zeros(len(ou))
         self._bu_left = np.zeros(len(bu))
         self._dt = -1.0
@@ -179,5 +354,7 @@ class WorkloadBank:
             self._di_idx, self._di_amp, self._di_w, self._di_phase,
             self._bu_idx, self._bu_left, self._p_burst, self._bu_dur, self._bu_height, uniforms, dt,
             self._st_idx, self._st_ptr, self._st_times, self._st_vals,
+            self._tr_idx, self._tr_lo, self._tr_n, self._tr_vals, self._tr_step, self._tr_offset,
+            self._tr_scale, self._tr_loop,
         )  # fmt: skip
         return self._out

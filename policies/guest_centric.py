@@ -1,0 +1,671 @@
+"""``guest-centric``: a contention-driven, cost-aware balancer (DRS-style), beyond the seed.
+
+The seed's patch series (``seeds/000_*``) ends with three known gaps: candidate migratability is
+not checked before scoring (a local CD-ROM turns into a bounded retry nuisance instead of never
+being tried), migration cost is not part of the scoring ("the balancer prefers the largest
+imbalance improvement over the cheapest adequate motion"), and "a fully guest-centric scoring
+model (per-guest contention score, DRS-style) would be the natural next step on top of patch 7 -
+the required per-guest PSI telemetry is already collected". This policy closes all three; it never
+looks at the imbalance metric.
+
+One CRM round (``decide``):
+
+1. **Outcome tracking** (patch 1, reused from :class:`~policies.patched.PatchedPolicy`): a failed
+   motion backs its (guest, target) off for 60 s, 120 s, … (capped); a successful one cools its
+   bundle down. Completed and aborted migrations of *our* motions also calibrate the dirty-rate
+   estimate of the moved guest (step 5).
+2. **Pressure gate** (patch 7): act only while some online node reports PSI cpu or memory *some*
+   avg10 ≥ ``min_pressure_pct``, for ``hold_rounds`` consecutive rounds; fail-open when the node
+   PSI telemetry is missing (NaN).
+3. **Who suffers.** A guest's *relievable contention* (percent) is the part of its own PSI that
+   its node explains — ``w_cpu_some·min(cpu some, node cpu some) + w_cpu_full·min(cpu full, node
+   cpu some) + w_mem_some·min(mem some, node mem some) + w_mem_full·min(mem full, node mem
+   full)``. What exceeds the node's (a guest beyond its own ``maxmem``) is self-inflicted and no
+   migration helps it (the seed's reason for gating on node pressure only). Guests with a
+   relievable score ≥ ``min_guest_score_pct`` suffer; only bundles containing one are candidates.
+   Missing guest PSI falls back to the node's, missing node CPU PSI to the pressure curve of the
+   node's utilisation (step 6) — fail-open, as the gate.
+4. **Migratability before scoring.** A candidate (bundle, target) is dropped unless every member
+   is migratable (``guest_migratable``: no local CD-ROM/device), the target respects node affinity
+   and negative affinity (upstream's candidate rules), it is not backed off or cooling down, and
+   the target keeps ``mem_headroom_frac`` of its memory free after receiving the bundle's
+   ``memhost`` (the LRM's precheck refuses a target without room). So no motion is proposed that
+   must fail for a local resource.
+5. **Cost** (:mod:`pvegym.sim.migration`, ``reference/migration-psi.md`` §C): each member's live
+   migration is predicted with the same pre-copy + auto-converge + qemu-server model the cluster
+   runs — memory = ``maxmem``, resident = ``memhost``, bandwidth = ``bandwidth_bps`` — giving the
+   duration, bytes, throttled CPU time and pause. The guest's dirty rate is *not* telemetry; it is
+   estimated honestly from what an HA manager can know: a configurable prior
+   (``dirty_prior_bps`` over ``wws_prior_frac`` of its memory, ``sensitivity_prior``), replaced
+   after one of our migrations of that guest completed by the rate that reproduces its observed
+   duration (``t_ended − t_issued − lrm_overhead_s``; bisection), or, after a "no convergence"
+   abort, by a rate no throttling can converge. A motion predicted not to complete — the seed's
+   ``abort_factor``× abort would fire, or it would still run after ``max_migration_s`` (unpatched
+   qemu-server) — is dropped. Containers cost ``ct_downtime_s`` of downtime.
+   ``cost = w_gib·GiB sent + w_migration_s·duration + w_throttle·∫throttle + w_downtime·pause``,
+   in guest-stall-second equivalents.
+6. **Relief.** Node CPU pressure is predicted with a pressure curve ``P(ρ) = 100·(a·ρ² +
+   (1 − a)·ρ^k)`` of the utilisation ``ρ`` = demand / cores (a per-runqueue quadratic plus a steep
+   pooled-queue term; ``a`` = ``curve_quadratic_share``, ``k`` = ``curve_exponent``), anchored on
+   the observed PSI: the source's pressure scales by ``P(ρ')/P(ρ)``, the target's rises by
+   ``P(ρ') − P(ρ)``; CPU *full* follows the overload share ``1 − 1/ρ``. Demand is
+   ``cpu / (1 − cpu full)`` per guest (a guest stalled a fraction f of the time wanted 1/(1 − f)
+   more) plus the node's unattributed residual. Relief = the moved guests' relievable contention
+   + the source's other guests' reduction − the contention added to the target's guests and
+   inherited by the moved guests (guest·percent), times ``horizon_s`` / 100 → guest-stall
+   seconds.
+7. **Decision.** Eligible: relief > ``cost_factor`` × cost. Among eligible motions that are
+   *adequate* (source and target predicted below ``min_pressure_pct``) the cheapest wins; if none
+   is adequate, the largest ``relief − cost_factor·cost``. Nothing eligible: no motion.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from policies.patched import PatchedPolicy, _Issued
+from policies.upstream import _CURRENT_STATES, Candidates, _CandidateError
+from pvegym.errors import ConfigError
+from pvegym.sim.migration import COMPLETED, Migration, MigrationParams
+from pvegym.sim.view import STARTED, ClusterView, Motion
+
+FloatArray = NDArray[np.float64]
+GiB = 2**30
+MiB = 2**20
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationEstimate:
+    """A predicted motion of one guest: ``ok`` False when it would abort or not converge."""
+
+    ok: bool
+    duration_s: float
+    bytes: float
+    throttle_s: float  # ∫ throttle fraction dt (s of vCPU time per vCPU lost)
+    pause_s: float  # guest-visible downtime (s)
+    passes: float  # transferred / memory
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One scored motion (for the log and the tests)."""
+
+    sid: str
+    target: str
+    relief: float  # guest-stall seconds avoided over the horizon
+    cost: float  # guest-stall-second equivalents
+    adequate: bool
+    source_after_pct: float  # predicted source node cpu some
+    target_after_pct: float  # predicted target node cpu some
+
+
+class GuestCentricPolicy:
+    """Per-guest contention score + migratability filter + migration-cost model (module doc)."""
+
+    name = "guest-centric"
+
+    @dataclass(frozen=True, slots=True)
+    class Config:
+        """Every constant, with its unit; all tunable (``pvegym tune`` ``params.<name>``).
+
+        Gate (patch 7) and hold:
+
+        * ``pressure_gate`` = true; ``min_pressure_pct`` = 10 % PSI some avg10: the seed's figure,
+          also the "adequate" bound a motion must bring source and target below.
+        * ``hold_rounds`` = 3 CRM rounds (30 s): the gate must hold this long before an attempt,
+          like upstream's hold duration, so a single PSI spike does not trigger.
+
+        Per-guest contention score (weights per percent of PSI avg10):
+
+        * ``w_cpu_some`` = 1, ``w_cpu_full`` = 1, ``w_mem_some`` = 1, ``w_mem_full`` = 1: a
+          percent of any stall counts alike (the metric ``guest_stall_s`` weighs some-stalls 1).
+        * ``min_guest_score_pct`` = 5 %: a guest suffers above it (half the node gate: a guest
+          below it loses < 5 % of its time, under the noise of a busy but healthy node).
+
+        Pressure model:
+
+        * ``curve_quadratic_share`` = 0.2, ``curve_exponent`` = 8: ``P(ρ) = 100 (a ρ² + (1−a) ρ^k)``
+          gives 5 % at ρ = 0.5, 14 % at 0.7, 27 % at 0.8, 51 % at 0.9 — between the PSI of an 8-
+          and a 32-core node under a pooled run queue; only its ratios matter for the source.
+        * ``mem_band_frac`` = 0.05: memory pressure lives in the last ~5 % of a node's memory
+          (reclaim above the watermark); moving that much memhost off removes it all.
+        * ``mem_headroom_frac`` = 0.05: a target must keep 5 % of its memory free after the move
+          (the LRM precheck only needs the bundle's memhost; 5 % covers drift until the precheck
+          and keeps the target out of reclaim).
+
+        Migration cost prediction:
+
+        * ``bandwidth_bps`` = 430 MiB/s: the migration network (seed 004's observation); an admin
+          setting (datacenter.cfg migration bandwidth), not telemetry.
+        * ``dirty_prior_bps`` = 50 MiB/s raw writes over ``wws_prior_frac`` = 0.25 of the guest's
+          memory, ``sensitivity_prior`` = 0.5 (half the writes slowed by throttling): a mid-range
+          server guest; replaced per guest by what its own past migrations showed
+          (``learn_dirty`` = true).
+        * ``lrm_overhead_s`` = 8 s: LRM start delay (uniform 0–10 s, mean 5 s) + precheck (3 s),
+          subtracted from an observed motion's duration before fitting the dirty rate.
+        * ``downtime_limit_ms`` = 100 ms (qemu-server default), ``boost_factor`` = 1.5 and
+          ``abort_factor`` = 4 passes (seed 004); ``abort_factor`` = 0 predicts an unpatched
+          qemu-server (no abort).
+        * ``max_migration_s`` = 600 s: a migration predicted to run longer is treated as
+          non-converging (MODEL §10: unpatched, still running after 10 min).
+        * ``ct_downtime_s`` = 15 s: container relocate = shutdown (10 s) + start (5 s), down all
+          the time.
+
+        Cost weights (guest-stall-second equivalents):
+
+        * ``w_gib`` = 1 per GiB sent (network and target-memory use for the transfer).
+        * ``w_migration_s`` = 0.2 per second the motion occupies the serialized pipeline (no other
+          motion can run meanwhile).
+        * ``w_throttle`` = 1 per second of auto-converge throttle fraction (lost guest CPU time).
+        * ``w_downtime`` = 10 per second of guest pause: an outage is worse than a stall.
+
+        Decision:
+
+        * ``horizon_s`` = 600 s: how long a relief is assumed to last (one cooldown; traces change
+          on a 5-min scale).
+        * ``cost_factor`` = 1: move only when relief > cost_factor × cost.
+        * ``prefer_cheapest_adequate`` = true: among adequate motions take the cheapest (the
+          seed's "cheapest adequate motion"), else the best net relief.
+
+        Anti-oscillation:
+
+        * ``return_block_s`` = 3600 s: a guest we moved off a node is not moved back there within
+          this time (MODEL §9 counts such a return as an oscillation within 3600 s): a relief
+          that reverses a recent motion was mispredicted once already.
+
+        Outcome tracking (patch 1): ``backoff_base_s`` = 60 s, ``backoff_factor`` = 2,
+        ``backoff_cap_s`` = 3600 s, ``cooldown_s`` = 600 s — as
+        :class:`~policies.patched.PatchedPolicy.Config` explains.
+        """
+
+        pressure_gate: bool = True
+        min_pressure_pct: float = 10.0
+        hold_rounds: float = 3
+        w_cpu_some: float = 1.0
+        w_cpu_full: float = 1.0
+        w_mem_some: float = 1.0
+        w_mem_full: float = 1.0
+        min_guest_score_pct: float = 5.0
+        curve_quadratic_share: float = 0.2
+        curve_exponent: float = 8.0
+        mem_band_frac: float = 0.05
+        mem_headroom_frac: float = 0.05
+        bandwidth_bps: float = 430.0 * MiB
+        dirty_prior_bps: float = 50.0 * MiB
+        wws_prior_frac: float = 0.25
+        sensitivity_prior: float = 0.5
+        learn_dirty: bool = True
+        lrm_overhead_s: float = 8.0
+        downtime_limit_ms: float = 100.0
+        boost_factor: float = 1.5
+        abort_factor: float = 4.0
+        max_migration_s: float = 600.0
+        ct_downtime_s: float = 15.0
+        w_gib: float = 1.0
+        w_migration_s: float = 0.2
+        w_throttle: float = 1.0
+        w_downtime: float = 10.0
+        horizon_s: float = 600.0
+        cost_factor: float = 1.0
+        prefer_cheapest_adequate: bool = True
+        return_block_s: float = 3600.0
+        backoff_base_s: float = 60.0
+        backoff_factor: float = 2.0
+        backoff_cap_s: float = 3600.0
+        cooldown_s: float = 600.0
+
+        def __post_init__(self) -> None:
+            for f in fields(self):
+                value = getattr(self, f.name)
+                where = f"guest-centric.{f.name}"
+                if f.type in (bool, "bool"):
+                    if not isinstance(value, bool):
+                        raise ConfigError(where, f"must be true or false, got {value!r}")
+                    continue
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ConfigError(where, f"must be a number, got {value!r}")
+                if not math.isfinite(value) or value < 0:
+                    raise ConfigError(where, f"must be a finite number >= 0, got {value!r}")
+            for key in ("curve_quadratic_share", "wws_prior_frac", "sensitivity_prior"):
+                if getattr(self, key) > 1:
+                    raise ConfigError(f"guest-centric.{key}", "must be a fraction in [0, 1]")
+            for key in ("mem_band_frac", "mem_headroom_frac"):
+                if not 0 < getattr(self, key) < 1:
+                    raise ConfigError(f"guest-centric.{key}", "must be a fraction in (0, 1)")
+            for key in ("bandwidth_bps", "downtime_limit_ms", "max_migration_s", "curve_exponent"):
+                if getattr(self, key) <= 0:
+                    raise ConfigError(f"guest-centric.{key}", "must be > 0")
+            if self.wws_prior_frac <= 0:
+                raise ConfigError("guest-centric.wws_prior_frac", "must be > 0")
+            if self.abort_factor and self.abort_factor <= self.boost_factor:
+                raise ConfigError(
+                    "guest-centric.abort_factor", "must be 0 (unpatched) or > boost_factor"
+                )
+            if self.backoff_factor < 1:
+                raise ConfigError("guest-centric.backoff_factor", "must be >= 1")
+
+    def __init__(self, config: Any = None, **params: Any) -> None:
+        cls = type(self).Config
+        if config is None:
+            config = cls(**params)
+        elif params:
+            merged = {f.name: getattr(config, f.name) for f in fields(cls)}
+            merged.update(params)
+            config = cls(**merged)
+        elif not isinstance(config, cls):
+            raise ConfigError(
+                "guest-centric", f"expected {cls.__qualname__}, got {type(config).__name__}"
+            )
+        self.config: GuestCentricPolicy.Config = config
+        c = config
+        # composition: upstream's candidate rules (affinity) and patch 1's outcome tracking
+        self._base = PatchedPolicy(
+            PatchedPolicy.Config(
+                mode="dynamic",
+                outcome_tracking=True,
+                backoff_base_s=c.backoff_base_s,
+                backoff_factor=c.backoff_factor,
+                backoff_cap_s=c.backoff_cap_s,
+                cooldown_s=c.cooldown_s,
+                use_memhost=True,
+                pressure_gate=c.pressure_gate,
+                min_pressure_pct=c.min_pressure_pct,
+            )
+        )
+        self._clear()
+
+    def _clear(self) -> None:
+        self.sustained = 0
+        self.log: list[tuple[float, str]] = []
+        self.last_scored: list[Candidate] = []
+        # sid -> (raw dirty rate B/s, throttle sensitivity) learned from our own migrations
+        self.dirty_estimate: dict[str, tuple[float, float]] = {}
+        # issue time -> [(sid, memhost bytes, maxmem bytes)] of the bundle members we moved
+        self._moved: dict[float, list[tuple[str, float, float]]] = {}
+        self._cost_cache: dict[tuple[str, int, float, float], MigrationEstimate] = {}
+        # (sid, node) -> time until which sid is not moved back to node it left (s)
+        self.left_until: dict[tuple[str, str], float] = {}
+
+    def reset(self, seed: int | None = None) -> None:
+        self._base.reset(seed)
+        self._clear()
+
+    # ---------------------------------------------------------------- the round
+
+    def decide(self, view: ClusterView) -> Motion | None:
+        self._base.observe(view)  # patch 1: backoff / cooldown from our motions' results
+        self._learn(view)
+        if view.motion_active:
+            return None
+        if not self._base.should_consider(view, math.nan):  # patch 7 (fail-open)
+            self.sustained = 0
+            return None
+        self.sustained += 1
+        if self.sustained < self.config.hold_rounds:
+            return None
+        self.sustained = 0
+        return self._choose(view)
+
+    # ---------------------------------------------------------------- scoring
+
+    def _curve(self, rho: float) -> float:
+        """Predicted node CPU some (percent) at utilisation ``rho`` (demand / cores)."""
+        if rho >= 1.0:
+            return 100.0
+        r = max(rho, 0.0)
+        a = self.config.curve_quadratic_share
+        return 100.0 * (a * r * r + (1.0 - a) * r**self.config.curve_exponent)
+
+    @staticmethod
+    def _full(rho: float) -> float:
+        """CPU full (percent of a guest's time all its threads wait) at utilisation ``rho``."""
+        return 100.0 * max(0.0, 1.0 - 1.0 / rho) if rho > 1.0 else 0.0
+
+    def _choose(self, view: ClusterView) -> Motion | None:
+        cfg = self.config
+        n = len(view.node_names)
+        online = np.asarray(view.node_online, dtype=bool)
+        ncs = np.asarray(view.node_cpu_some, dtype=np.float64)
+        nms = np.asarray(view.node_mem_some, dtype=np.float64)
+        nmf = np.asarray(view.node_mem_full, dtype=np.float64)
+        node = np.asarray(view.guest_node, dtype=np.int64)
+        state = np.asarray(view.guest_state, dtype=object)
+        here = np.isin(state, list(_CURRENT_STATES)) & (node >= 0)
+        nd = np.where(here, node, 0)
+
+        def guest_psi(arr: Any, node_arr: FloatArray | None) -> FloatArray:
+            g = np.asarray(arr, dtype=np.float64)
+            if node_arr is None:
+                return np.nan_to_num(g, nan=0.0)
+            fallback = np.nan_to_num(node_arr[nd], nan=0.0)
+            return np.where(np.isfinite(g), g, fallback)
+
+        gcf = guest_psi(view.guest_cpu_full, None)
+        # demand (cores): received / (1 − full), plus each node's unattributed residual
+        gcpu = np.nan_to_num(np.asarray(view.guest_cpu, dtype=np.float64), nan=0.0)
+        gmaxcpu = np.asarray(view.guest_maxcpu, dtype=np.float64)
+        demand = np.minimum(gcpu / np.maximum(1.0 - gcf / 100.0, 0.05), np.maximum(gmaxcpu, gcpu))
+        demand = np.where(here, demand, 0.0)
+        node_cpu = np.asarray(view.node_cpu, dtype=np.float64)
+        attributed = np.bincount(nd[here], weights=gcpu[here], minlength=n)[:n]
+        residual = np.where(np.isfinite(node_cpu), np.maximum(node_cpu - attributed, 0.0), 0.0)
+        node_demand: FloatArray = (
+            np.bincount(nd[here], weights=demand[here], minlength=n)[:n].astype(np.float64)
+            + residual
+        )
+        cores = np.asarray(view.node_maxcpu, dtype=np.float64)
+        # fail-open: a node without PSI telemetry reads the pressure curve of its utilisation
+        curve = np.array([self._curve(r) for r in node_demand / cores])
+        ncs = np.where(np.isfinite(ncs), ncs, curve)
+        gcs = guest_psi(view.guest_cpu_some, ncs)
+        gms = guest_psi(view.guest_mem_some, nms)
+        gmf = guest_psi(view.guest_mem_full, nmf)
+        # the node's share of each guest's stall (fmin: a missing node value keeps the guest's)
+        relievable = (
+            cfg.w_cpu_some * np.fmin(gcs, ncs[nd])
+            + cfg.w_cpu_full * np.fmin(gcf, ncs[nd])
+            + cfg.w_mem_some * np.fmin(gms, nms[nd])
+            + cfg.w_mem_full * np.fmin(gmf, nmf[nd])
+        )
+        relievable = np.where(here, np.nan_to_num(relievable, nan=0.0), 0.0)
+        suffering = (state == STARTED) & (relievable >= cfg.min_guest_score_pct)
+        self.last_scored = []
+        if not suffering.any():
+            return None
+        try:
+            cands = self._base.filter_candidates(view, self._base.candidates(view))
+        except _CandidateError:
+            return None
+        if len(cands) == 0:
+            return None
+
+        maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
+        # memory a move transfers and a target must hold: memhost, else the configured size
+        memhost = np.asarray(view.guest_memhost, dtype=np.float64)
+        gmaxmem = np.asarray(view.guest_maxmem, dtype=np.float64)
+        memhost = np.where(np.isfinite(memhost), memhost, gmaxmem)
+        node_mem = np.asarray(view.node_mem, dtype=np.float64)
+        # the target also holds memory of a guest still moving there (MIGRATE/RELOCATE)
+        active = here & (gcpu > 0.0)
+        psi_s = np.nan_to_num(ncs, nan=0.0)
+        migratable = np.asarray(view.guest_migratable, dtype=bool)
+
+        best: tuple[int, float, float, int] | None = None  # smallest wins (see the module doc)
+        scored: list[Candidate] = []
+        for i in range(len(cands)):
+            g = int(cands.leader[i])
+            s = int(cands.source[i])
+            d = int(cands.target[i])
+            members = cands.members.get(g, (g,))
+            tname = view.node_names[d]
+            if any(self.left_until.get((view.sids[m], tname), -math.inf) > view.t for m in members):
+                continue  # would undo one of our recent motions
+            if not all(migratable[m] for m in members):
+                continue  # a local resource: the motion must fail
+            if not any(suffering[m] for m in members):
+                continue
+            if not (online[s] and online[d]) or not math.isfinite(node_mem[d]):
+                continue
+            m_b = float(sum(memhost[m] for m in members))
+            if node_mem[d] + m_b > (1.0 - cfg.mem_headroom_frac) * maxmem[d]:
+                continue  # no room on the target: the precheck would refuse it
+            cost = self._bundle_cost(view, members, memhost, gmaxmem)
+            if cost is None:
+                continue  # predicted to abort / not converge
+            d_b = float(sum(demand[m] for m in members))
+            relief, src_after, tgt_after, mem_after = self._relief(
+                s, d, members, d_b, m_b, node_demand, cores, maxmem, psi_s, nms, nmf,
+                gcs, gcf, gms, gmf, relievable, active, nd,
+            )  # fmt: skip
+            adequate = (
+                src_after < cfg.min_pressure_pct
+                and tgt_after < cfg.min_pressure_pct
+                and mem_after < cfg.min_pressure_pct
+            )
+            scored.append(
+                Candidate(
+                    view.sids[g], view.node_names[d], relief, cost, adequate, src_after, tgt_after
+                )
+            )
+            if relief <= 0.0 or relief <= cfg.cost_factor * cost:
+                continue
+            net = relief - cfg.cost_factor * cost
+            if adequate and cfg.prefer_cheapest_adequate:
+                key = (0, cost, -net, i)  # the cheapest adequate motion
+            else:
+                key = (1, -net, 0.0, i)  # else the best net relief
+            if best is None or key < best:
+                best = key
+        self.last_scored = scored
+        if best is None:
+            return None
+        return self._issue(view, cands, best[3], scored)
+
+    def _relief(
+        self,
+        s: int,
+        d: int,
+        members: tuple[int, ...],
+        d_b: float,
+        m_b: float,
+        node_demand: FloatArray,
+        cores: FloatArray,
+        maxmem: FloatArray,
+        psi_s: FloatArray,
+        nms: FloatArray,
+        nmf: FloatArray,
+        gcs: FloatArray,
+        gcf: FloatArray,
+        gms: FloatArray,
+        gmf: FloatArray,
+        relievable: FloatArray,
+        active: Any,
+        nd: Any,
+    ) -> tuple[float, float, float, float]:
+        """Relief of one motion in guest-stall seconds over the horizon, and the predicted source
+        cpu some, target cpu some and source memory some after it (percent)."""
+        cfg = self.config
+        rho_s = node_demand[s] / cores[s]
+        rho_s2 = max(node_demand[s] - d_b, 0.0) / cores[s]
+        rho_d = node_demand[d] / cores[d]
+        rho_d2 = (node_demand[d] + d_b) / cores[d]
+        p_s = float(psi_s[s])
+        c_s, c_s2 = self._curve(rho_s), self._curve(rho_s2)
+        p_s2 = min(p_s * c_s2 / c_s, p_s) if c_s > 0.5 else min(c_s2, p_s)
+        f_s2 = self._full(rho_s2)
+        p_d = float(psi_s[d])
+        p_d2 = min(p_d + max(self._curve(rho_d2) - self._curve(rho_d), 0.0), 100.0)
+        f_d2 = self._full(rho_d2)
+        moving = np.zeros(nd.shape[0], dtype=bool)
+        moving[list(members)] = True
+        on_s = active & (nd == s) & ~moving
+        on_d = active & (nd == d)
+        # the source's remaining guests: less cpu contention
+        src = cfg.w_cpu_some * float(
+            np.sum(np.minimum(gcs[on_s], p_s) - np.minimum(gcs[on_s], p_s2))
+        ) + cfg.w_cpu_full * float(np.sum(gcf[on_s] - np.minimum(gcf[on_s], f_s2)))
+        # ... and less memory contention, in proportion to the memory moved off
+        ms_s = float(np.nan_to_num(nms[s], nan=0.0))
+        frac = min(1.0, m_b / (cfg.mem_band_frac * maxmem[s])) if ms_s > 0 else 0.0
+        mf_s = float(np.nan_to_num(nmf[s], nan=0.0))
+        src += frac * float(
+            cfg.w_mem_some * np.sum(np.minimum(gms[on_s], ms_s))
+            + cfg.w_mem_full * np.sum(np.minimum(gmf[on_s], mf_s))
+        )
+        # the moved guests leave their relievable contention behind and inherit the target's
+        k = len(members)
+        moved = float(np.sum(relievable[list(members)]))
+        ms_d = float(np.nan_to_num(nms[d], nan=0.0))
+        mf_d = float(np.nan_to_num(nmf[d], nan=0.0))
+        inherit = k * (
+            cfg.w_cpu_some * p_d2
+            + cfg.w_cpu_full * f_d2
+            + cfg.w_mem_some * ms_d
+            + cfg.w_mem_full * mf_d
+        )
+        # the target's guests: more cpu contention
+        added = cfg.w_cpu_some * float(np.sum(on_d)) * (p_d2 - p_d) + cfg.w_cpu_full * float(
+            np.sum(np.maximum(f_d2 - gcf[on_d], 0.0))
+        )
+        net = src + moved - inherit - added  # guest·percent
+        return net / 100.0 * cfg.horizon_s, p_s2, p_d2, ms_s * (1.0 - frac)
+
+    # ---------------------------------------------------------------- cost
+
+    def _bundle_cost(
+        self,
+        view: ClusterView,
+        members: tuple[int, ...],
+        memhost: FloatArray,
+        maxmem: FloatArray,
+    ) -> float | None:
+        """Σ of the members' predicted motion costs (they run one after another), or None when
+        one of them is predicted not to complete."""
+        cfg = self.config
+        total = 0.0
+        for m in members:
+            sid = view.sids[m]
+            if not sid.startswith("vm:"):
+                total += cfg.w_downtime * cfg.ct_downtime_s
+                continue
+            est = self.predict(sid, float(memhost[m]), float(maxmem[m]))
+            if not est.ok:
+                return None
+            total += (
+                cfg.w_gib * est.bytes / GiB
+                + cfg.w_migration_s * est.duration_s
+                + cfg.w_throttle * est.throttle_s
+                + cfg.w_downtime * est.pause_s
+            )
+        return total
+
+    def predict(self, sid: str, memhost: float, maxmem: float) -> MigrationEstimate:
+        """The predicted live migration of ``sid`` (memhost/maxmem in bytes) under the current
+        dirty-rate estimate; cached per guest, memhost (to 64 MiB) and estimate."""
+        cfg = self.config
+        dirty, sens = self.dirty_estimate.get(sid, (cfg.dirty_prior_bps, cfg.sensitivity_prior))
+        key = (sid, round(memhost / (64 * MiB)), dirty, sens)
+        hit = self._cost_cache.get(key)
+        if hit is not None:
+            return hit
+        est = self._simulate(memhost, maxmem, dirty, sens)
+        self._cost_cache[key] = est
+        return est
+
+    def _simulate(
+        self, memhost: float, maxmem: float, dirty: float, sens: float
+    ) -> MigrationEstimate:
+        cfg = self.config
+        memory = max(maxmem, 4096.0)
+        params = MigrationParams(
+            memory=memory,
+            resident=min(max(memhost, 1.0), memory),
+            bandwidth=cfg.bandwidth_bps,
+            dirty_rate=dirty,
+            wws=min(cfg.wws_prior_frac * memory, memory),
+            throttle_sensitivity=sens,
+            downtime_limit_ms=cfg.downtime_limit_ms,
+            qemu_server_patched=cfg.abort_factor > 0,
+            boost_factor=cfg.boost_factor,
+            abort_factor=cfg.abort_factor if cfg.abort_factor > 0 else 4.0,
+        )
+        mig = Migration(params, record_timeline=False).run(cfg.max_migration_s)
+        return MigrationEstimate(
+            mig.outcome == COMPLETED,
+            mig.t,
+            mig.transferred,
+            mig.throttle_integral,
+            mig.guest_pause_s,
+            mig.passes,
+        )
+
+    # ---------------------------------------------------------------- learning
+
+    def _learn(self, view: ClusterView) -> None:
+        """Calibrate the dirty-rate estimate of guests we moved from their motions' outcomes."""
+        if not view.results:
+            return
+        cfg = self.config
+        for r in view.results:
+            moved = self._moved.get(r.t_issued)
+            if moved is None:
+                continue
+            for sid, memhost, maxmem in moved:
+                if sid != r.sid:
+                    continue
+                if r.ok:
+                    self.left_until[(sid, r.source)] = view.t + cfg.return_block_s
+                if not cfg.learn_dirty or not sid.startswith("vm:"):
+                    continue
+                if r.ok:
+                    observed = r.t_ended - r.t_issued - cfg.lrm_overhead_s
+                    self.dirty_estimate[sid] = (
+                        self._fit_dirty(observed, memhost, maxmem),
+                        cfg.sensitivity_prior,
+                    )
+                elif "convergence" in r.reason:
+                    # dirtying no throttling slows, at twice the stream: never converges
+                    self.dirty_estimate[sid] = (2.0 * cfg.bandwidth_bps, 0.0)
+        done = {r.t_issued for r in view.results}
+        for t in done:
+            self._moved.pop(t, None)
+
+    def _fit_dirty(self, observed_s: float, memhost: float, maxmem: float) -> float:
+        """The raw dirty rate (B/s) whose predicted duration matches ``observed_s`` (bisection);
+        0 when even a clean guest would take that long, capped at 2× the bandwidth."""
+        sens = self.config.sensitivity_prior
+        lo, hi = 0.0, 2.0 * self.config.bandwidth_bps
+
+        def duration(rate: float) -> float:
+            est = self._simulate(memhost, maxmem, rate, sens)
+            return est.duration_s if est.ok else math.inf
+
+        if duration(lo) >= observed_s:
+            return 0.0
+        if duration(hi) <= observed_s:
+            return hi
+        for _ in range(12):
+            mid = 0.5 * (lo + hi)
+            if duration(mid) < observed_s:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+
+    # ---------------------------------------------------------------- issuing
+
+    def _issue(
+        self, view: ClusterView, cands: Candidates, i: int, scored: list[Candidate]
+    ) -> Motion:
+        g = int(cands.leader[i])
+        members = cands.members.get(g, (g,))
+        sid = view.sids[g]
+        target = view.node_names[int(cands.target[i])]
+        sids = tuple(view.sids[m] for m in members)
+        self._base._issued[view.t] = _Issued(sid, target, sids)
+        memhost = np.asarray(view.guest_memhost, dtype=np.float64)
+        maxmem = np.asarray(view.guest_maxmem, dtype=np.float64)
+        self._moved[view.t] = [
+            (
+                view.sids[m],
+                float(memhost[m]) if math.isfinite(memhost[m]) else float(maxmem[m]),
+                float(maxmem[m]),
+            )
+            for m in members
+        ]
+        chosen = next(c for c in scored if c.sid == sid and c.target == target)
+        task = "migrate" if sid.startswith("vm:") else "relocate"
+        self.log.append(
+            (
+                view.t,
+                f"guest-centric - {task} {sid} to {target} (relief {chosen.relief:.0f} s, "
+                f"cost {chosen.cost:.0f} s, {'adequate' if chosen.adequate else 'partial'}; "
+                f"source cpu some → {chosen.source_after_pct:.0f} %)",
+            )
+        )
+        return Motion(sid=sid, target=target)
