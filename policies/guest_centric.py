@@ -68,8 +68,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from policies.patched import PatchedPolicy, _Issued
-from policies.upstream import _CURRENT_STATES, Candidates, _CandidateError
+from policies.patched import PatchedPolicy
+from policies.upstream import CURRENT_STATES, CandidateError, Candidates
 from pvegym.errors import ConfigError
 from pvegym.sim.migration import COMPLETED, Migration, MigrationParams
 from pvegym.sim.view import STARTED, ClusterView, Motion
@@ -335,7 +335,7 @@ class GuestCentricPolicy:
         nmf = np.asarray(view.node_mem_full, dtype=np.float64)
         node = np.asarray(view.guest_node, dtype=np.int64)
         state = np.asarray(view.guest_state, dtype=object)
-        here = np.isin(state, list(_CURRENT_STATES)) & (node >= 0)
+        here = np.isin(state, list(CURRENT_STATES)) & (node >= 0)
         nd = np.where(here, node, 0)
 
         def guest_psi(arr: Any, node_arr: FloatArray | None) -> FloatArray:
@@ -379,7 +379,7 @@ class GuestCentricPolicy:
             return None
         try:
             cands = self._base.filter_candidates(view, self._base.candidates(view))
-        except _CandidateError:
+        except CandidateError:
             return None
         if len(cands) == 0:
             return None
@@ -647,7 +647,7 @@ class GuestCentricPolicy:
         sid = view.sids[g]
         target = view.node_names[int(cands.target[i])]
         sids = tuple(view.sids[m] for m in members)
-        self._base._issued[view.t] = _Issued(sid, target, sids)
+        self._base.record_issued(view.t, sid, target, sids)
         memhost = np.asarray(view.guest_memhost, dtype=np.float64)
         maxmem = np.asarray(view.guest_maxmem, dtype=np.float64)
         self._moved[view.t] = [

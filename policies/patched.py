@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from policies.upstream import (
-    _CURRENT_STATES,
+    CURRENT_STATES,
     Candidates,
     FloatArray,
     NodeStatsArrays,
@@ -55,7 +55,7 @@ from pvegym.sim.view import ClusterView, Motion
 
 
 @dataclass(frozen=True, slots=True)
-class _Issued:
+class IssuedMotion:
     """A motion this balancer issued, until its result has been seen."""
 
     leader: str
@@ -169,7 +169,7 @@ class PatchedPolicy(UpstreamPolicy):
         self.backoff_until: dict[tuple[str, str], float] = {}
         # patch 1: sid -> time until which it is not moved again after a successful move (s)
         self.cooldown_until: dict[str, float] = {}
-        self._issued: dict[float, _Issued] = {}  # CRM round time of issue -> the motion
+        self._issued: dict[float, IssuedMotion] = {}  # CRM round time of issue -> the motion
         # patch 6: per-node EMA of the residual (cores, bytes), and the round it was last updated
         self.residual_cpu: FloatArray | None = None
         self.residual_mem: FloatArray | None = None
@@ -192,8 +192,13 @@ class PatchedPolicy(UpstreamPolicy):
             if cands is not None:
                 leader = view.sids.index(motion.sid)
                 members = tuple(view.sids[g] for g in cands.members.get(leader, (leader,)))
-            self._issued[view.t] = _Issued(motion.sid, motion.target, members)
+            self.record_issued(view.t, motion.sid, motion.target, members)
         return motion
+
+    def record_issued(self, t: float, leader: str, target: str, members: tuple[str, ...]) -> None:
+        """Remember a motion issued at CRM round ``t`` (s) so that its outcome, when the CRM sees
+        it in ``view.results``, feeds the backoff and cooldown (patch 1)."""
+        self._issued[t] = IssuedMotion(leader, target, members)
 
     # ---------------------------------------------------------------- patch 1
 
@@ -289,7 +294,7 @@ class PatchedPolicy(UpstreamPolicy):
         gcpu, gmem = self.guest_stats(view)
         state = np.asarray(view.guest_state, dtype=object)
         node = np.asarray(view.guest_node, dtype=np.int64)
-        here = np.isin(state, list(_CURRENT_STATES)) & (node >= 0)
+        here = np.isin(state, list(CURRENT_STATES)) & (node >= 0)
         sum_cpu = np.bincount(node[here], weights=gcpu[here], minlength=n)[:n]
         sum_mem = np.bincount(node[here], weights=gmem[here], minlength=n)[:n]
         res_cpu = stats.cpu - sum_cpu

@@ -57,7 +57,7 @@ BoolArray = NDArray[np.bool_]
 #: States whose service counts on its current node (``Usage.pm`` ``get_used_service_nodes``,
 #: L43–55; §5.1). ``migrate``/``relocate`` also count on the target, ``request_start_balance`` only
 #: on its target (swapped into "current", ``Static.pm`` L85–88 / ``Dynamic.pm`` L80–83).
-_CURRENT_STATES = frozenset(
+CURRENT_STATES = frozenset(
     {STARTED, "request_stop", "fence", "freeze", "error", "recovery", MIGRATE, RELOCATE}
 )
 _TARGET_STATES = frozenset({MIGRATE, RELOCATE, "request_start_balance"})
@@ -125,7 +125,7 @@ class _CompiledRules:
     sid_rank: IntArray  # rank of each guest's sid in string order
 
 
-class _CandidateError(Exception):
+class CandidateError(Exception):
     """A bundle member is missing from the usage (its node is offline): upstream's
     ``decompose_compact_migration_candidates`` fails as a whole (§4.2), so no motion this attempt."""
 
@@ -234,7 +234,7 @@ class UpstreamPolicy:
             return None
         try:
             cands = self.filter_candidates(view, self.candidates(view))
-        except _CandidateError:
+        except CandidateError:
             return None
         if len(cands) == 0:
             return None
@@ -290,7 +290,7 @@ class UpstreamPolicy:
         tgt = np.asarray(view.guest_target, dtype=np.int64)
         gmaxcpu = np.asarray(view.guest_maxcpu, dtype=np.float64)
         gmaxmem = np.asarray(view.guest_maxmem, dtype=np.float64)
-        is_current = np.isin(state, list(_CURRENT_STATES))
+        is_current = np.isin(state, list(CURRENT_STATES))
         is_target = np.isin(state, list(_TARGET_STATES)) & (tgt >= 0)
         cpu = np.zeros(n)
         mem = np.zeros(n)
@@ -448,7 +448,7 @@ class UpstreamPolicy:
                     continue
                 for p in partners:
                     st = state[p]
-                    if st in _CURRENT_STATES and node[p] >= 0:
+                    if st in CURRENT_STATES and node[p] >= 0:
                         allowed[r, node[p]] = False
                     if st in _TARGET_STATES and tgt_all[p] >= 0:
                         allowed[r, tgt_all[p]] = False
@@ -457,7 +457,7 @@ class UpstreamPolicy:
         # Every member of an emitted bundle must be in the usage (its node online, §4.2).
         has_target = allowed.any(axis=1)
         if np.any(has_target & ~online[src]):
-            raise _CandidateError
+            raise CandidateError
         node_order = self._node_order(view)
         rows, cols = np.nonzero(allowed[:, node_order])
         targets = node_order[cols]
