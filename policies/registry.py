@@ -37,6 +37,13 @@ def _factory(name: str, path: str) -> Callable[..., Balancer]:
     return factory
 
 
+def artifact_fingerprint(name: str, params: dict[str, Any], path: str = "policy") -> str:
+    """Hash of the files a policy loads (a trained model), or "" when it loads none; experiment
+    runners put it in a result's key so that changed artifacts are never mixed with old results."""
+    fingerprint = getattr(_factory(name, path), "artifact_fingerprint", None)
+    return str(fingerprint(params)) if fingerprint is not None else ""
+
+
 def make_policy(name: str, path: str = "policy", **params: Any) -> Balancer:
     """Build policy ``name`` with constants ``params``; unknown constants are a ConfigError."""
     factory = _factory(name, path)

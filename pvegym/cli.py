@@ -24,6 +24,8 @@ COMMANDS = (
     "bench",
     "run",
     "replay",
+    "train",
+    "tune",
 )
 
 

@@ -8,6 +8,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # package prefix -> imports it must never make
+_EXPERIMENT_LAYER = (
+    "pvegym.commands",
+    "pvegym.harness",
+    "pvegym.cli",
+    "pvegym.experiments",
+    "pvegym.tuning",
+    "pvegym.learning",
+)
 FORBIDDEN = {
     "pvegym/sim": (
         "gymnasium",
@@ -16,12 +24,10 @@ FORBIDDEN = {
         "torch",
         "policies",
         "pvegym.env",
-        "pvegym.commands",
-        "pvegym.harness",
-        "pvegym.cli",
+        *_EXPERIMENT_LAYER,
     ),
-    "pvegym/env": ("policies", "pvegym.commands", "pvegym.harness", "pvegym.cli"),
-    "policies": ("pvegym.commands", "pvegym.harness", "pvegym.cli"),
+    "pvegym/env": ("policies", *_EXPERIMENT_LAYER),
+    "policies": _EXPERIMENT_LAYER,
 }
 
 

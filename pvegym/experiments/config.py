@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import json
 import tomllib
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from typing import Any, Literal
 
 from pvegym.config import field, load, set_path
 from pvegym.errors import ConfigError
+from pvegym.provenance import plain, sha256_json
 from pvegym.sim import families
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario, scenario_from_dict
@@ -61,7 +61,7 @@ from pvegym.sim.scenarios import scenario_data
 ScenarioData = dict[str, Any]
 
 
-def _parse_seeds(value: Any, path: str) -> tuple[int, ...]:
+def parse_seeds(value: Any, path: str) -> tuple[int, ...]:
     """Seeds as a list (``[0, 1, 2]``) or a range table (``{start = 0, count = 10}``)."""
     if isinstance(value, dict):
         unknown = sorted(set(value) - {"start", "count"})
@@ -135,7 +135,7 @@ class ScenarioEntry:
     """
 
     name: str
-    seeds: tuple[int, ...] = field(parse=_parse_seeds)
+    seeds: tuple[int, ...] = field(parse=parse_seeds)
     label: str = ""
     split: Literal["test", "train"] = "test"
     duration: float | None = field(None, gt=0.0, unit="duration")
@@ -275,26 +275,12 @@ class Experiment:
 
         Loading it again gives the same experiment; its hash identifies the run.
         """
-        data = _plain(dataclasses.asdict(self))
+        data = plain(dataclasses.asdict(self))
         data.pop("extends", None)
         return dict(data)
 
     def config_hash(self) -> str:
         return sha256_json(self.resolved())
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def sha256_json(data: Any) -> str:
-    """SHA-256 of canonical JSON (sorted keys, no whitespace): the identity of a config."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _deep_merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.metadata
 import io
 import json
 import math
 import platform
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ import numpy as np
 import pvegym
 from pvegym.experiments.config import Experiment
 from pvegym.experiments.record import write_json_atomic
+from pvegym.provenance import git_commit, package_versions
 from pvegym.sim import families
 from pvegym.sim.metrics import METRIC_KEYS
 
@@ -351,34 +350,6 @@ def write_summary(path: Path, exp: Experiment, s: Summary) -> None:
 
 
 # ------------------------------------------------------------------------------------------ manifest
-def _git_commit() -> tuple[str, bool | None]:
-    """The checked-out commit and whether the tree has local changes (read-only git queries)."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-        return commit or "unknown", bool(status.strip())
-    except (OSError, subprocess.SubprocessError):
-        return "unknown", None
-
-
-def _versions() -> dict[str, str]:
-    out = {}
-    for pkg in ("numpy", "numba", "scipy", "matplotlib", "tqdm", "gymnasium", "optuna"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
-
-
 def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
@@ -393,7 +364,7 @@ def write_manifest(
 ) -> None:
     """``manifest.json``: the resolved config and its hash, the seeds, the code and environment it
     ran with, and when. ``pvegym run manifest.json`` reruns exactly this config."""
-    commit, dirty = _git_commit()
+    commit, dirty = git_commit()
     csv_bytes = (path.parent / "metrics.csv").read_bytes()
     doc = {
         "experiment": exp.name,
@@ -413,7 +384,7 @@ def write_manifest(
         "pvegym_version": pvegym.__version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "packages": _versions(),
+        "packages": package_versions(),
         "started": _iso(started),
         "finished": _iso(time.time()),
         "wall_s": round(stats.wall_s, 2),

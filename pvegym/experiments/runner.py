@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from policies.registry import artifact_fingerprint
 from pvegym.experiments import plots, report
 from pvegym.experiments.config import (
     Experiment,
@@ -90,7 +91,11 @@ def plan(exp: Experiment) -> list[Row]:
                 "duration": float(duration),
             }
             for pol in exp.policies:
-                config = {**base, "policy": pol.name, "params": dict(sorted(pol.params.items()))}
+                params = dict(sorted(pol.params.items()))
+                config = {**base, "policy": pol.name, "params": params}
+                artifact = artifact_fingerprint(pol.name, params, f"policies[{pol.key}]")
+                if artifact:  # e.g. a trained model's file: retrained → recomputed
+                    config["artifact_sha256"] = artifact
                 cell = Cell(sha256_json(config)[:20], config, k < exp.report.timeline_seeds)
                 rows.append(Row(entry.key, pol.key, seed, cell))
     return rows
@@ -222,9 +227,12 @@ def execute(cells: list[Cell], cells_dir: Path, workers: int) -> Iterator[str]:
         for cell in cells:
             yield run_and_save(cell, str(cells_dir))
         return
-    # fork: workers inherit the imported (and numba-compiled) model instead of re-importing it
+    # fork: workers inherit the imported (and numba-compiled) model instead of re-importing it —
+    # unless torch is loaded (a learned policy): its thread pools do not survive a fork (workers
+    # deadlock), so those runs spawn fresh workers
     methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    use_fork = "fork" in methods and "torch" not in sys.modules
+    ctx = multiprocessing.get_context("fork" if use_fork else "spawn")
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         futures = [pool.submit(run_and_save, c, str(cells_dir)) for c in cells]
         try:

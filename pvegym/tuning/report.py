@@ -61,9 +61,10 @@ from pvegym.experiments.runner import (
     read_trace,
     unique_cells,
 )
+from pvegym.provenance import git_commit
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.tuning.objective import instance_value
-from pvegym.tuning.study import count_finished, git_commit, make_storage, redact, results_dir
+from pvegym.tuning.study import count_finished, make_storage, redact, results_dir
 from pvegym.tuning.study_config import StudyConfig
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)

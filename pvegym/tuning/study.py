@@ -34,7 +34,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import subprocess
 import sys
 import time
 import warnings
@@ -51,6 +50,7 @@ from tqdm import tqdm
 
 import pvegym
 from pvegym.errors import ConfigError
+from pvegym.provenance import git_commit
 from pvegym.tuning.objective import Objective
 from pvegym.tuning.study_config import StudyConfig
 
@@ -102,31 +102,6 @@ def redact(url: str) -> str:
         user = cred.split(":", 1)[0]
         return f"{scheme}://{user}:***@{host}"
     return url
-
-
-def git_commit() -> tuple[str, bool | None]:
-    """The checked-out commit and whether tracked files have local changes (read-only queries)."""
-    root = Path(pvegym.__file__).resolve().parents[1]  # the checkout pvegym runs from
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-            cwd=root,
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-            cwd=root,
-        ).stdout
-        return commit or "unknown", bool(status.strip())
-    except (OSError, subprocess.SubprocessError):
-        return "unknown", None
 
 
 def derive_seed(*parts: Any) -> int:

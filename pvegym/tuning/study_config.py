@@ -70,6 +70,7 @@ from pvegym.experiments.config import (
     experiment_data,
     sha256_json,
 )
+from pvegym.provenance import plain
 from pvegym.sim import families
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import MigrationSettings
@@ -477,7 +478,7 @@ class StudyConfig:
 
     def resolved(self) -> dict[str, Any]:
         """The fully resolved study (defaults filled, ``extends`` merged) as plain JSON data."""
-        data = _plain(dataclasses.asdict(self))
+        data = plain(dataclasses.asdict(self))
         data.pop("extends", None)
         data["constraints"] = [str(c) for c in self.constraints]
         return dict(data)
@@ -492,14 +493,6 @@ class StudyConfig:
 
     def config_hash(self) -> str:
         return sha256_json(self.resolved())
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def load_study_config(path: str | Path) -> StudyConfig:

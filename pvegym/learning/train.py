@@ -1,0 +1,587 @@
+"""Train a stable-baselines3 / sb3-contrib agent on ``pvegym/Cluster-v0`` (``pvegym train``).
+
+Read :func:`train` top to bottom; it is the whole story:
+
+1. **config** — the validated :class:`TrainConfig`, written resolved to ``results/<name>/config.json``
+   (with the padded space sizes a loader needs) and hashed for the manifest.
+2. **envs** — ``n_envs`` copies of ``ClusterEnv`` (SubprocVecEnv when > 1), each wrapped as
+   ``Monitor(TrainSeeds(TimedEnv(ClusterEnv)))``: ``TimedEnv`` measures the time spent inside the
+   environment (step, reset, action mask) in each worker, ``TrainSeeds`` draws family instances
+   from the configured training seeds, ``Monitor`` writes one row of §9 metrics per episode.
+3. **model** — a new one, or the latest checkpoint of an interrupted run: learning then continues
+   with ``reset_num_timesteps=False`` up to the same ``total_timesteps``.
+4. **learn** — with a progress bar, checkpoints every ``checkpoint_every`` steps and an evaluation
+   on held-out (test) seeds every ``eval_every`` steps. Evaluation runs the agent through the
+   :class:`~pvegym.sim.view.Balancer` interface with exactly the loop the heuristics are scored
+   with (:func:`pvegym.experiments.record.play`), so its numbers are comparable with ``pvegym run``.
+5. **report** — ``model.zip``, ``monitor.csv`` (all episodes, with the timestep at which each ended),
+   ``evaluations.csv``, ``learning-curve.png`` and ``manifest.json`` (config hash, seed, git commit,
+   package versions, steps/s and the environment's share of the wall time).
+
+Timing, so that "is the simulator the bottleneck?" has a measured answer: ``env_seconds`` is the
+time spent inside the environments summed over workers; ``env_share`` divides it by the learning
+wall time (with several workers running in parallel it can exceed 1/n_envs of a core's time, which is
+why ``vec_wait_share`` — the time the learner is blocked in ``VecEnv.step`` — is reported too).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+import math
+import platform
+import re
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, SupportsFloat
+
+import gymnasium
+import numpy as np
+from numpy.typing import NDArray
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
+
+from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
+from pvegym.errors import ConfigError
+from pvegym.learning.train_config import TrainConfig, algo_class
+from pvegym.sim.metrics import METRIC_KEYS
+
+GiB = float(2**30)
+CHECKPOINT_PREFIX = "ckpt"
+#: metrics drawn in the learning curve (besides the episode return)
+CURVE_METRICS = ("moves", "moves_failed", "stall_cpu_s", "cpu_shortfall_core_s", "imbalance_mean")
+#: heuristics evaluated once on the held-out seeds, as reference lines in the learning curve
+REFERENCE_POLICIES = ("noop", "upstream")
+
+
+# ------------------------------------------------------------------------------------------ envs
+class TimedEnv(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """Accumulates the wall time (s) spent inside the environment: step, reset, action mask.
+
+    The first reset of a process also loads the compiled (numba) kernels from their cache — a
+    one-off start-up cost of about a second that says nothing about the simulator's speed in a
+    long run — so it is kept apart in ``warmup_seconds``.
+    """
+
+    def __init__(self, env: gymnasium.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.env_seconds = 0.0
+        self.warmup_seconds: float | None = None
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        t0 = time.perf_counter()
+        out = self.env.step(action)
+        self.env_seconds += time.perf_counter() - t0
+        return out
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        t0 = time.perf_counter()
+        out = self.env.reset(**kwargs)
+        if self.warmup_seconds is None:
+            self.warmup_seconds = time.perf_counter() - t0
+        else:
+            self.env_seconds += time.perf_counter() - t0
+        return out
+
+    def action_masks(self) -> NDArray[np.bool_]:
+        t0 = time.perf_counter()
+        mask: NDArray[np.bool_] = self.env.unwrapped.action_masks()  # type: ignore[attr-defined]
+        self.env_seconds += time.perf_counter() - t0
+        return mask
+
+
+class TrainSeeds(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """Each episode on a training seed drawn from ``seeds``: a family instance (the episode seed
+    stays random) or, for a fixed scenario, the episode seed. ``None`` = the environment's own
+    draw from the whole training range."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any], seeds: Sequence[int] | None, family: bool):
+        super().__init__(env)
+        self.seeds = None if seeds is None else np.asarray(seeds, dtype=np.int64)
+        self.family = family
+        self.rng = np.random.default_rng()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        if self.seeds is None:
+            return self.env.reset(seed=seed, options=options)
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        pick = int(self.seeds[self.rng.integers(self.seeds.size)])
+        if self.family:
+            return self.env.reset(seed=seed, options={**(options or {}), "instance_seed": pick})
+        return self.env.reset(seed=pick, options=options)
+
+    def action_masks(self) -> NDArray[np.bool_]:
+        mask: NDArray[np.bool_] = self.env.get_wrapper_attr("action_masks")()
+        return mask
+
+
+def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
+    """A picklable constructor of one wrapped training environment (for the vector env)."""
+    from stable_baselines3.common.monitor import Monitor
+
+    from pvegym.sim import families
+
+    def make() -> gymnasium.Env[Any, Any]:
+        env: gymnasium.Env[Any, Any] = TimedEnv(ClusterEnv(**cfg.env_kwargs()))
+        family = families.is_family(cfg.env.scenario)
+        env = TrainSeeds(env, cfg.env.train_seeds, family)
+        return Monitor(env, str(monitor_file) if monitor_file else None, info_keywords=METRIC_KEYS)
+
+    return make
+
+
+# ------------------------------------------------------------------------------------------ eval
+def weighted_cost(metrics: dict[str, Any], weights: dict[str, float]) -> float:
+    """Minus the episode return, from final §9 metrics (the environment's reward definition)."""
+    w = {**DEFAULT_REWARD_WEIGHTS, **weights}
+    return float(
+        w["stall"] * (metrics["stall_cpu_s"] + metrics["stall_mem_s"])
+        + w["shortfall"] * metrics["cpu_shortfall_core_s"]
+        + w["moves"] * metrics["moves"]
+        + w["failures"] * metrics["moves_failed"]
+        + w["oscillations"] * metrics["oscillations"]
+        + w["bytes"] * metrics["migration_bytes"] / GiB
+    )
+
+
+def evaluate_policy(policy: Any, cfg: TrainConfig, seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """One episode per held-out seed, through the Balancer interface, with the experiment runner's
+    loop (``record.play``): the §9 metrics plus ``return`` (minus the weighted cost)."""
+    from pvegym.experiments.config import resolve_scenario
+    from pvegym.experiments.record import play
+    from pvegym.sim.simulation import Simulation
+
+    rows = []
+    for seed in seeds:
+        scn, _ = resolve_scenario(cfg.env.scenario, seed, {})
+        duration = cfg.env.episode_seconds or scn.duration
+        sim = Simulation(scn, seed)
+        policy.reset(seed)
+        result, _ = play(sim, policy.decide, duration)
+        m = result["metrics"]
+        rows.append({"seed": seed, "return": -weighted_cost(m, cfg.env.reward_weights), **m})
+    return rows
+
+
+def reference_returns(cfg: TrainConfig, out: Path) -> dict[str, float]:
+    """Mean held-out return of the reference heuristics (cached in ``eval-references.json``)."""
+    path = out / "eval-references.json"
+    key = {"seeds": list(cfg.eval_seeds), "env": dataclasses.asdict(cfg.env)}
+    if path.is_file():
+        doc = json.loads(path.read_text())
+        if doc.get("key") == json.loads(json.dumps(key)):
+            return {k: float(v) for k, v in doc["returns"].items()}
+    from policies.registry import make_policy
+
+    returns = {
+        name: float(
+            np.mean([r["return"] for r in evaluate_policy(make_policy(name), cfg, cfg.eval_seeds)])
+        )
+        for name in REFERENCE_POLICIES
+    }
+    path.write_text(json.dumps({"key": key, "returns": returns}, indent=1))
+    return returns
+
+
+# ------------------------------------------------------------------------------------------ callbacks
+def _callbacks(cfg: TrainConfig, out: Path, start: int, progress: bool) -> list[Any]:
+    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
+    from tqdm import tqdm
+
+    class Progress(BaseCallback):
+        """A tqdm bar over environment steps (SB3's own needs ``rich``)."""
+
+        def _on_training_start(self) -> None:
+            self.bar = tqdm(
+                total=cfg.total_timesteps,
+                initial=start,
+                desc=cfg.name,
+                unit="step",
+                file=sys.stderr,
+                disable=not progress,
+                dynamic_ncols=True,
+            )
+
+        def _on_step(self) -> bool:
+            self.bar.update(self.model.num_timesteps - self.bar.n)
+            return True
+
+        def _on_training_end(self) -> None:
+            self.bar.close()
+
+    class Evaluate(BaseCallback):
+        """Held-out evaluation every ``eval_every`` steps, appended to ``evaluations.csv``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            every = cfg.eval_every
+            self.next = (start // every + 1) * every if every else math.inf
+
+        def _on_step(self) -> bool:
+            if self.model.num_timesteps >= self.next:
+                evaluate_model(self.model, cfg, out)
+                self.next += cfg.eval_every
+            return True
+
+    callbacks: list[Any] = [Progress(), Evaluate()]
+    if cfg.checkpoint_every:
+        callbacks.append(
+            CheckpointCallback(
+                save_freq=max(cfg.checkpoint_every // cfg.n_envs, 1),
+                save_path=str(out / "checkpoints"),
+                name_prefix=CHECKPOINT_PREFIX,
+            )
+        )
+    return callbacks
+
+
+def evaluate_model(model: Any, cfg: TrainConfig, out: Path) -> dict[str, float]:
+    """Evaluate ``model`` on the held-out seeds; append per-seed rows to ``evaluations.csv``."""
+    from policies.learned import LearnedPolicy
+
+    max_nodes, max_guests = cfg.env.sizes()
+    seconds = cfg.env.episode_seconds or _scenario_seconds(cfg)
+    policy = LearnedPolicy.from_model(model, cfg.algo, max_nodes, max_guests, seconds)
+    rows = evaluate_policy(policy, cfg, cfg.eval_seeds)
+    path = out / "evaluations.csv"
+    fields = ["timesteps", "seed", "return", *METRIC_KEYS]
+    new = not path.is_file()
+    with path.open("a", newline="") as fh:
+        writer = csv.DictWriter(fh, fields, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        for r in rows:
+            writer.writerow({"timesteps": model.num_timesteps, **r})
+    return {
+        "timesteps": float(model.num_timesteps),
+        "return": float(np.mean([r["return"] for r in rows])),
+    }
+
+
+def _scenario_seconds(cfg: TrainConfig) -> float:
+    from pvegym.sim import families
+
+    if families.is_family(cfg.env.scenario):
+        return families.FAMILIES[cfg.env.scenario].duration
+    from pvegym.sim.scenarios import load_scenario
+
+    return float(load_scenario(cfg.env.scenario).duration)
+
+
+# ------------------------------------------------------------------------------------------ train
+@dataclasses.dataclass
+class TrainStats:
+    """What a training session did. Times in seconds; ``env_share`` = env time / wall time."""
+
+    out_dir: Path
+    start_timesteps: int = 0
+    timesteps: int = 0
+    wall_s: float = 0.0
+    learn_s: float = 0.0
+    steps_per_s: float = 0.0
+    env_seconds: float = 0.0
+    env_warmup_s: float = 0.0
+    env_share: float = 0.0
+    vec_wait_s: float = 0.0
+    vec_wait_share: float = 0.0
+    resumed_from: str | None = None
+
+
+def latest_checkpoint(ckpt_dir: Path) -> tuple[Path, int] | None:
+    """The checkpoint with the most timesteps (``ckpt_<steps>_steps.zip``), if any."""
+    best: tuple[Path, int] | None = None
+    for p in ckpt_dir.glob(f"{CHECKPOINT_PREFIX}_*_steps.zip"):
+        m = re.fullmatch(rf"{CHECKPOINT_PREFIX}_(\d+)_steps\.zip", p.name)
+        if m and (best is None or int(m.group(1)) > best[1]):
+            best = (p, int(m.group(1)))
+    return best
+
+
+def train(
+    cfg: TrainConfig,
+    out_dir: Path | None = None,
+    progress: bool = True,
+    fresh: bool = False,
+    vec_env: str = "auto",
+    extra_callbacks: Sequence[Any] = (),
+    command: list[str] | None = None,
+) -> TrainStats:
+    """Train (or resume training) ``cfg`` into ``out_dir`` (default ``results/<name>``).
+
+    ``vec_env``: ``"auto"`` (SubprocVecEnv when ``n_envs > 1``), ``"subproc"`` or ``"dummy"`` — the
+    last two only to measure the vector env's overhead. ``extra_callbacks`` are SB3 callbacks (the
+    tests use one to kill a run part-way).
+    """
+    import torch
+
+    t_start, started = time.perf_counter(), time.time()
+    torch.set_num_threads(cfg.torch_threads)
+
+    # 1. config ---------------------------------------------------------------------------------
+    out = Path(out_dir) if out_dir is not None else Path("results") / cfg.out_name
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    found = latest_checkpoint(out / "checkpoints")
+    old = out / "config.json"
+    if found and old.is_file() and json.loads(old.read_text()) != cfg.resolved():
+        raise ConfigError(
+            "train",
+            f"{out} holds checkpoints of a different config; resume needs the same train file "
+            "(use --fresh to start over, or another name/--out)",
+        )
+    old.write_text(json.dumps(cfg.resolved(), indent=1) + "\n")
+    start = found[1] if found else 0
+    stats = TrainStats(out, start_timesteps=start, resumed_from=str(found[0]) if found else None)
+
+    # 2. envs -----------------------------------------------------------------------------------
+    session = out / "monitor" / f"from-{start:09d}"
+    if session.exists():
+        shutil.rmtree(session)  # a session that restarts from the same checkpoint replaces it
+    session.mkdir(parents=True)
+    fns = [make_env_fn(cfg, session / f"rank-{i}") for i in range(cfg.n_envs)]
+    use_subproc = vec_env == "subproc" or (vec_env == "auto" and cfg.n_envs > 1)
+    venv = TimedVecEnv(SubprocVecEnv(fns) if use_subproc else DummyVecEnv(fns))
+    venv.seed(cfg.seed + start)
+
+    try:
+        # 3. model ------------------------------------------------------------------------------
+        algo = algo_class(cfg.algo)
+        if found:
+            model = algo.load(str(found[0]), env=venv, device="cpu")
+        else:
+            model = algo(
+                cfg.policy, venv, seed=cfg.seed, device="cpu", verbose=0, **cfg.algo_kwargs()
+            )
+        _drop_evaluations_after(out / "evaluations.csv", start)
+
+        # 4. learn ------------------------------------------------------------------------------
+        callbacks = [*_callbacks(cfg, out, start, progress), *extra_callbacks]
+        t_learn = time.perf_counter()
+        remaining = cfg.total_timesteps - start
+        if remaining > 0:
+            model.learn(
+                total_timesteps=remaining,
+                callback=callbacks,
+                reset_num_timesteps=not found,
+            )
+        stats.learn_s = time.perf_counter() - t_learn
+        stats.timesteps = int(model.num_timesteps)
+        stats.env_seconds = float(sum(venv.get_attr("env_seconds")))
+        stats.env_warmup_s = float(sum(w or 0.0 for w in venv.get_attr("warmup_seconds")))
+        stats.vec_wait_s = venv.wait_s
+    finally:
+        venv.close()
+    learned = stats.timesteps - start
+    stats.steps_per_s = learned / stats.learn_s if stats.learn_s > 0 else 0.0
+    stats.env_share = stats.env_seconds / stats.learn_s if stats.learn_s > 0 else 0.0
+    stats.vec_wait_share = stats.vec_wait_s / stats.learn_s if stats.learn_s > 0 else 0.0
+
+    # 5. report ---------------------------------------------------------------------------------
+    model.save(str(out / "model.zip"))
+    if not _has_evaluation_at(out / "evaluations.csv", stats.timesteps):
+        evaluate_model(model, cfg, out)
+    episodes = merge_monitors(out / "monitor", out / "monitor.csv")
+    refs = reference_returns(cfg, out)
+    plot_learning_curve(
+        out / "learning-curve.png", cfg, episodes, _read_csv(out / "evaluations.csv"), refs
+    )
+    stats.wall_s = time.perf_counter() - t_start
+    write_manifest(out / "manifest.json", cfg, stats, started, command, len(episodes))
+    return stats
+
+
+class TimedVecEnv(VecEnvWrapper):
+    """Times the learner's wait in ``VecEnv.step`` (s): the environments' critical path as the
+    learner sees it (with subprocesses: the slowest worker plus pipe transfers)."""
+
+    def __init__(self, venv: VecEnv) -> None:
+        super().__init__(venv)
+        self.wait_s = 0.0
+
+    def reset(self) -> Any:
+        return self.venv.reset()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        self.venv.step_async(actions)
+        self.wait_s += time.perf_counter() - t0
+
+    def step_wait(self) -> Any:
+        t0 = time.perf_counter()
+        out = self.venv.step_wait()
+        self.wait_s += time.perf_counter() - t0
+        return out
+
+
+# ------------------------------------------------------------------------------------------ files
+def _read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _has_evaluation_at(path: Path, timesteps: int) -> bool:
+    return any(int(r["timesteps"]) == timesteps for r in _read_csv(path))
+
+
+def _drop_evaluations_after(path: Path, timesteps: int) -> None:
+    """A resumed run rolls back to its checkpoint: evaluations made after it are redone."""
+    rows = _read_csv(path)
+    keep = [r for r in rows if int(r["timesteps"]) <= timesteps]
+    if len(keep) == len(rows):
+        return
+    if not keep:
+        path.unlink()
+        return
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(keep)
+
+
+def merge_monitors(monitor_dir: Path, out_csv: Path) -> list[dict[str, Any]]:
+    """All Monitor files into one ``monitor.csv``: episodes in the order they ended, each with the
+    training timestep at which it ended. Sessions (``from-<steps>``: a resume from a checkpoint)
+    are chained; the episodes a killed session ran past the checkpoint it was resumed from are
+    dropped, since training rolled them back."""
+    sessions = sorted(monitor_dir.glob("from-*"))
+    starts = [int(s.name.split("-")[1]) for s in sessions]
+    episodes: list[dict[str, Any]] = []
+    for k, sdir in enumerate(sessions):
+        stop = starts[k + 1] if k + 1 < len(sessions) else math.inf
+        rows: list[dict[str, Any]] = []
+        for f in sorted(sdir.glob("*.monitor.csv")):
+            with f.open() as fh:
+                header = json.loads(fh.readline().lstrip("#"))
+                for r in csv.DictReader(fh):
+                    rows.append({**r, "wall_time": float(header["t_start"]) + float(r["t"])})
+        rows.sort(key=lambda r: r["wall_time"])
+        steps = starts[k]
+        for r in rows:
+            steps += int(r["l"])
+            if steps > stop:
+                break
+            episodes.append({"timesteps": steps, **r})
+    fields = ["timesteps", "r", "l", "t", "wall_time", *METRIC_KEYS]
+    with out_csv.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(episodes)
+    return episodes
+
+
+def _rolling(values: NDArray[np.float64], window: int) -> NDArray[np.float64]:
+    if values.size == 0:
+        return values
+    w = max(1, min(window, values.size))
+    c = np.cumsum(np.insert(values, 0, 0.0))
+    head = c[1:w] / np.arange(1, w)
+    return np.concatenate([head, (c[w:] - c[:-w]) / w])
+
+
+def plot_learning_curve(
+    path: Path,
+    cfg: TrainConfig,
+    episodes: list[dict[str, Any]],
+    evaluations: list[dict[str, str]],
+    references: dict[str, float],
+) -> None:
+    """Episode return and key §9 metrics vs training timesteps; held-out evaluations as points,
+    the reference heuristics' held-out return as horizontal lines."""
+    from matplotlib.figure import Figure
+
+    def num(v: Any) -> float:
+        return float(v) if v not in ("", None) else math.nan
+
+    steps = np.array([e["timesteps"] for e in episodes], dtype=float)
+    window = max(1, len(episodes) // 30)
+    panels = 1 + len(CURVE_METRICS)
+    fig = Figure(figsize=(9, 2.2 * panels), layout="constrained")
+    axes = fig.subplots(panels, 1, sharex=True)
+    ax = axes[0]
+    if episodes:
+        ret = np.array([num(e["r"]) for e in episodes])
+        ax.plot(steps, ret, ".", color="#bbbbbb", ms=2, label="training episode")
+        ax.plot(steps, _rolling(ret, window), color="#1f77b4", label=f"training (mean of {window})")
+    if evaluations:
+        ts = sorted({int(r["timesteps"]) for r in evaluations})
+        means = [
+            np.mean([num(r["return"]) for r in evaluations if int(r["timesteps"]) == t]) for t in ts
+        ]
+        ax.plot(
+            ts, means, "o-", color="#d62728", label=f"held-out eval ({len(cfg.eval_seeds)} seeds)"
+        )
+    for (name, value), color in zip(references.items(), ("#7f7f7f", "#2ca02c"), strict=False):
+        ax.axhline(value, color=color, ls="--", lw=1, label=f"{name} (held-out)")
+    ax.set_ylabel("episode return\n(−weighted cost)")
+    ax.set_title(f"{cfg.name}: {cfg.algo} on {cfg.env.scenario}")
+    ax.legend(fontsize=7, loc="lower right")
+    for ax, key in zip(axes[1:], CURVE_METRICS, strict=True):
+        if episodes:
+            vals = np.array([num(e[key]) for e in episodes])
+            ax.plot(steps, vals, ".", color="#bbbbbb", ms=2)
+            ax.plot(steps, _rolling(vals, window), color="#1f77b4")
+        if evaluations:
+            ts = sorted({int(r["timesteps"]) for r in evaluations})
+            ax.plot(
+                ts,
+                [
+                    np.mean([num(r[key]) for r in evaluations if int(r["timesteps"]) == t])
+                    for t in ts
+                ],
+                "o-",
+                color="#d62728",
+            )
+        ax.set_ylabel(key, fontsize=8)
+    axes[-1].set_xlabel("training timesteps (agent decisions, all envs)")
+    fig.savefig(path, dpi=100)
+
+
+def write_manifest(
+    path: Path,
+    cfg: TrainConfig,
+    stats: TrainStats,
+    started: float,
+    command: list[str] | None,
+    n_episodes: int,
+) -> None:
+    """``manifest.json``: what ran (resolved config and its hash, seed, code, packages) and how fast."""
+    from pvegym.provenance import git_commit, package_versions
+
+    commit, dirty = git_commit()
+    model = path.parent / "model.zip"
+    doc = {
+        "name": cfg.name,
+        "config": cfg.resolved(),
+        "config_sha256": cfg.config_hash(),
+        "seed": cfg.seed,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": command if command is not None else sys.argv,
+        "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+        "model_bytes": model.stat().st_size,
+        "episodes": n_episodes,
+        "session": {
+            k: (round(v, 4) if isinstance(v, float) else v)
+            for k, v in dataclasses.asdict(stats).items()
+            if k != "out_dir"
+        },
+    }
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+
+
+__all__ = ["TrainStats", "evaluate_policy", "latest_checkpoint", "train", "weighted_cost"]

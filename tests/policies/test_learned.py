@@ -1,0 +1,111 @@
+"""``learned``: a trained agent as a balancer — never a masked motion, and every metric reported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+import torch
+from stable_baselines3 import PPO
+
+from policies.learned import LearnedPolicy
+from policies.registry import make_policy
+from pvegym.env.cluster_env import ClusterEnv
+from pvegym.env.view_encoding import mask_from_view
+from pvegym.errors import ConfigError
+from pvegym.experiments.config import resolve_scenario
+from pvegym.experiments.record import play
+from pvegym.learning.train import train
+from pvegym.learning.train_config import parse_train_config
+from pvegym.sim.metrics import METRIC_KEYS
+from pvegym.sim.simulation import Simulation
+from pvegym.sim.view import ClusterView, Motion
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("maskable")
+    cfg = parse_train_config(
+        {
+            "name": "t-learned",
+            "algo": "MaskablePPO",
+            "total_timesteps": 1024,
+            "hyperparams": {"n_steps": 256, "batch_size": 64, "n_epochs": 2},
+            "eval_seeds": [1_000_000],
+            "env": {"scenario": "small", "episode_seconds": "10m", "train_seeds": [0, 1, 2, 3]},
+        }
+    )
+    train(cfg, out, progress=False)
+    return out
+
+
+def _checked_episode(
+    policy: LearnedPolicy, scenario: str, seed: int, duration: float
+) -> dict[str, Any]:
+    scn, _ = resolve_scenario(scenario, seed, {})
+    sim = Simulation(scn, seed)
+    issued = 0
+
+    def decide(view: ClusterView) -> Motion | None:
+        nonlocal issued
+        motion = policy.decide(view)
+        if motion is not None:
+            issued += 1
+            g, n = view.sid_index(motion.sid), view.node_index(motion.target)
+            mask = mask_from_view(view, policy.max_nodes, policy.max_guests)
+            assert mask[1 + g * policy.max_nodes + n], f"masked motion {motion} at t={view.t}"
+            gi = sim.cluster.guest_index[motion.sid]
+            assert sim.motion_possible(gi, n), f"impossible motion {motion} at t={view.t}"
+        return motion
+
+    policy.reset(seed)
+    result, _ = play(sim, decide, duration)
+    assert policy.masked_actions == 0
+    return {**result["metrics"], "issued": issued}
+
+
+def test_trained_maskable_agent_never_issues_a_masked_motion(trained: Path) -> None:
+    policy = make_policy("learned", model=str(trained))
+    assert isinstance(policy, LearnedPolicy) and policy.maskable
+    episodes = [_checked_episode(policy, "small", s, 1200.0) for s in (1_000_000, 1_000_001)]
+    episodes.append(_checked_episode(policy, "failure-loop", 0, 1200.0))
+    for m in episodes:
+        assert set(METRIC_KEYS) <= set(m)
+        assert isinstance(m["failed_repeats"], int) and m["failed_repeats"] >= 0
+    assert sum(m["issued"] for m in episodes) == sum(m["moves"] for m in episodes)
+
+
+def test_non_maskable_agent_maps_masked_actions_to_no_motion() -> None:
+    """An untrained PPO picks masked actions often; each one becomes no motion and is counted."""
+    env = ClusterEnv("small", episode_seconds=600.0)
+    model = PPO("MlpPolicy", env, n_steps=64, seed=0, device="cpu")
+    policy = LearnedPolicy.from_model(model, "PPO", env.max_nodes, env.max_guests, 600.0)
+    scn, _ = resolve_scenario("small", 1_000_000, {})
+    sim = Simulation(scn, 1_000_000)
+    seen: list[bool] = []
+
+    def decide(view: ClusterView) -> Motion | None:
+        motion = policy.decide(view)
+        if motion is not None:
+            n = view.node_index(motion.target)
+            seen.append(sim.motion_possible(sim.cluster.guest_index[motion.sid], n))
+        return motion
+
+    policy.reset(0)
+    play(sim, decide, 600.0)
+    assert all(seen)
+    assert policy.masked_actions > 0 and policy.decisions == 60
+
+
+def test_learned_needs_a_model_and_names_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        make_policy("learned", "policies[3]")
+    assert err.value.path == "params.model"
+    with pytest.raises(ConfigError, match="no trained model"):
+        make_policy("learned", model=str(tmp_path / "nothing"))
