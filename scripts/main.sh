@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job: installs pvegym into .venv if needed, then runs the headline demonstration.
+# The main job: installs pvegym into .venv if needed, then runs the headline experiment
+# (experiments/field-scenarios.toml) into results/field-scenarios/. Extra arguments go to `pvegym run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
