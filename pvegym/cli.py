@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import NoReturn
 
@@ -55,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pvegym: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into a reader that stopped (e.g. `| head`)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes at exit
+        return 0
     return code
 
 

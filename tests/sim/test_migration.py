@@ -121,6 +121,14 @@ def test_sensitivity0_unpatched_spec_target_running_at_600s() -> None:
     assert m.outcome == RUNNING
 
 
+def test_sensitivity0_unpatched_without_sync_timer_still_running_at_600s() -> None:
+    """The MODEL §6 figure holds for QEMU < 9.2 (no 5 s dirty-sync timer, reference G.2): syncs
+    only at pass ends, ~6 passes per doubling, so the limit stays far below pending/B."""
+    m = Migration(MigrationParams(**SEED, throttle_sensitivity=0.0, sync_timer=False)).run(600.0)
+    assert m.outcome == RUNNING
+    assert m.downtime_limit_ms <= 800.0
+
+
 # ------------------------------------------------------------------ geometric case (F.4)
 GEOMETRIC = {"memory": 4 * GiB, "bandwidth": 1 * GiB, "dirty_rate": 100 * MiB}
 
