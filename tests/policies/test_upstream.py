@@ -323,16 +323,15 @@ def test_registry_builds_it():
     assert p.sustained == 0 and p.log == []
 
 
-def test_large_cluster_is_fast():
-    import time
-
+@pytest.mark.benchmark(group="policies")
+def test_large_cluster_decides_over_every_candidate(benchmark) -> None:  # type: ignore[no-untyped-def]
+    """64 nodes × 2,000 guests: every guest × other node is scored (speed: pytest-benchmark,
+    ``--benchmark-enable``; no timing assertion in a unit test)."""
     rng = np.random.default_rng(0)
     nodes = tuple(f"node{i:02d}" for i in range(64))
     place = {f"vm:{1000 + i}": nodes[int(rng.integers(0, 8))] for i in range(2000)}
     v = view(place, nodes=nodes, cpu={s: float(rng.random()) for s in place})
     p = raw(hold_duration=1, margin=0.0)  # one guest of ~250 per node cannot improve by 10 %
-    t0 = time.perf_counter()
-    m = p.decide(v)
+    m = benchmark.pedantic(lambda: (p.reset(), p.decide(v))[1], rounds=1)
     assert m is not None
     assert len(p.candidates(v)) == 2000 * 63
-    assert time.perf_counter() - t0 < 2.0
