@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pvegym.cli import main
+from tests.conftest import RunCli
 
 GOOD = """
 name = "cli-tiny"
@@ -26,15 +26,6 @@ name = "upstream"
 """
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize(
     ("change", "key"),
     [
@@ -51,11 +42,11 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     ],
 )
 def test_bad_experiment_files_are_one_line_naming_the_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: tuple[str, str], key: str
+    tmp_path: Path, cli: RunCli, change: tuple[str, str], key: str
 ) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(GOOD.replace(*change))
-    code, out, err = _run(capsys, "run", str(path), "--out", str(tmp_path / "out"))
+    code, out, err = cli("run", str(path), "--out", str(tmp_path / "out"))
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1, err
@@ -63,25 +54,21 @@ def test_bad_experiment_files_are_one_line_naming_the_key(
     assert not (tmp_path / "out").exists()
 
 
-def test_missing_file_and_bad_toml_and_bad_workers(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = _run(capsys, "run", str(tmp_path / "missing.toml"))
+def test_missing_file_and_bad_toml_and_bad_workers(tmp_path: Path, cli: RunCli) -> None:
+    code, _, err = cli("run", str(tmp_path / "missing.toml"))
     assert code == 2 and err.count("\n") == 1
     (tmp_path / "broken.toml").write_text("name = ")
-    code, _, err = _run(capsys, "run", str(tmp_path / "broken.toml"))
+    code, _, err = cli("run", str(tmp_path / "broken.toml"))
     assert code == 2 and "not valid TOML" in err and err.count("\n") == 1
     (tmp_path / "ok.toml").write_text(GOOD)
-    code, _, err = _run(capsys, "run", str(tmp_path / "ok.toml"), "--workers", "0")
+    code, _, err = cli("run", str(tmp_path / "ok.toml"), "--workers", "0")
     assert code == 2 and err.startswith("pvegym run: error: --workers")
 
 
-def test_a_good_run_reports_where_the_summary_is(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_good_run_reports_where_the_summary_is(tmp_path: Path, cli: RunCli) -> None:
     (tmp_path / "ok.toml").write_text(GOOD)
     out_dir = tmp_path / "out"
-    code, out, _ = _run(capsys, "run", str(tmp_path / "ok.toml"), "--out", str(out_dir), "--quiet")
+    code, out, _ = cli("run", str(tmp_path / "ok.toml"), "--out", str(out_dir), "--quiet")
     assert code == 0
     assert f"{out_dir}/summary.md" in out
     assert (out_dir / "metrics.csv").read_text().count("\n") == 3

@@ -5,21 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from pvegym.cli import main
 from pvegym.sim.metrics import METRIC_KEYS
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.conftest import RunCli
 
 
 def test_json_has_every_metric_and_is_byte_identical_for_a_seed(
-    capsys: pytest.CaptureFixture[str],
+    cli: RunCli,
 ) -> None:
     args = (
         "simulate",
@@ -31,9 +22,9 @@ def test_json_has_every_metric_and_is_byte_identical_for_a_seed(
         "4",
         "--json",
     )
-    code, first, _ = _run(capsys, *args)
+    code, first, _ = cli(*args)
     assert code == 0
-    _, second, _ = _run(capsys, *args)
+    _, second, _ = cli(*args)
     assert first == second
     doc = json.loads(first)
     assert set(doc) == {"scenario", "policy", "seed", "metrics", "moves"}
@@ -42,11 +33,10 @@ def test_json_has_every_metric_and_is_byte_identical_for_a_seed(
     assert doc["metrics"]["stall_cpu_s"] > 0  # node1 of contended-3node is overloaded
 
 
-def test_different_seeds_give_different_workloads(capsys: pytest.CaptureFixture[str]) -> None:
+def test_different_seeds_give_different_workloads(cli: RunCli) -> None:
     outs = []
     for seed in ("1", "2"):
-        _, out, _ = _run(
-            capsys,
+        _, out, _ = cli(
             "simulate",
             "--scenario",
             "contended-3node",
@@ -60,8 +50,8 @@ def test_different_seeds_give_different_workloads(capsys: pytest.CaptureFixture[
     assert outs[0]["cpu_shortfall_core_s"] != outs[1]["cpu_shortfall_core_s"]
 
 
-def test_human_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "simulate", "--scenario", "idle-night", "--duration", "1h")
+def test_human_summary(cli: RunCli) -> None:
+    code, out, _ = cli("simulate", "--scenario", "idle-night", "--duration", "1h")
     assert code == 0
     assert "scenario idle-night" in out and "node cpu stall" in out
 
@@ -86,30 +76,28 @@ def test_human_summary(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
-    capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str | None
+    cli: RunCli, argv: list[str], fragment: str | None
 ) -> None:
-    code, _, err = _run(capsys, "simulate", *argv)
+    code, _, err = cli("simulate", *argv)
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
     if fragment:
         assert fragment in err
 
 
-def test_negative_memory_signal_is_rejected(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_negative_memory_signal_is_rejected(cli: RunCli, tmp_path: Path) -> None:
     f = tmp_path / "bad.toml"
     f.write_text('name = "bad"\n[[nodes]]\nname = "n1"\nmaxcpu = 4\nmaxmem = "-8GiB"\n')
-    code, _, err = _run(capsys, "simulate", "--scenario", str(f))
+    code, _, err = cli("simulate", "--scenario", str(f))
     assert code == 2 and "nodes[0].maxmem: must be > 0" in err
 
 
-def test_scenario_file_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_scenario_file_runs(cli: RunCli, tmp_path: Path) -> None:
     f = tmp_path / "mini.toml"
     f.write_text(
         'name = "mini"\nduration = "5m"\n'
         '[[nodes]]\nname = "n1"\nmaxcpu = 4\nmaxmem = "8GiB"\n'
         '[[guests]]\nsid = "vm:100"\nnode = "n1"\nmaxcpu = 2\nmaxmem = "2GiB"\ncpu = 1.5\nmemhost = "1GiB"\n'
     )
-    code, out, _ = _run(capsys, "simulate", "--scenario", str(f), "--json")
+    code, out, _ = cli("simulate", "--scenario", str(f), "--json")
     assert code == 0 and json.loads(out)["metrics"]["sim_seconds"] == 300

@@ -120,6 +120,26 @@ def _noise(mean: float, sigma: float, tau: float) -> dict[str, Any]:
     return {"type": "ou", "mean": mean, "sigma": sigma, "tau": tau}
 
 
+def _node_specs(
+    names: list[str], cores: Any, mem_gib: Any, base_cpu: Any, base_mem: Any
+) -> list[dict[str, Any]]:
+    """Node tables: ``cores``, memory (GiB) and base load (cores, GiB) per node, with light
+    OU noise on the base load (10 % of it for CPU over 2 min, 1 % for memory over 10 min)."""
+    return [
+        {
+            "name": names[j],
+            "maxcpu": int(cores[j]),
+            "maxmem": float(mem_gib[j]) * GiB,
+            "base_cpu": [_noise(float(base_cpu[j]), float(0.1 * base_cpu[j]), 120.0)],
+            "base_mem": [
+                {"type": "constant", "level": float(base_mem[j]) * GiB},
+                _noise(0.0, float(0.01 * base_mem[j]) * GiB, 600.0),
+            ],
+        }
+        for j in range(len(names))
+    ]
+
+
 def generate(
     n_nodes: int,
     n_guests: int,
@@ -266,19 +286,7 @@ def generate(
 
     base_cpu = cores * rng.uniform(0.01, 0.05, size=n_nodes)
     base_mem = mem_gib * rng.uniform(0.03, 0.12, size=n_nodes)
-    nodes = [
-        {
-            "name": node_names[j],
-            "maxcpu": int(cores[j]),
-            "maxmem": float(mem_gib[j]) * GiB,
-            "base_cpu": [_noise(float(base_cpu[j]), float(0.1 * base_cpu[j]), 120.0)],
-            "base_mem": [
-                {"type": "constant", "level": float(base_mem[j]) * GiB},
-                _noise(0.0, float(0.01 * base_mem[j]) * GiB, 600.0),
-            ],
-        }
-        for j in range(n_nodes)
-    ]
+    nodes = _node_specs(node_names, cores, mem_gib, base_cpu, base_mem)
     return {
         "name": f"{name}#{seed}",
         "description": f"random cluster: {n_nodes} nodes, {n_guests} guests (seed {seed})",
@@ -430,19 +438,7 @@ def generate_traced(
                     "affinity": "negative",
                 }
             )
-    nodes = [
-        {
-            "name": node_names[j],
-            "maxcpu": int(cores[j]),
-            "maxmem": float(mem_gib[j]) * GiB,
-            "base_cpu": [_noise(float(base_cpu[j]), float(0.1 * base_cpu[j]), 120.0)],
-            "base_mem": [
-                {"type": "constant", "level": float(base_mem[j]) * GiB},
-                _noise(0.0, float(0.01 * base_mem[j]) * GiB, 600.0),
-            ],
-        }
-        for j in range(n_nodes)
-    ]
+    nodes = _node_specs(node_names, cores, mem_gib, base_cpu, base_mem)
     split = trace_split(instance_seed)
     return {
         "name": f"{name}#{instance_seed}",

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pvegym.cli import main
 from pvegym.tuning.study_config import load_study_config
+from tests.conftest import RunCli
 
 GOOD = """
 name = "cfg-tiny"
@@ -46,15 +46,6 @@ seeds = [10, 11]
 name = "small"
 seeds = [1000000]
 """
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_the_good_file_loads_with_defaults_and_splits(tmp_path: Path) -> None:
@@ -110,12 +101,12 @@ def test_the_good_file_loads_with_defaults_and_splits(tmp_path: Path) -> None:
     ],
 )
 def test_bad_study_files_are_one_line_naming_the_key(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: tuple[str, str], key: str
+    tmp_path: Path, cli: RunCli, change: tuple[str, str], key: str
 ) -> None:
     assert change[0] in GOOD
     path = tmp_path / "bad.toml"
     path.write_text(GOOD.replace(*change, 1))
-    code, out, err = _run(capsys, "tune", str(path), "--storage", f"sqlite:///{tmp_path}/s.db")
+    code, out, err = cli("tune", str(path), "--storage", f"sqlite:///{tmp_path}/s.db")
     assert code == 2, err
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
@@ -123,6 +114,6 @@ def test_bad_study_files_are_one_line_naming_the_key(
     assert not (tmp_path / "s.db").exists()  # refused before any study was created
 
 
-def test_a_missing_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run(capsys, "tune", str(tmp_path / "nope.toml"))
+def test_a_missing_file_is_exit_2(tmp_path: Path, cli: RunCli) -> None:
+    code, _, err = cli("tune", str(tmp_path / "nope.toml"))
     assert code == 2 and "nope.toml" in err
