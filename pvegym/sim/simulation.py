@@ -125,6 +125,7 @@ class Simulation:
         self._view: ClusterView | None = None
         self._results: list[Job] = []
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
+        self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -180,12 +181,24 @@ class Simulation:
         t1 = t0 + dt
         cl.run_fraction[:] = 1.0
         cl.reserved_mem[:] = 0.0
+        if self._pause_left:
+            self._carry_pauses(dt)
         self._lrm(t0, t1)
         np.maximum(cl.run_fraction, 0.0, out=cl.run_fraction)
         cl.advance(t1, dt)
         tot = cl.totals
         self.metrics.add_round(dt, tot[0], tot[1], tot[2], tot[3], tot[4])
         self.t = t1
+
+    def _carry_pauses(self, dt: float) -> None:
+        """The part of a switchover pause that did not fit in the round it started in."""
+        for g, left in list(self._pause_left.items()):
+            take = min(left, dt)
+            self.cluster.run_fraction[g] -= take / dt
+            if left > take:
+                self._pause_left[g] = left - take
+            else:
+                del self._pause_left[g]
 
     def _lrm(self, t0: float, t1: float) -> None:
         cl, ms = self.cluster, self.scenario.migration
@@ -245,6 +258,8 @@ class Simulation:
                 if mig.outcome == "completed":
                     down = mig.guest_pause_s  # QEMU downtime + poll lag + resume on target
                     cl.run_fraction[g] -= min(down, t1 - t) / dt
+                    if down > t1 - t:  # a long pause continues into the next rounds
+                        self._pause_left[g] = down - (t1 - t)
                     self.metrics.downtime_s += down
                     cl.node[g] = job.target
                     self._finish(job, t, ok=True)

@@ -287,3 +287,24 @@ def test_unpatched_migration_keeps_the_pipeline_busy() -> None:
     while sim.t < 250:
         view = sim.step(None)
         assert view.motion_active and not view.results
+
+
+def test_a_long_switchover_pause_spans_rounds() -> None:
+    """Unpatched, unthrottleable: the migration ends by a ~23 s pause (issue 3 note); the guest
+    receives no CPU for that long, across round boundaries, on its new node."""
+    sim = _nonconverging("unpatched")
+    sim.reset()
+    sim.step(Motion("vm:200", "node2"))
+    g = sim.cluster.guest_index["vm:200"]
+    while sim.t < 500 and sim.cluster.node[g] == 0:
+        sim.step(None)
+    (move,) = sim.metrics.moves
+    assert move.outcome == "succeeded" and move.t_end is not None
+    pause = sim.metrics.downtime_s
+    assert pause > sim.round_s  # longer than a round
+    in_switchover_round = sim.t - move.t_end  # the round (t - 10, t] ended the transfer
+    lost = 0.0
+    for _ in range(5):
+        sim.step(None)
+        lost += (1.0 - sim.cluster.received[g] / sim.cluster.demand[g]) * sim.round_s
+    assert lost == pytest.approx(pause - in_switchover_round, abs=1e-6)
