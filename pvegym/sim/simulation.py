@@ -211,7 +211,7 @@ class Simulation:
                 return
             g = job.guest
             if job.phase == "queued":
-                if job.kind == RELOCATE:
+                if job.kind == RELOCATE and self._migratable[g]:
                     job.phase = "down"
                     job.t_transfer_start = start
                     job.t_phase_end = start + ms.ct_shutdown_s + ms.ct_start_s
@@ -249,7 +249,8 @@ class Simulation:
                 before = mig.throttle_integral
                 mig.advance(t1 - t)
                 cl.run_fraction[g] -= (mig.throttle_integral - before) / dt
-                cl.reserved_mem[job.target] += cl.memhost[g]
+                if mig.outcome != "completed":  # once completed the guest counts on the target
+                    cl.reserved_mem[job.target] += cl.memhost[g]
                 if mig.outcome == "running":
                     return
                 t = job.t_transfer_start + mig.t
@@ -336,8 +337,14 @@ class Simulation:
             self.svc_node[g] = job.target if job.ok else job.source
         self._results = []
         for g, (kind, target) in sorted(self.cmds.items()):  # next_state_started with a cmd
-            if self.svc_state[g] != STARTED:
+            if self.svc_state[g] == STOPPED:  # next_state_stopped: a stopped guest moves offline
+                del self.cmds[g]
+                if cl.node_online[target]:
+                    self.svc_node[g] = target
+                    cl.node[g] = target
                 continue
+            if self.svc_state[g] != STARTED:
+                continue  # still in a motion: the command waits for its result
             del self.cmds[g]
             if target == self.svc_node[g] or not cl.node_online[target]:
                 continue

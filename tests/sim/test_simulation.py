@@ -308,3 +308,47 @@ def test_a_long_switchover_pause_spans_rounds() -> None:
         sim.step(None)
         lost += (1.0 - sim.cluster.received[g] / sim.cluster.demand[g]) * sim.round_s
     assert lost == pytest.approx(pause - in_switchover_round, abs=1e-6)
+
+
+def test_a_stopped_positive_partner_moves_offline_and_does_not_block() -> None:
+    """queue_resource_motion commands every positive partner, stopped ones too; upstream's
+    next_state_stopped moves a stopped service's config at once (pve-ha-manager.md §7)."""
+    data = _two_nodes(
+        resource_affinity=[
+            {"name": "t", "resources": ["vm:101", "vm:102"], "affinity": "positive"}
+        ],
+        migration={"lrm_delay_max_s": 0},
+    )
+    data["guests"][2]["node"] = "node1"
+    data["guests"][2]["state"] = "stopped"
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    sim.step(Motion("vm:101", "node2"))
+    g102 = sim.cluster.guest_index["vm:102"]
+    assert sim.svc_node[g102] == 1 and not sim.cmds
+    for _ in range(3):
+        view = sim.step(None)
+    assert not view.motion_active
+    assert sim.motion_possible(sim.cluster.guest_index["vm:103"], 1)
+
+
+def test_a_container_with_a_local_resource_fails_to_relocate() -> None:
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 3})
+    data["guests"][1]["sid"] = "ct:101"
+    data["guests"][1]["local_resources"] = True
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    view = sim.step(Motion("ct:101", "node2"))
+    assert [(r.ok, r.reason) for r in view.results] == [(False, "local resource")]
+    assert sim.cluster.received[sim.cluster.guest_index["ct:101"]] > 0  # never shut down
+
+
+def test_target_memory_is_not_counted_twice_when_the_migration_completes() -> None:
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 1, "bandwidth": "1GiB/s"})
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    before = sim.cluster.node_mem[1]
+    sim.step(Motion("vm:101", "node2"))  # 2 GiB resident at 1 GiB/s: done within the round
+    g = sim.cluster.guest_index["vm:101"]
+    assert sim.cluster.node[g] == 1
+    assert sim.cluster.node_mem[1] == pytest.approx(before + sim.cluster.memhost[g])
