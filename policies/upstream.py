@@ -40,6 +40,7 @@ from numpy.typing import NDArray
 
 from pvegym.errors import ConfigError
 from pvegym.sim import crs
+from pvegym.sim.affinity import node_affinity_mask
 from pvegym.sim.view import (
     MIGRATE,
     RELOCATE,
@@ -469,20 +470,8 @@ class UpstreamPolicy:
     def _node_affinity_mask(
         view: ClusterView, rule: NodeAffinityRule, online: BoolArray
     ) -> BoolArray:
-        """``get_node_affinity`` (``Rules/NodeAffinity.pm`` L268–290): online rule nodes of the
-        highest priority; a non-strict rule adds every other node at priority −1 (L170–175)."""
-        n = len(view.node_names)
-        prio = np.full(n, -np.inf if rule.strict else -1.0)
-        index = {name: i for i, name in enumerate(view.node_names)}
-        for name, p in rule.nodes:
-            i = index.get(name)
-            if i is not None:
-                prio[i] = float(p)
-        prio = np.where(online, prio, -np.inf)
-        top = prio.max() if n else -np.inf
-        if not np.isfinite(top):
-            return np.zeros(n, dtype=bool)
-        return prio == top
+        """``get_node_affinity``: the rule's highest-priority online nodes (§4.2)."""
+        return node_affinity_mask(rule, view.node_names, online)
 
     def _sid_rank(self, view: ClusterView) -> IntArray:
         return self._compiled(view).sid_rank

@@ -440,7 +440,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         n, g = self._n_nodes, self._n_guests
         valid = fill_mask(
             self._grid[:g, :n], self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
-            sim.cluster.node_online, sim.neg_ptr, sim.neg_idx,
+            sim.cluster.node_online, sim.node_allowed, sim.neg_ptr, sim.neg_idx,
         )  # fmt: skip
         return bool(valid)
 

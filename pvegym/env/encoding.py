@@ -128,10 +128,12 @@ def fill_mask(
     svc_target: np.ndarray,
     svc_started: np.ndarray,
     node_online: np.ndarray,
+    node_allowed: np.ndarray,  # (guests, nodes) bool: node affinity (cluster guest index)
     neg_ptr: np.ndarray,
     neg_idx: np.ndarray,
 ) -> bool:
-    """Valid guest × node motions with the pipeline idle (``Simulation.motion_possible``);
+    """Valid guest × node motions with the pipeline idle (``Simulation.motion_possible``: online,
+    not its node, allowed by node affinity, no negative-affinity partner there);
     returns whether any is valid."""
     n_n = node_online.size
     anyv = False
@@ -139,7 +141,7 @@ def fill_mask(
         c = ha_idx[i]
         started = svc_started[c]
         for n in range(n_n):
-            grid[i, n] = started and node_online[n] and n != svc_node[c]
+            grid[i, n] = started and node_online[n] and n != svc_node[c] and node_allowed[c, n]
         if started:
             for k in range(neg_ptr[c], neg_ptr[c + 1]):
                 p = neg_idx[k]

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.migration import Migration
@@ -96,6 +97,8 @@ class Simulation:
         self.neg_idx = np.array(
             [p for i in range(cl.n_guests) for p in self.negative.get(i, ())], dtype=np.int64
         )
+        # node affinity: the targets each guest's rules allow (nodes do not change power state)
+        self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, cl.node_online)
         self._migratable = np.array([not g.local_resources for g in cl.guests])
         self._disabled = set(self.scenario.telemetry.disabled)
         self._nan_nodes = np.full(cl.n_nodes, np.nan)
@@ -363,6 +366,8 @@ class Simulation:
         if not self._is_ha[g] or self.svc_state[g] != STARTED or self.motion_active():
             return False
         if target == self.svc_node[g] or not cl.node_online[target]:
+            return False
+        if not self.node_allowed[g, target]:
             return False
         return not any(
             self.svc_node[p] == target or self.svc_target[p] == target
