@@ -29,8 +29,9 @@ PACKAGES = (
 
 
 def git_commit() -> tuple[str, bool | None]:
-    """The checked-out commit of the tree pvegym runs from and whether tracked files have local
-    changes (read-only git queries); ``("unknown", None)`` outside a checkout."""
+    """The checked-out commit of the tree pvegym runs from and whether tracked files outside
+    ``results/`` have local changes (read-only git queries); ``("unknown", None)`` outside a
+    checkout."""
     root = Path(__file__).resolve().parents[1]
     try:
         commit = subprocess.run(
@@ -42,7 +43,8 @@ def git_commit() -> tuple[str, bool | None]:
             cwd=root,
         ).stdout.strip()
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # results/ is what runs write, not what they ran: it does not make the code dirty
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
             capture_output=True,
             text=True,
             timeout=30,
