@@ -230,6 +230,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._instance: int | None = None
         self.episode_seed: int | None = None
         self._last_cost: NDArray[np.float64] = np.zeros(len(_COST_KEYS))
+        self._cost_buf: NDArray[np.float64] = np.zeros(len(_COST_KEYS))
         self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
 
     # ------------------------------------------------------------------ public helpers
@@ -352,7 +353,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         truncated = self._decisions >= self._rounds
         cost = self._cost()
         reward = -float(self._w @ (cost - self._last_cost))
-        self._last_cost = cost
+        self._last_cost[:] = cost
         info: dict[str, Any] = {"invalid_action": invalid, "rounds": rounds, "t": sim.t}
         if truncated:
             result = sim.result()
@@ -426,9 +427,6 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._inv_node_mem = 1.0 / view.node_maxmem
         self._inv_guest_cpu = 1.0 / view.guest_maxcpu
         self._inv_guest_mem = 1.0 / view.guest_maxmem
-        self._open_moves: list[int] = []
-        self._seen_moves = 0
-        self._failures = 0
         # baseline zero: the first step's reward also carries the first round (simulated by
         # reset, before any decision), so the episode's rewards sum to minus its final cost
         self._last_cost = np.zeros(len(_COST_KEYS))
@@ -450,36 +448,18 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         return self._fill_grid()
 
     def _cost(self) -> NDArray[np.float64]:
-        """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode start."""
+        """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode
+        start, written into a reused buffer (the caller keeps a copy of the previous one)."""
         sim = self.sim
         m = sim.metrics
-        moves = m.moves
-        if len(moves) > self._seen_moves:
-            self._open_moves.extend(range(self._seen_moves, len(moves)))
-            self._seen_moves = len(moves)
-        if self._open_moves:
-            still = []
-            for k in self._open_moves:
-                outcome = moves[k].outcome
-                if outcome == "running":
-                    still.append(k)
-                elif outcome != "succeeded":
-                    self._failures += 1
-            self._open_moves = still
-        sent = m.migration_bytes
-        for job in sim.jobs:
-            if job.phase == "transfer" and job.migration is not None:
-                sent += job.migration.transferred
-        return np.array(
-            (
-                m.stall_cpu_s + m.stall_mem_s,
-                m.cpu_shortfall_core_s,
-                float(len(moves)),
-                float(self._failures),
-                float(m.oscillations),
-                sent / GiB,
-            )
-        )
+        c = self._cost_buf
+        c[0] = m.stall_cpu_s + m.stall_mem_s
+        c[1] = m.cpu_shortfall_core_s
+        c[2] = len(m.moves)
+        c[3] = m.moves_failed
+        c[4] = m.oscillations
+        c[5] = (m.migration_bytes + sim.transfer_in_flight()[0]) / GiB
+        return c
 
     def _encode(self) -> NDArray[np.float32]:
         """Fill the preallocated observation from this round's telemetry; return a copy."""

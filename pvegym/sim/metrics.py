@@ -71,6 +71,7 @@ class Metrics:
     migration_seconds: float = 0.0
     downtime_s: float = 0.0
     failed_repeats: int = 0
+    moves_failed: int = 0  # running count (failed + aborted), so per-step readers need no scan
     oscillations: int = 0
     churn_moves: int = 0
     moves: list[MoveRecord] = field(default_factory=list)
@@ -119,6 +120,7 @@ class Metrics:
             self._departures[(rec.guest, rec.source)] = t_end
         else:
             rec.outcome = "aborted" if aborted else "failed"
+            self.moves_failed += 1
             pair = (rec.guest, rec.target)
             if pair in self._failed_pairs:
                 self.failed_repeats += 1
@@ -135,7 +137,7 @@ class Metrics:
             "sim_seconds": self.sim_seconds,
             "moves": len(moves),
             "moves_succeeded": sum(m.outcome == "succeeded" for m in moves),
-            "moves_failed": sum(m.outcome in ("failed", "aborted") for m in moves),
+            "moves_failed": self.moves_failed,
             "moves_aborted": sum(m.outcome == "aborted" for m in moves),
             "failed_repeats": self.failed_repeats,
             "oscillations": self.oscillations,

@@ -602,10 +602,13 @@ class Migration:
                 self._usleep = POLL_FAST_TICKS
             p = self.params
             if p.qemu_server_patched:
-                if mem > p.abort_factor * self._m:
+                # QEMU's ram.transferred is a whole number of bytes: compare it as one, so float
+                # rounding of the closed-form sends cannot cross a threshold it only touches
+                mem_b = float(round(mem))
+                if mem_b > p.abort_factor * self._m:
                     self._abort(k, mem)
                     return
-                if not self._boosted and mem > p.boost_factor * self._m:
+                if not self._boosted and mem_b > p.boost_factor * self._m:
                     self._boosted = True
                     self.log.append((k / TICKS_PER_S, BOOST_MESSAGE))
                     self._increment = p.boost_increment_pct
@@ -653,7 +656,7 @@ class Migration:
                 return  # remaining reaches 0: a downtime event, for _poll
             mem = tr + sent
             rem = pending - sent
-            if mem > thr or (self._lastrem and rem > self._lastrem):
+            if round(mem) > thr or (self._lastrem and rem > self._lastrem):
                 return  # a patch threshold or a sync since the last poll: _poll counts it
             self._poll_i += 1
             avglstat = self._last_mem / self._poll_i if self._last_mem else 0.0

@@ -312,8 +312,8 @@ class Simulation:
             ev = self._events[self._event_pos]
             self._event_pos += 1
             self._queue(self.cluster.guest_index[ev.sid], self.cluster.node_index[ev.target])
-        self._results = [j for j in self.finished if j.t_end is not None and j.t_end <= self.t]
-        self.finished = [j for j in self.finished if j not in self._results]
+        if self.finished:  # jobs end in (t − round, t], so every finished one is due now
+            self._results, self.finished = self.finished, []
         self._view = None
 
     def result_flags(self) -> tuple[bool, bool]:
@@ -488,11 +488,17 @@ class Simulation:
         )
 
     # ------------------------------------------------------------------ results
+    def transfer_in_flight(self) -> tuple[float, float]:
+        """Bytes sent and seconds spent so far by a live migration that has not ended yet."""
+        for job in self.jobs:
+            if job.phase == "transfer" and job.migration is not None:
+                return job.migration.transferred, job.migration.t
+        return 0.0, 0.0
+
     def result(self) -> dict[str, Any]:
         """Metrics (§9) and the balancer's moves, including a migration still running at the end."""
         m = self.metrics.result()
-        for job in self.jobs:
-            if job.phase == "transfer" and job.migration is not None:
-                m["migration_bytes"] += job.migration.transferred
-                m["migration_seconds"] += job.migration.t
+        sent, seconds = self.transfer_in_flight()
+        m["migration_bytes"] += sent
+        m["migration_seconds"] += seconds
         return {"metrics": m, "moves": [r.as_dict() for r in self.metrics.moves]}

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pvegym.errors import ConfigError
@@ -103,10 +103,10 @@ def test_sensitivity0_unpatched_does_not_converge_by_precopy() -> None:
     assert m.outcome == RUNNING
     assert m.passes > 4.0
     m.run(600.0)
-    if m.outcome == COMPLETED:
-        # ended by the doubling route only: the limit grew by ≥ 2^6 and the pause is huge
-        assert m.downtime_limit_ms >= 6400.0
-        assert m.downtime_s > 5.0
+    # ended by the doubling route only: the limit grew by ≥ 2^6 and the pause is huge
+    assert m.outcome == COMPLETED
+    assert m.downtime_limit_ms >= 6400.0
+    assert m.downtime_s > 5.0
 
 
 @pytest.mark.xfail(
@@ -170,9 +170,14 @@ def test_geometric_qemu_rule_spec_downtime() -> None:
 
 
 # ------------------------------------------------------------------ against the page-level reference
-def _compare(kwargs: dict[str, float | bool | None], duration: float) -> None:
+def _compare(
+    kwargs: dict[str, float | bool | None], duration: float, skip_abort_race: bool = False
+) -> None:
     """Fast model vs reference: outcome equal, duration and bytes within 10 %, doublings ± 1."""
     r = ref.simulate_reference(duration=duration, **kwargs)
+    if skip_abort_race and kwargs["patched"]:
+        t_abort = 4.0 * float(kwargs["memory"] or 0) / float(kwargs["bandwidth"] or 1)
+        assume(abs(r.duration - t_abort) >= 0.10 * t_abort)
     p = MigrationParams(
         memory=kwargs["memory"],
         bandwidth=kwargs["bandwidth"],
@@ -216,8 +221,18 @@ def test_seed_scaled_matches_reference() -> None:
 #   poll. qemu-server's "remaining grew" counter then counts the reference's page-level
 #   fluctuations (≈ every other poll) but not the mean-field model's steady drift, so the doublings,
 #   and hence the completion time, differ (seen: 9.4 s vs 21.8 s). This is a real limit of the
-#   mean-field model for tiny hot sets, noted in the module docstring.
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#   mean-field model for tiny hot sets, noted in the module docstring;
+# * patched runs whose reference ends within 10 % of the abort time (4 passes at full rate): the
+#   abort and a switchover then race within a second or two, and which comes first depends on when
+#   the reference's sender idled on an empty bitmap (seen: reference completed at 90.96 s and 82.1 s
+#   where the 4th pass ends at 86 s and 80 s).
+# Derandomized, so CI runs the same examples every time.
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(
     memory_mib=st.sampled_from([256, 512]),
     pass1_s=st.floats(15.0, 30.0),
@@ -250,6 +265,7 @@ def test_property_matches_reference(
             "patched": patched,
         },
         4.5 * pass1_s,
+        skip_abort_race=True,
     )
 
 
