@@ -70,6 +70,17 @@ def test_human_summary(cli: RunCli) -> None:
             "guests[0].node: unknown node 'node9'",
         ),
         (["--scenario", "idle-night", "--set", "psi.cpu_blend=1.5"], "psi.cpu_blend: must be ≤ 1"),
+        (
+            [
+                "--scenario",
+                "nonconverging-migration",
+                "--set",
+                "migration.qemu_server=patched",
+                "--set",
+                "migration.abort_factor=1.2",
+            ],
+            "migration.abort_factor: must be larger than boost_factor (1.5)",
+        ),
         (["--scenario", "idle-night", "--policy", "magic"], "--policy: unknown policy 'magic'"),
         (["--scenario", "idle-night", "--duration", "5 fortnights"], "--duration"),
         (["--scenario", "idle-night", "--seed", "x"], "--seed"),

@@ -52,23 +52,13 @@ import math
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from pvegym.errors import ConfigError
+import numpy as np
+from numpy.typing import NDArray
 
-# --- time grid ---------------------------------------------------------------------------------
-#: Ticks per second. One tick = ``MAX_WAIT`` (50 ms) in QEMU ``migration/ram.c``: the longest a
-#: ``ram_save_iterate`` call runs before ``migration_iteration_run`` re-checks the pending amount.
-TICKS_PER_S: Final = 20
-#: qemu-server ``QemuMigrate.pm`` phase2: ``my $usleep = 1000000`` (first poll interval, 1 s).
-POLL_SLOW_TICKS: Final = 20
-#: qemu-server ``QemuMigrate.pm`` phase2: ``$usleep = 100_000 if $avglstat && $rem < $avglstat``.
-POLL_FAST_TICKS: Final = 2
-#: QEMU ``migration/cpu-throttle.c`` ``CPU_THROTTLE_DIRTY_SYNC_TIMESLICE_MS`` (5000 ms).
-SYNC_TIMER_TICKS: Final = 100
-#: QEMU ``migration/ram.c`` ``migration_bitmap_sync``: a rate period closes only when
-#: ``end_time > time_last_bitmap_sync + 1000`` ms.
-PERIOD_MIN_TICKS: Final = 20
-#: qemu-server ``QemuMigrate.pm`` phase2: ``if ($downtimecounter > 5)`` — every 6th event doubles.
-DOWNTIME_EVENTS_PER_DOUBLING: Final = 6
+from pvegym.errors import ConfigError
+from pvegym.sim import migration_kernel as K
+from pvegym.sim.migration_kernel import TICKS_PER_S
+
 #: Guest page size (x86 ``TARGET_PAGE_SIZE``, reported as ``ram.page-size``).
 PAGE_SIZE: Final = 4096
 
@@ -85,8 +75,6 @@ BOOST_MESSAGE: Final = (
     "migration does not converge - escalating the auto-converge cpu throttling of the guest to "
     "force convergence"
 )
-
-_NEVER: Final = 1 << 62
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,156 +206,133 @@ class TimelineEntry(NamedTuple):
 class Migration:
     """One live migration, advanced in simulated time by :meth:`advance`.
 
-    Read-only state (all in SI units: s, bytes, ms where the name says so): :attr:`t`,
-    :attr:`outcome`, :attr:`transferred`, :attr:`remaining`, :attr:`passes`, :attr:`throttle_pct`,
-    :attr:`max_throttle_pct_seen`, :attr:`downtime_limit_ms`, :attr:`downtime_s`,
-    :attr:`guest_pause_s`, :attr:`error`, :attr:`throttle_integral`, :attr:`log`,
-    :attr:`timeline`, plus diagnostics (:attr:`pass1_end_s`, :attr:`throttle_steps`,
+    The event loop is compiled (:mod:`pvegym.sim.migration_kernel`); this class owns its state
+    arrays, turns the kernel's events into qemu-server's log lines and the diagnostics lists, and
+    exposes the state. Read-only state (all in SI units: s, bytes, ms where the name says so):
+    :attr:`t`, :attr:`outcome`, :attr:`transferred`, :attr:`remaining`, :attr:`passes`,
+    :attr:`throttle_pct`, :attr:`max_throttle_pct_seen`, :attr:`downtime_limit_ms`,
+    :attr:`downtime_s`, :attr:`guest_pause_s`, :attr:`error`, :attr:`throttle_integral`,
+    :attr:`log`, :attr:`timeline`, plus diagnostics (:attr:`pass1_end_s`, :attr:`throttle_steps`,
     :attr:`doublings`, :attr:`switchover_s`, :attr:`sync_count`, :attr:`reported_dirty_rate`).
     """
 
-    def __init__(self, params: MigrationParams, record_timeline: bool = True) -> None:
-        """``record_timeline=False`` skips the per-second :attr:`timeline` (the cluster model
-        does not read it, and building it is most of the cost of a round)."""
-        self.params = params
-        self._record_timeline = record_timeline
-        p = params
-        self._m = float(p.memory)
-        self._b = float(p.bandwidth)
-        self._w = float(p.working_set)
-        self._raw = float(p.dirty_rate)
-        self._sens = float(p.throttle_sensitivity)
-        self._bh = self._b / TICKS_PER_S  # bytes sent per tick
-        # time
-        self._t = 0.0
-        self._k = 0  # last tick whose events were processed
-        self._outcome = RUNNING
-        self._error = ""
-        # RAM state: pending = the unsent rest of the all-ones bulk bitmap + pages set by syncs
-        self._transferred = 0.0
-        self._bulk = self._m if p.resident is None else float(p.resident)
-        self._dirty = 0.0
-        self._written = 0.0  # raw bytes written into the WWS since the last sync
-        # auto-converge (migration/ram.c, migration/cpu-throttle.c)
-        self._pct = 0
-        self._increment = p.throttle_increment_pct
-        self._max_pct = p.max_throttle_pct
-        self._high_cnt = 0
-        self._max_seen = 0
-        self._throttle_integral = 0.0
+    __slots__ = (
+        "_doublings",
+        "_ev",
+        "_f",
+        "_p",
+        "_s",
+        "_throttle_steps",
+        "_tl",
+        "log",
+        "timeline",
+    )
+
+    def __init__(
+        self, params: MigrationParams | NDArray[np.float64], record_timeline: bool = True
+    ) -> None:
+        """``params``: validated :class:`MigrationParams`, or an array from :func:`params_array`
+        (:func:`guest_params` fills one per guest without re-validating the shared settings).
+        ``record_timeline=False`` skips the per-second :attr:`timeline` (the cluster model does
+        not read it)."""
+        p = params_array(params) if isinstance(params, MigrationParams) else params
+        self._p = p
+        self._f, self._s = K.init_state(p, record_timeline)
+        self._ev = np.empty((K.EV_CAP_ROWS, 3))
+        self._tl = np.empty((K.EV_CAP_ROWS, 6)) if record_timeline else _NO_TIMELINE
         self._throttle_steps: list[tuple[float, int]] = []
-        # syncs: the setup sync (ram_init_bitmaps) is sync 1 and starts the first rate period
-        self._sync_count = 1
-        self._period_tick = 0
-        self._period_xfer = 0.0
-        self._period_dirty = 0.0
-        self._timer_prev = 1
-        self._pass1_end: float | None = None
-        self._reported_dirty_rate = 0.0
-        # qemu-server phase2
-        self._td_ms = min(float(p.downtime_limit_ms), float(p.downtime_max_ms))
-        self._poll_i = 0
-        self._poll_next = POLL_SLOW_TICKS
-        self._usleep = POLL_SLOW_TICKS
-        self._lastrem = 0.0  # 0 = undef/false, as in Perl's ``$lastrem &&``
-        self._last_mem = 0.0
-        self._downcnt = 0
-        self._boosted = False
         self._doublings: list[tuple[float, float]] = []
         self.log: list[tuple[float, str]] = []
-        # switchover / downtime phase
-        self._stopped = False
-        self._switched = False
-        self._switch_tick = 0
-        self._t_end = math.inf
-        self._downtime_s = 0.0
-        self._guest_pause_s = 0.0
-        self.timeline: list[TimelineEntry] = [TimelineEntry(0.0, 0.0, self._m, 0, self._td_ms)]
-        if p.downtime_limit_ms > p.downtime_max_ms:
+        self.timeline: list[TimelineEntry] = [
+            TimelineEntry(0.0, 0.0, float(p[K.P_M]), 0, float(self._f[K.F_TD_MS]))
+        ]
+        if p[K.P_TD0] > p[K.P_TD_MAX]:
             self.log.append(
-                (0.0, f"capping downtime limit to maximum possible: {p.downtime_max_ms:.0f} ms")
+                (0.0, f"capping downtime limit to maximum possible: {p[K.P_TD_MAX]:.0f} ms")
             )
-        self._next_check = self._compute_next_check()
-        self._next_timer = SYNC_TIMER_TICKS if (p.auto_converge and p.sync_timer) else _NEVER
 
     # ------------------------------------------------------------------ read-only state
     @property
     def t(self) -> float:
         """Seconds since the ``migrate`` command."""
-        return self._t
+        return float(self._f[K.F_T])
 
     @property
     def outcome(self) -> str:
         """``"running"``, ``"completed"`` or ``"aborted"``."""
-        return self._outcome
+        return _OUTCOMES[self._s[K.S_OUTCOME]]
 
     @property
     def transferred(self) -> float:
         """RAM bytes sent so far (``ram.transferred``)."""
-        return self._transferred
+        return float(self._f[K.F_TRANSFERRED])
 
     @property
     def remaining(self) -> float:
         """RAM bytes pending in the migration bitmap (``ram.remaining``); jumps up at syncs."""
-        return self._bulk + self._dirty
+        return float(self._f[K.F_BULK] + self._f[K.F_DIRTY])
 
     @property
     def passes(self) -> float:
         """Transferred bytes in units of the guest memory (the seed patch's convergence measure)."""
-        return self._transferred / self._m
+        return float(self._f[K.F_TRANSFERRED] / self._p[K.P_M])
 
     @property
     def throttle_pct(self) -> int:
         """Current auto-converge vCPU throttle in percent (0 when not throttling)."""
-        return self._pct
+        return int(self._s[K.S_PCT])
 
     @property
     def max_throttle_pct_seen(self) -> int:
         """Highest throttle applied during the migration, in percent."""
-        return self._max_seen
+        return int(self._s[K.S_MAX_SEEN])
 
     @property
     def downtime_limit_ms(self) -> float:
         """Current downtime limit (ms), as escalated by qemu-server."""
-        return self._td_ms
+        return float(self._f[K.F_TD_MS])
 
     @property
     def downtime_s(self) -> float:
         """QEMU's downtime at switchover (s): the tail + device state at B. 0 unless completed."""
-        return self._downtime_s if self._outcome == COMPLETED else 0.0
+        return float(self._f[K.F_DOWNTIME]) if self._s[K.S_OUTCOME] == K.COMPLETED_CODE else 0.0
 
     @property
     def guest_pause_s(self) -> float:
         """Guest-visible pause (s): QEMU downtime + wait for qemu-server's next poll + resume
         latency (A.3). 0 unless completed."""
-        return self._guest_pause_s if self._outcome == COMPLETED else 0.0
+        return float(self._f[K.F_PAUSE]) if self._s[K.S_OUTCOME] == K.COMPLETED_CODE else 0.0
 
     @property
     def error(self) -> str:
         """The abort message (seed 004) or ``""``."""
-        return self._error
+        if self._s[K.S_OUTCOME] != K.ABORTED_CODE:
+            return ""
+        return ABORT_MESSAGE.format(passes=self._f[K.F_ABORT_MEM] / self._p[K.P_M])
 
     @property
     def throttle_integral(self) -> float:
         """∫ throttle fraction dt (s): vCPU-seconds per vCPU the guest lost to throttling."""
-        return self._throttle_integral
+        return float(self._f[K.F_THROTTLE_INTEGRAL])
 
     @property
     def effective_dirty_rate(self) -> float:
         """Current guest write rate after throttling (bytes/s); 0 while paused or finished."""
-        if self._stopped or self._outcome != RUNNING:
+        s, p = self._s, self._p
+        if s[K.S_STOPPED] or s[K.S_OUTCOME] != K.RUNNING_CODE:
             return 0.0
-        return self._raw * (1.0 - self._pct / 100.0 * self._sens)
+        return float(p[K.P_RAW] * (1.0 - int(s[K.S_PCT]) / 100.0 * p[K.P_SENS]))
 
     @property
     def pass1_end_s(self) -> float | None:
         """Time of the sync that ended pass 1 (s), or None while pass 1 is running."""
-        return self._pass1_end
+        v = float(self._f[K.F_PASS1_END])
+        return None if math.isnan(v) else v
 
     @property
     def switchover_s(self) -> float | None:
         """Time QEMU stopped the guest for the final copy (s), or None before that."""
-        return self._switch_tick / TICKS_PER_S if self._switched else None
+        return int(self._s[K.S_SWITCH_TICK]) / TICKS_PER_S if self._s[K.S_SWITCHED] else None
 
     @property
     def throttle_steps(self) -> list[tuple[float, int]]:
@@ -382,319 +347,131 @@ class Migration:
     @property
     def sync_count(self) -> int:
         """QEMU ``dirty-sync-count`` (the setup sync counts as 1)."""
-        return self._sync_count
+        return int(self._s[K.S_SYNC_COUNT])
 
     @property
     def reported_dirty_rate(self) -> float:
         """QEMU's ``dirty-pages-rate`` × page size (bytes/s) of the last closed period: newly set
         pages only, so it differs from the raw rate (C.4 caveat)."""
-        return self._reported_dirty_rate
+        return float(self._f[K.F_REPORTED_RATE])
 
     @property
     def done(self) -> bool:
         """True once completed or aborted."""
-        return self._outcome != RUNNING
+        return bool(self._s[K.S_OUTCOME] != K.RUNNING_CODE)
 
     # ------------------------------------------------------------------ advancing
     def advance(self, dt: float) -> None:
         """Advance simulated time by up to ``dt`` seconds; stops early at completion or abort."""
         if dt < 0 or not math.isfinite(dt):
             raise ValueError(f"dt must be a finite non-negative number of seconds, got {dt!r}")
-        target = self._t + dt
-        while self._outcome == RUNNING:
-            if self._stopped:
-                if self._t_end > target:
-                    self._evolve(target)
-                    return
-                self._evolve(self._t_end)
-                self._finish()
-                return
-            if self._usleep == POLL_SLOW_TICKS:
-                self._skip_slow_polls(target)
-                if self._outcome != RUNNING:
-                    return
-            ke = min(self._next_check, self._next_timer, self._poll_next)
-            te = ke / TICKS_PER_S
-            if te > target:
-                self._evolve(target)
-                return
-            self._evolve(te)
-            self._k = ke
-            if ke == self._next_check and self._iteration_check(ke):
-                continue  # switched over: the downtime phase follows
-            if ke == self._next_timer:
-                self._timer_tick(ke)
-            polled = ke == self._poll_next
-            if polled:
-                self._poll(ke)
-                if self._outcome != RUNNING:
-                    return
-            self._next_check = self._compute_next_check()
-            if polled:
-                self._skip_idle_polls(ke)
+        f, s = self._f, self._s
+        target = float(f[K.F_T]) + dt
+        while K.advance(f, s, self._p, target, self._tl, self._ev) == K.NEED_DRAIN:
+            self._drain()
+        if s[K.S_EV_N] or s[K.S_TL_N]:
+            self._drain()
 
     def run(self, max_duration: float) -> Migration:
         """Advance until completion, abort or ``max_duration`` seconds; returns ``self``."""
-        self.advance(max(0.0, max_duration - self._t))
+        self.advance(max(0.0, max_duration - self.t))
         return self
 
-    # ------------------------------------------------------------------ internals
-    def _evolve(self, t1: float) -> None:
-        """Closed-form evolution from ``self._t`` to ``t1`` with no event in between."""
-        t0 = self._t
-        dt = t1 - t0
-        if dt <= 0.0:
-            return
-        pending = self._bulk + self._dirty
-        # whole-second samples in (t0, t1], taken before the events at that instant
-        s = math.floor(t0) + 1
-        if self._record_timeline and s <= t1:
+    def _drain(self) -> None:
+        """Turn the kernel's events into log lines and diagnostics and its segments into timeline
+        entries, and empty both buffers."""
+        s = self._s
+        if s[K.S_TL_N]:
+            b = float(self._p[K.P_B])
             tl = self.timeline
-            for sec in range(s, math.floor(t1) + 1):
-                sent = min(self._b * (sec - t0), pending)
-                tl.append(
-                    TimelineEntry(
-                        float(sec), self._transferred + sent, pending - sent, self._pct, self._td_ms
+            for t0, t1, transferred, pending, pct, td_ms in self._tl[: s[K.S_TL_N]].tolist():
+                for sec in range(math.floor(t0) + 1, math.floor(t1) + 1):
+                    sent = min(b * (sec - t0), pending)
+                    tl.append(
+                        TimelineEntry(
+                            float(sec), transferred + sent, pending - sent, int(pct), td_ms
+                        )
                     )
+            s[K.S_TL_N] = 0
+        m = float(self._p[K.P_M])
+        for when, code, value in self._ev[: self._s[K.S_EV_N]].tolist():
+            t = when / TICKS_PER_S
+            if code == K.EV_THROTTLE:
+                self._throttle_steps.append((t, int(value)))
+            elif code == K.EV_BOOST:
+                self.log.append((t, BOOST_MESSAGE))
+            elif code == K.EV_CAP:
+                self.log.append((t, f"capping downtime limit to maximum possible: {value:.0f} ms"))
+            elif code == K.EV_DOUBLE:
+                self._doublings.append((t, value))
+                self.log.append(
+                    (t, f"auto-increased downtime to continue migration: {value:.0f} ms")
                 )
-        sent = min(self._b * dt, pending)
-        self._transferred += sent
-        from_bulk = min(sent, self._bulk)  # the bulk rest lies just ahead of the scan cursor
-        self._bulk -= from_bulk
-        self._dirty -= sent - from_bulk
-        if self._dirty < 0.0:
-            self._dirty = 0.0
-        if not self._stopped:
-            frac = self._pct / 100.0
-            self._written += self._raw * (1.0 - frac * self._sens) * dt
-            self._throttle_integral += frac * dt
-        self._t = t1
+            elif code == K.EV_ABORT:
+                self.log.append((t, ABORT_MESSAGE.format(passes=value / m)))
+            elif code == K.EV_FINISH:  # ``when`` is a time (s), not a tick
+                speed = _render_bytes(m / when)
+                downtime_ms = self._f[K.F_DOWNTIME] * 1000
+                self.log.append(
+                    (when, f"average migration speed: {speed}/s - downtime {downtime_ms:.0f} ms")
+                )
+                self.log.append(
+                    (when, f"migration completed, transferred {_render_bytes(value)} VM-state")
+                )
+        self._s[K.S_EV_N] = 0
 
-    def _threshold(self) -> float:
-        """QEMU ``threshold_size`` = bandwidth × downtime limit (bytes)."""
-        return self._b * self._td_ms / 1000.0
 
-    def _compute_next_check(self) -> int:
-        """First tick after ``_k`` whose iteration check finds ``remaining < threshold``.
+_OUTCOMES: Final = {K.RUNNING_CODE: RUNNING, K.COMPLETED_CODE: COMPLETED, K.ABORTED_CODE: ABORTED}
+_NO_TIMELINE: Final = np.empty((0, 6))
 
-        In the classic variant a pass ends only when nothing is pending any more."""
-        pending = self._bulk + self._dirty
-        limit = 0.0 if self.params.classic_passes else self._threshold()
-        if self.params.classic_passes:
-            # the tick at which the last pending byte has been sent (pending reaches 0)
-            return self._k + max(1, math.ceil(pending / self._bh))
-        if pending < limit:
-            return self._k + 1
-        return self._k + int((pending - limit) // self._bh) + 1
 
-    def _log_distinct(self) -> float:
-        """Distinct WWS bytes in the KVM dirty log: W (1 − e^(−R/W)) (C.2 saturation)."""
-        if self._w <= 0.0 or self._written <= 0.0:
-            return 0.0
-        return self._w * -math.expm1(-self._written / self._w)
+def params_array(p: MigrationParams) -> NDArray[np.float64]:
+    """The kernel's parameter vector (:mod:`pvegym.sim.migration_kernel` ``P_*`` slots)."""
+    a = np.zeros(K.N_P)
+    a[K.P_M] = p.memory
+    a[K.P_B] = p.bandwidth
+    a[K.P_W] = p.working_set
+    a[K.P_RAW] = p.dirty_rate
+    a[K.P_SENS] = p.throttle_sensitivity
+    a[K.P_BH] = float(p.bandwidth) / TICKS_PER_S
+    a[K.P_RESIDENT] = p.memory if p.resident is None else p.resident
+    a[K.P_TD0] = p.downtime_limit_ms
+    a[K.P_TD_MAX] = p.downtime_max_ms
+    a[K.P_PATCHED] = p.qemu_server_patched
+    a[K.P_BOOST] = p.boost_factor
+    a[K.P_ABORT] = p.abort_factor
+    a[K.P_AUTO_CONVERGE] = p.auto_converge
+    a[K.P_SYNC_TIMER] = p.sync_timer
+    a[K.P_TRIGGER] = p.throttle_trigger_pct
+    a[K.P_INITIAL] = p.throttle_initial_pct
+    a[K.P_INCREMENT] = p.throttle_increment_pct
+    a[K.P_MAX_PCT] = p.max_throttle_pct
+    a[K.P_BOOST_INC] = p.boost_increment_pct
+    a[K.P_BOOST_MAX] = p.boost_max_throttle_pct
+    a[K.P_DEVICE] = p.device_state_bytes
+    a[K.P_RESUME_MS] = p.resume_latency_ms
+    a[K.P_CLASSIC] = p.classic_passes
+    return a
 
-    def _sync(self, k: int) -> None:
-        """``migration_bitmap_sync``: OR the log into the bitmap, count newly set pages, and close a
-        rate period (≥ 1 s) with the auto-converge trigger."""
-        if self._w > 0.0:
-            pending_w = self._bulk * (self._w / self._m) + self._dirty
-            overlap = min(1.0, pending_w / self._w)
-            newly = self._log_distinct() * (1.0 - overlap)
-        else:
-            newly = 0.0
-        self._dirty += newly
-        self._written = 0.0
-        self._sync_count += 1
-        self._period_dirty += newly
-        if self._sync_count == 2:
-            self._pass1_end = k / TICKS_PER_S
-        if k - self._period_tick > PERIOD_MIN_TICKS:
-            xfer = self._transferred - self._period_xfer
-            self._reported_dirty_rate = self._period_dirty * TICKS_PER_S / (k - self._period_tick)
-            # migration_trigger_throttle: bytes_dirty_period > bytes_xfer_period × threshold / 100
-            if (
-                self.params.auto_converge
-                and self._period_dirty > xfer * self.params.throttle_trigger_pct / 100.0
-            ):
-                self._high_cnt += 1
-                if self._high_cnt >= 2:
-                    self._high_cnt = 0
-                    self._throttle_down(k)
-            self._period_tick = k
-            self._period_xfer = self._transferred
-            self._period_dirty = 0.0
 
-    def _throttle_down(self, k: int) -> None:
-        """``mig_throttle_guest_down`` without tailslow (QEMU default ``cpu-throttle-tailslow`` off)."""
-        if self._pct == 0:
-            new = min(self.params.throttle_initial_pct, 99)  # cpu_throttle_set clamps to 1..99
-        else:
-            new = min(self._pct + self._increment, self._max_pct)
-        new = max(new, 1)
-        if new != self._pct:
-            self._pct = new
-            self._max_seen = max(self._max_seen, new)
-        self._throttle_steps.append((k / TICKS_PER_S, new))
-
-    def _iteration_check(self, k: int) -> bool:
-        """QEMU ``migration_iteration_run`` at tick ``k``: exact sync and maybe switchover.
-
-        Returns True when the migration switched over."""
-        threshold = self._threshold()
-        if self._bulk + self._dirty >= threshold and not self.params.classic_passes:
-            return False
-        self._sync(k)
-        pending = self._bulk + self._dirty
-        if pending == 0.0 or pending < threshold:
-            self._switchover(k, pending)
-            return True
-        return False
-
-    def _switchover(self, k: int, pending: float) -> None:
-        """``migration_completion``: stop the guest and send the tail plus device state."""
-        self._stopped = True
-        self._switched = True
-        self._switch_tick = k
-        self._downtime_s = (pending + self.params.device_state_bytes) / self._b
-        self._t_end = k / TICKS_PER_S + self._downtime_s
-        # the throttle ends with the iteration phase (cpu_throttle_stop); the guest is paused
-        self._pct = 0
-        # qemu-server sees 'completed' at its first poll at or after the end (its poll grid)
-        # (skipped 100 ms polls still lie on the grid poll_next + j × usleep)
-        end_tick = self._t_end * TICKS_PER_S
-        first = self._poll_next - ((self._poll_next - k) // self._usleep) * self._usleep
-        seen = first + math.ceil(max(0.0, end_tick - first) / self._usleep) * self._usleep
-        self._guest_pause_s = (seen - k) / TICKS_PER_S + self.params.resume_latency_ms / 1000.0
-
-    def _finish(self) -> None:
-        self._outcome = COMPLETED
-        self._stopped = False
-        self._bulk = 0.0
-        self._dirty = 0.0
-        total = self._transferred
-        self.log.append(
-            (
-                self._t,
-                f"average migration speed: {_render_bytes(self._m / self._t)}/s - downtime "
-                f"{self._downtime_s * 1000:.0f} ms",
-            )
-        )
-        self.log.append(
-            (self._t, f"migration completed, transferred {_render_bytes(total)} VM-state")
-        )
-
-    def _timer_tick(self, k: int) -> None:
-        """``cpu_throttle_dirty_sync_timer_tick``: sync unless a sync happened since the last tick;
-        skipped during pass 1 (``dirty_sync_count <= 1``)."""
-        if self._sync_count > 1 and self._sync_count == self._timer_prev:
-            self._sync(k)
-        self._timer_prev = self._sync_count
-        self._next_timer = k + SYNC_TIMER_TICKS
-
-    def _poll(self, k: int) -> None:
-        """One iteration of qemu-server's phase2 loop (``query-migrate``) at tick ``k``."""
-        self._poll_i += 1
-        avglstat = self._last_mem / self._poll_i if self._last_mem else 0.0
-        mem = self._transferred
-        if mem != self._last_mem:
-            rem = self._bulk + self._dirty
-            if avglstat and rem < avglstat:
-                self._usleep = POLL_FAST_TICKS
-            p = self.params
-            if p.qemu_server_patched:
-                # QEMU's ram.transferred is a whole number of bytes: compare it as one, so float
-                # rounding of the closed-form sends cannot cross a threshold it only touches
-                mem_b = float(round(mem))
-                if mem_b > p.abort_factor * self._m:
-                    self._abort(k, mem)
-                    return
-                if not self._boosted and mem_b > p.boost_factor * self._m:
-                    self._boosted = True
-                    self.log.append((k / TICKS_PER_S, BOOST_MESSAGE))
-                    self._increment = p.boost_increment_pct
-                    self._max_pct = p.boost_max_throttle_pct
-            if (self._lastrem and rem > self._lastrem) or rem == 0.0:
-                self._downcnt += 1
-            self._lastrem = rem
-            if self._downcnt >= DOWNTIME_EVENTS_PER_DOUBLING:
-                self._downcnt = 0
-                t = k / TICKS_PER_S
-                new = self._td_ms * 2.0
-                if new > p.downtime_max_ms:
-                    new = float(p.downtime_max_ms)
-                    self.log.append(
-                        (t, f"capping downtime limit to maximum possible: {new:.0f} ms")
-                    )
-                self._td_ms = new
-                self._doublings.append((t, new))
-                self.log.append((t, f"auto-increased downtime to continue migration: {new:.0f} ms"))
-        self._last_mem = mem
-        self._poll_next = k + self._usleep
-
-    def _skip_slow_polls(self, target: float) -> None:
-        """Run 1 s polls that fall before the next QEMU event (and by ``target``) as bookkeeping.
-
-        Between QEMU events nothing is synced, so ``remaining`` only falls and ``transferred``
-        grows linearly (:meth:`_evolve`): once a poll has seen the last sync, the next ones cannot
-        count a downtime event, and their state is known in closed form. It updates ``$i``, ``$lastrem``, ``$last_mem_transferred`` and
-        may switch to 100 ms polling (then :meth:`_skip_idle_polls` takes over). A poll that would
-        cross a patch threshold, or find nothing pending, is left to :meth:`_poll`."""
-        limit = min(self._next_check, self._next_timer)
-        last_tick = math.floor(target * TICKS_PER_S + 1e-9)
-        pending = self._bulk + self._dirty
-        t, tr, b = self._t, self._transferred, self._b
-        p = self.params
-        thr = math.inf
-        if p.qemu_server_patched:
-            thr = p.abort_factor * self._m if self._boosted else p.boost_factor * self._m
-        while self._usleep == POLL_SLOW_TICKS:
-            k = self._poll_next
-            if k >= limit or k > last_tick:
-                return
-            sent = b * (k / TICKS_PER_S - t)
-            if sent >= pending:
-                return  # remaining reaches 0: a downtime event, for _poll
-            mem = tr + sent
-            rem = pending - sent
-            if round(mem) > thr or (self._lastrem and rem > self._lastrem):
-                return  # a patch threshold or a sync since the last poll: _poll counts it
-            self._poll_i += 1
-            avglstat = self._last_mem / self._poll_i if self._last_mem else 0.0
-            if mem != self._last_mem:
-                if avglstat and rem < avglstat:
-                    self._usleep = POLL_FAST_TICKS
-                self._lastrem = rem
-            self._last_mem = mem
-            self._poll_next = k + self._usleep
-
-    def _abort(self, k: int, mem: float) -> None:
-        self._outcome = ABORTED
-        self._error = ABORT_MESSAGE.format(passes=mem / self._m)
-        self._pct = 0
-        self.log.append((k / TICKS_PER_S, self._error))
-
-    def _skip_idle_polls(self, k: int) -> None:
-        """Jump over 100 ms polls whose effect is known: between QEMU events ``remaining`` only
-        falls (no counter event), stays > 0 and ``transferred`` changes, so such a poll only
-        updates ``$i``, ``$lastrem`` and ``$last_mem_transferred`` — which the last of them
-        overwrites. The last poll before the next QEMU event (or a patch threshold) still runs."""
-        if self._usleep != POLL_FAST_TICKS:
-            return
-        limit = min(self._next_check, self._next_timer)
-        p = self.params
-        if p.qemu_server_patched:
-            thr = p.abort_factor * self._m if self._boosted else p.boost_factor * self._m
-            # first tick at which transferred exceeds thr (linear while pending > 0 before limit)
-            need = thr - self._transferred
-            cross = k + (int(need // self._bh) + 1 if need >= 0 else 0)
-            limit = min(limit, cross)
-        nxt = self._poll_next
-        if limit <= nxt:
-            return
-        last = nxt + ((limit - 1 - nxt) // POLL_FAST_TICKS) * POLL_FAST_TICKS
-        if last > nxt:
-            self._poll_i += (last - nxt) // POLL_FAST_TICKS
-            self._poll_next = last
+def guest_params(
+    template: NDArray[np.float64],
+    memory: float,
+    resident: float,
+    dirty_rate: float,
+    wws: float,
+    sensitivity: float,
+) -> NDArray[np.float64]:
+    """``template`` (from :func:`params_array`, validated shared settings) with one guest's
+    values, for callers whose guest values are validated already (a scenario's guests): building
+    and validating a :class:`MigrationParams` per motion costs more than the motion's rounds."""
+    a = template.copy()
+    a[K.P_M] = memory
+    a[K.P_RESIDENT] = resident
+    a[K.P_RAW] = dirty_rate
+    a[K.P_W] = wws
+    a[K.P_SENS] = sensitivity
+    return a
 
 
 def _render_bytes(value: float) -> str:

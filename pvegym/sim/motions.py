@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pvegym.sim.migration import Migration, MigrationParams
+import numpy as np
+from numpy.typing import NDArray
+
+from pvegym.sim.migration import PAGE_SIZE, Migration, MigrationParams, params_array
+from pvegym.sim.scenario import MigrationSettings
 
 MIGRATE = "migrate"
 RELOCATE = "relocate"
@@ -47,27 +51,19 @@ class Job:
     delivered: bool = False
 
 
-def migration_params(
-    memory: float,
-    resident: float,
-    dirty_rate: float,
-    wws: float | None,
-    sensitivity: float,
-    settings: object,
-) -> MigrationParams:
-    """The migration of a guest of ``memory`` bytes, ``resident`` of them in use (its memhost),
-    under the scenario's migration settings."""
+def migration_template(settings: MigrationSettings) -> NDArray[np.float64]:
+    """The scenario's migration settings as a kernel parameter vector (validated once, through
+    :class:`MigrationParams`); :func:`pvegym.sim.migration.guest_params` adds a guest's values."""
     s = settings
-    return MigrationParams(
-        memory=memory,
-        resident=min(max(resident, 1.0), memory),
-        bandwidth=s.bandwidth,  # type: ignore[attr-defined]
-        dirty_rate=dirty_rate,
-        wws=wws if wws is not None else memory,
-        throttle_sensitivity=sensitivity,
-        downtime_limit_ms=s.downtime_limit_ms,  # type: ignore[attr-defined]
-        qemu_server_patched=s.qemu_server == "patched",  # type: ignore[attr-defined]
-        boost_factor=s.boost_factor,  # type: ignore[attr-defined]
-        abort_factor=s.abort_factor,  # type: ignore[attr-defined]
-        sync_timer=s.sync_timer,  # type: ignore[attr-defined]
+    return params_array(
+        MigrationParams(
+            memory=float(PAGE_SIZE),  # placeholder: every guest sets its own
+            bandwidth=s.bandwidth,
+            dirty_rate=0.0,
+            downtime_limit_ms=s.downtime_limit_ms,
+            qemu_server_patched=s.qemu_server == "patched",
+            boost_factor=s.boost_factor,
+            abort_factor=s.abort_factor,
+            sync_timer=s.sync_timer,
+        )
     )

@@ -134,6 +134,15 @@ class MigrationSettings:
     ct_shutdown_s: float = field(10.0, ge=0.0, unit="duration")
     ct_start_s: float = field(5.0, ge=0.0, unit="duration")
 
+    def validate(self, path: str) -> None:
+        pre = f"{path}." if path else ""
+        if self.qemu_server == "patched" and self.abort_factor <= self.boost_factor:
+            raise ConfigError(
+                f"{pre}abort_factor",
+                f"must be larger than boost_factor ({self.boost_factor:g}) with the patched "
+                "qemu-server",
+            )
+
 
 @dataclass(frozen=True)
 class TelemetrySettings:

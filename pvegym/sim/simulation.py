@@ -31,8 +31,8 @@ import numpy as np
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.metrics import Metrics, MoveRecord
-from pvegym.sim.migration import Migration
-from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_params
+from pvegym.sim.migration import Migration, guest_params
+from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_template
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.view import (
     STARTED,
@@ -56,6 +56,7 @@ class Simulation:
         self.scenario = scenario
         self.round_s = scenario.round_s
         self.seed = seed
+        self._migration_template = migration_template(scenario.migration)
         self.rules = Rules(
             node_affinity=tuple(
                 NodeAffinityRule(
@@ -233,14 +234,15 @@ class Simulation:
                     self._finish(job, t, ok=False, reason="not enough memory on target")
                     continue
                 spec = self.guests[g]
+                memory = spec.maxmem
                 job.migration = Migration(
-                    migration_params(
-                        spec.maxmem,
-                        float(cl.memhost[g]),
+                    guest_params(
+                        self._migration_template,
+                        memory,
+                        min(max(float(cl.memhost[g]), 1.0), memory),
                         spec.dirty_rate,
-                        spec.wws,
+                        spec.wws if spec.wws is not None else memory,
                         spec.throttle_sensitivity,
-                        ms,
                     ),
                     record_timeline=False,
                 )

@@ -333,3 +333,21 @@ def test_throttle_integral_and_rate() -> None:
     assert running.effective_dirty_rate == pytest.approx(
         680 * MiB * (1 - running.throttle_pct / 100 * 0.5)
     )
+
+
+def test_more_events_than_the_kernel_buffer_are_all_kept() -> None:
+    """The compiled loop hands events and timeline segments over in fixed buffers: a long
+    migration with hundreds of them loses none (throttle steps every 2nd 5 s period, capped
+    doublings, one timeline entry per second)."""
+    from pvegym.sim.migration_kernel import EV_CAP_ROWS
+
+    m = Migration(MigrationParams(**SEED, throttle_sensitivity=0.0, downtime_max_ms=200.0))
+    m.run(3600.0)
+    assert m.outcome == RUNNING  # insensitive to the throttle, capped at 200 ms: never converges
+    steps = [t for t, _ in m.throttle_steps]
+    assert len(steps) > 2 * EV_CAP_ROWS
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    assert m.throttle_pct == 99
+    assert [e.t for e in m.timeline] == [float(s) for s in range(3601)]
+    caps = [msg for _, msg in m.log if msg.startswith("capping downtime limit")]
+    assert len(caps) == len(m.doublings) - 1  # 100 → 200 ms, then every doubling is capped
