@@ -216,17 +216,7 @@ class Migration:
     :attr:`doublings`, :attr:`switchover_s`, :attr:`sync_count`, :attr:`reported_dirty_rate`).
     """
 
-    __slots__ = (
-        "_doublings",
-        "_ev",
-        "_f",
-        "_p",
-        "_s",
-        "_throttle_steps",
-        "_tl",
-        "log",
-        "timeline",
-    )
+    __slots__ = ("_ev", "_events", "_f", "_p", "_s", "_segments", "_tl")
 
     def __init__(
         self, params: MigrationParams | NDArray[np.float64], record_timeline: bool = True
@@ -240,16 +230,10 @@ class Migration:
         self._f, self._s = K.init_state(p, record_timeline)
         self._ev = np.empty((K.EV_CAP_ROWS, 3))
         self._tl = np.empty((K.EV_CAP_ROWS, 6)) if record_timeline else _NO_TIMELINE
-        self._throttle_steps: list[tuple[float, int]] = []
-        self._doublings: list[tuple[float, float]] = []
-        self.log: list[tuple[float, str]] = []
-        self.timeline: list[TimelineEntry] = [
-            TimelineEntry(0.0, 0.0, float(p[K.P_M]), 0, float(self._f[K.F_TD_MS]))
-        ]
-        if p[K.P_TD0] > p[K.P_TD_MAX]:
-            self.log.append(
-                (0.0, f"capping downtime limit to maximum possible: {p[K.P_TD_MAX]:.0f} ms")
-            )
+        # raw kernel output, turned into log lines and entries only when asked for (the cluster
+        # never reads them)
+        self._events: list[list[float]] = []
+        self._segments: list[list[float]] = []
 
     # ------------------------------------------------------------------ read-only state
     @property
@@ -337,12 +321,59 @@ class Migration:
     @property
     def throttle_steps(self) -> list[tuple[float, int]]:
         """(t, new throttle %) for every auto-converge step."""
-        return list(self._throttle_steps)
+        return [(k / TICKS_PER_S, int(v)) for k, c, v in self._events if c == K.EV_THROTTLE]
 
     @property
     def doublings(self) -> list[tuple[float, float]]:
         """(t, new downtime limit ms) for every qemu-server escalation."""
-        return list(self._doublings)
+        return [(k / TICKS_PER_S, v) for k, c, v in self._events if c == K.EV_DOUBLE]
+
+    @property
+    def log(self) -> list[tuple[float, str]]:
+        """qemu-server's task log lines of the migration, (t, text)."""
+        p = self._p
+        m = float(p[K.P_M])
+        out: list[tuple[float, str]] = []
+        if p[K.P_TD0] > p[K.P_TD_MAX]:
+            out.append((0.0, f"capping downtime limit to maximum possible: {p[K.P_TD_MAX]:.0f} ms"))
+        for when, code, value in self._events:
+            t = when / TICKS_PER_S
+            if code == K.EV_BOOST:
+                out.append((t, BOOST_MESSAGE))
+            elif code == K.EV_CAP:
+                out.append((t, f"capping downtime limit to maximum possible: {value:.0f} ms"))
+            elif code == K.EV_DOUBLE:
+                out.append((t, f"auto-increased downtime to continue migration: {value:.0f} ms"))
+            elif code == K.EV_ABORT:
+                out.append((t, ABORT_MESSAGE.format(passes=value / m)))
+            elif code == K.EV_FINISH:  # ``when`` is a time (s), not a tick
+                speed = _render_bytes(m / when)
+                downtime_ms = self._f[K.F_DOWNTIME] * 1000
+                out.append(
+                    (when, f"average migration speed: {speed}/s - downtime {downtime_ms:.0f} ms")
+                )
+                out.append(
+                    (when, f"migration completed, transferred {_render_bytes(value)} VM-state")
+                )
+        return out
+
+    @property
+    def timeline(self) -> list[TimelineEntry]:
+        """State at every whole second (before the events of that instant), from t = 0; only the
+        start unless constructed with ``record_timeline=True``."""
+        b = float(self._p[K.P_B])
+        out = [TimelineEntry(0.0, 0.0, float(self._p[K.P_M]), 0, float(self._p_td0()))]
+        for t0, t1, transferred, pending, pct, td_ms in self._segments:
+            for sec in range(math.floor(t0) + 1, math.floor(t1) + 1):
+                sent = min(b * (sec - t0), pending)
+                out.append(
+                    TimelineEntry(float(sec), transferred + sent, pending - sent, int(pct), td_ms)
+                )
+        return out
+
+    def _p_td0(self) -> float:
+        """The downtime limit at the start (ms): the configured one, capped at the maximum."""
+        return min(float(self._p[K.P_TD0]), float(self._p[K.P_TD_MAX]))
 
     @property
     def sync_count(self) -> int:
@@ -378,47 +409,14 @@ class Migration:
         return self
 
     def _drain(self) -> None:
-        """Turn the kernel's events into log lines and diagnostics and its segments into timeline
-        entries, and empty both buffers."""
+        """Keep the kernel's events and timeline segments, and empty its buffers."""
         s = self._s
         if s[K.S_TL_N]:
-            b = float(self._p[K.P_B])
-            tl = self.timeline
-            for t0, t1, transferred, pending, pct, td_ms in self._tl[: s[K.S_TL_N]].tolist():
-                for sec in range(math.floor(t0) + 1, math.floor(t1) + 1):
-                    sent = min(b * (sec - t0), pending)
-                    tl.append(
-                        TimelineEntry(
-                            float(sec), transferred + sent, pending - sent, int(pct), td_ms
-                        )
-                    )
+            self._segments.extend(self._tl[: s[K.S_TL_N]].tolist())
             s[K.S_TL_N] = 0
-        m = float(self._p[K.P_M])
-        for when, code, value in self._ev[: self._s[K.S_EV_N]].tolist():
-            t = when / TICKS_PER_S
-            if code == K.EV_THROTTLE:
-                self._throttle_steps.append((t, int(value)))
-            elif code == K.EV_BOOST:
-                self.log.append((t, BOOST_MESSAGE))
-            elif code == K.EV_CAP:
-                self.log.append((t, f"capping downtime limit to maximum possible: {value:.0f} ms"))
-            elif code == K.EV_DOUBLE:
-                self._doublings.append((t, value))
-                self.log.append(
-                    (t, f"auto-increased downtime to continue migration: {value:.0f} ms")
-                )
-            elif code == K.EV_ABORT:
-                self.log.append((t, ABORT_MESSAGE.format(passes=value / m)))
-            elif code == K.EV_FINISH:  # ``when`` is a time (s), not a tick
-                speed = _render_bytes(m / when)
-                downtime_ms = self._f[K.F_DOWNTIME] * 1000
-                self.log.append(
-                    (when, f"average migration speed: {speed}/s - downtime {downtime_ms:.0f} ms")
-                )
-                self.log.append(
-                    (when, f"migration completed, transferred {_render_bytes(value)} VM-state")
-                )
-        self._s[K.S_EV_N] = 0
+        if s[K.S_EV_N]:
+            self._events.extend(self._ev[: s[K.S_EV_N]].tolist())
+            s[K.S_EV_N] = 0
 
 
 _OUTCOMES: Final = {K.RUNNING_CODE: RUNNING, K.COMPLETED_CODE: COMPLETED, K.ABORTED_CODE: ABORTED}
