@@ -69,7 +69,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from policies.patched import PatchedPolicy
-from policies.upstream import CURRENT_STATES, CandidateError, Candidates
+from policies.upstream import CURRENT_STATES, CandidateError, Candidates, in_states
 from pvegym.errors import ConfigError
 from pvegym.sim.migration import COMPLETED, Migration, MigrationParams
 from pvegym.sim.view import STARTED, ClusterView, Motion
@@ -335,7 +335,7 @@ class GuestCentricPolicy:
         nmf = np.asarray(view.node_mem_full, dtype=np.float64)
         node = np.asarray(view.guest_node, dtype=np.int64)
         state = np.asarray(view.guest_state, dtype=object)
-        here = np.isin(state, list(CURRENT_STATES)) & (node >= 0)
+        here = in_states(view.guest_state, CURRENT_STATES) & (node >= 0)
         nd = np.where(here, node, 0)
 
         def guest_psi(arr: Any, node_arr: FloatArray | None) -> FloatArray:

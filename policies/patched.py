@@ -49,6 +49,7 @@ from policies.upstream import (
     FloatArray,
     NodeStatsArrays,
     UpstreamPolicy,
+    in_states,
 )
 from pvegym.errors import ConfigError
 from pvegym.sim.view import ClusterView, Motion
@@ -292,9 +293,8 @@ class PatchedPolicy(UpstreamPolicy):
             return stats
         n = len(view.node_names)
         gcpu, gmem = self.guest_stats(view)
-        state = np.asarray(view.guest_state, dtype=object)
         node = np.asarray(view.guest_node, dtype=np.int64)
-        here = np.isin(state, list(CURRENT_STATES)) & (node >= 0)
+        here = in_states(view.guest_state, CURRENT_STATES) & (node >= 0)
         sum_cpu = np.bincount(node[here], weights=gcpu[here], minlength=n)[:n]
         sum_mem = np.bincount(node[here], weights=gmem[here], minlength=n)[:n]
         res_cpu = stats.cpu - sum_cpu
