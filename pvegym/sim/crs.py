@@ -183,9 +183,25 @@ def imbalances(loads: ArrayLike, normalized: bool = True) -> FloatArray:
 
 
 def imbalance(loads: ArrayLike, normalized: bool = True) -> float:
-    """Imbalance of one vector of node loads (see :func:`imbalances`)."""
-    arr = np.asarray(loads, dtype=np.float64).reshape(-1)
-    return float(imbalances(arr[None, :], normalized)[0])
+    """Imbalance of one vector of node loads (see :func:`imbalances`): the same folds on Python
+    floats (IEEE doubles, the same operations in the same order, so the same bits), without a
+    NumPy call per node — the balancer evaluates it every round."""
+    vals = np.asarray(loads, dtype=np.float64).reshape(-1).tolist()
+    n = len(vals)
+    if n < 2:
+        return 0.0
+    total = 0.0
+    for v in vals:
+        total += v
+    mean = total / n
+    sq = 0.0
+    for v in vals:
+        d = v - mean
+        sq += d * d
+    if total == 0.0:
+        return 0.0
+    cv = math.sqrt(sq / n) / mean
+    return cv / math.sqrt(n - 1) if normalized else cv
 
 
 def node_imbalance(nodes: Sequence[NodeStats], normalized: bool = True) -> float:

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pvegym.sim import crs
 from pvegym.sim.crs import (
@@ -198,3 +200,21 @@ def test_node_stats_helpers():
     assert node.cpu == 0.0 and node.mem == 0.0
     node.add_running_resource(ResourceStats(4.0, 4, 2 * GIB, 0))
     assert node.load() == (4.0 / 8 + 0.5) / 2
+
+
+@given(
+    st.lists(
+        st.floats(min_value=0.0, max_value=1e3) | st.just(math.nan),
+        min_size=0,
+        max_size=70,
+    ),
+    st.booleans(),
+)
+def test_scalar_imbalance_is_bit_identical_to_the_vectorised_one(
+    loads: list[float], normalized: bool
+) -> None:
+    """``imbalance`` (one vector, Python floats) and ``imbalances`` (candidate rows, NumPy) must
+    give the same bits: the balancer compares the current imbalance with the candidates'."""
+    one = crs.imbalance(loads, normalized)
+    rows = crs.imbalances(np.asarray(loads, dtype=np.float64).reshape(1, -1), normalized)[0]
+    assert one == rows or (math.isnan(one) and math.isnan(rows))
