@@ -87,7 +87,8 @@ def cluster_step_us(
     env.reset(seed=seed)
     for _ in range(warmup):  # JIT compilation and caches outside the timing
         env.step(0)
-    picks = rng.random(steps).tolist()  # uniform in [0, 1): index int(u · n) is uniform over n actions
+    # uniform in [0, 1): index int(u · n) is uniform over n valid actions
+    picks = rng.random(steps).tolist()
     loop = inner = 0.0
     for k in range(steps):
         t0 = time.perf_counter()
