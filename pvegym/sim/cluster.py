@@ -9,7 +9,8 @@ Per round of ``dt`` seconds (constant within the round):
    starts at t), give each guest's CPU demand (cores, clipped to its vCPUs) and host memory footprint
    ``memhost`` (bytes; above ``maxmem`` it is guest memory pressure, never memory), and each node's
    base load (host, non-HA guests, ARC).
-2. A guest that is throttled by auto-converge or paused/down runs only that fraction of the round.
+2. A guest that is throttled by auto-converge or paused/down runs only that fraction of the round
+   (``run_fraction``, clipped at 0 in place: the motion pipeline may take more than a round).
 3. CPU supply: a node gives at most its cores; when demand exceeds them every runnable thread gets
    the same share (CFS fairness approximated as proportional scaling). ``received ≤ min(demand,
    cores)`` holds per guest and per node.

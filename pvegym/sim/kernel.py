@@ -109,7 +109,7 @@ def cluster_round(
     signals: np.ndarray,  # [guest cpu (g) | guest memhost wanted (g) | node base cpu (n) | base mem (n)]
     node: np.ndarray,
     running: np.ndarray,
-    run_fraction: np.ndarray,
+    run_fraction: np.ndarray,  # in/out: clipped at 0 in place (the pipeline may take more)
     guest_maxcpu: np.ndarray,
     guest_maxmem: np.ndarray,
     node_maxcpu: np.ndarray,
@@ -152,7 +152,11 @@ def cluster_round(
             m = 0.0
         demand[g] = d
         memhost[g] = m
-        node_demand[node[g]] += d * run_fraction[g]
+        rf = run_fraction[g]
+        if rf <= 0.0:  # as np.maximum(rf, 0.0): -0.0 → 0.0, NaN stays
+            rf = 0.0
+            run_fraction[g] = rf
+        node_demand[node[g]] += d * rf
         node_mem[node[g]] += m
     stall_cpu = 0.0
     stall_mem = 0.0
