@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from pvegym.env.encoding import encode, fill_mask
 from pvegym.errors import ConfigError
 from pvegym.sim import families
+from pvegym.sim.kernel import entry_point
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import TELEMETRY_FIELDS, Scenario
 from pvegym.sim.simulation import Simulation
@@ -279,7 +280,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         """Valid actions now (a fresh bool array): exactly the motions ``motion_possible`` accepts."""
         if self.sim.motion_active():
             return self._noop_mask.copy()
-        fill_mask(*self._mask_args)  # the real guest × node cells; action 0 and padding are fixed
+        self._fill_mask(
+            *self._mask_args
+        )  # the real guest × node cells; action 0 and padding are fixed
         return self._mask.copy()
 
     # ------------------------------------------------------------------ gymnasium API
@@ -439,6 +442,8 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             self._grid[:g, :n], self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
             cl.node_online, sim.node_allowed, sim.neg_ptr, sim.neg_idx,
         )  # fmt: skip
+        self._encode_kernel = entry_point(encode, *self._enc_args, 0.0, False, False, False)
+        self._fill_mask = entry_point(fill_mask, *self._mask_args)
         # fill_mask writes only the real cells: action 0 and the padding are set once here
         self._mask[:] = False
         self._mask[0] = True
@@ -451,7 +456,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         """Whether any motion is valid now (writes the mask buffer's guest × node grid)."""
         if self.sim.motion_active():
             return False
-        return bool(fill_mask(*self._mask_args))
+        return bool(self._fill_mask(*self._mask_args))
 
     def _cost(self) -> NDArray[np.float64]:
         """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode
@@ -471,7 +476,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         """Fill the preallocated observation from this round's telemetry; return a copy."""
         sim = self.sim
         ok, failed = sim.result_flags()
-        encode(*self._enc_args, sim.t / self._episode_len_s, sim.motion_active(), ok, failed)
+        self._encode_kernel(
+            *self._enc_args, sim.t / self._episode_len_s, sim.motion_active(), ok, failed
+        )
         return self._obs.copy()
 
     # ------------------------------------------------------------------ rendering

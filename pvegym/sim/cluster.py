@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from pvegym.sim.kernel import cluster_round
+from pvegym.sim.kernel import cluster_round, entry_point
 from pvegym.sim.psi import GRID_STEPS, PERIOD_S, PSI_DECAY, CpuPressureModel
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.workload import WorkloadBank
@@ -95,6 +95,7 @@ class ClusterState:
             self.demand, self.received, self.memhost, self.node_demand, self.node_cpu, self.node_mem,
             self.node_inst, self.guest_inst, self.node_avg, self.guest_avg, self.totals,
         )  # fmt: skip
+        self._round = entry_point(cluster_round, *self._round_args)
 
     # instantaneous per-round pressure (fractions 0–1)
     @property
@@ -140,7 +141,7 @@ class ClusterState:
             self._decay_dt = dt
             self._decay[:] = PSI_DECAY ** round(dt / PERIOD_S)
         self.bank.sample(t - dt, dt)  # into bank.out, the kernel's first argument
-        cluster_round(*self._round_args)
+        self._round(*self._round_args)
 
     # avg10 views (percent) -------------------------------------------------------------------
     def node_avg10(self) -> tuple[F64, F64, F64]:

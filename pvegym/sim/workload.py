@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from pvegym.config import field, load
 from pvegym.errors import ConfigError
-from pvegym.sim.kernel import sample_signals
+from pvegym.sim.kernel import entry_point, sample_signals
 
 Kind = Literal["constant", "ou", "diurnal", "bursts", "steps", "trace"]
 
@@ -343,6 +343,9 @@ class WorkloadBank:
             self._tr_idx, self._tr_lo, self._tr_n, self._tr_vals, self._tr_step, self._tr_offset,
             self._tr_scale, self._tr_loop,
         )  # fmt: skip
+        self._sample = entry_point(
+            sample_signals, 0.0, *self._args_before_dt, 0.0, *self._args_after_dt
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -366,5 +369,5 @@ class WorkloadBank:
         # the same draws, in the same order, as ``standard_normal(n)`` then ``random(m)``
         self._rng.standard_normal(out=self._normals)
         self._rng.random(out=self._uniforms)
-        sample_signals(t, *self._args_before_dt, dt, *self._args_after_dt)
+        self._sample(t, *self._args_before_dt, dt, *self._args_after_dt)
         return self.out
