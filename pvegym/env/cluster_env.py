@@ -352,7 +352,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         truncated = self._decisions >= self._rounds
         cost = self._cost()
         reward = -float(self._w @ (cost - self._last_cost))
-        self._last_cost[:] = cost
+        self._cost_buf, self._last_cost = self._last_cost, cost  # swapped, not copied
         info: dict[str, Any] = {"invalid_action": invalid, "rounds": rounds, "t": sim.t}
         if truncated:
             result = sim.result()
@@ -460,7 +460,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     def _cost(self) -> NDArray[np.float64]:
         """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode
-        start, written into a reused buffer (the caller keeps a copy of the previous one)."""
+        start, written into a reused buffer (the caller swaps it with the previous step's)."""
         sim = self.sim
         m = sim.metrics
         c = self._cost_buf

@@ -378,7 +378,9 @@ class Simulation:
             self.svc_state[g] = kind
             self.svc_started[g] = False
             self.svc_target[g] = target
-            offset = float(self._lrm_rng.uniform(0.0, self.scenario.migration.lrm_delay_max_s))
+            # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
+            # from the same draw, at a quarter of uniform()'s argument handling
+            offset = 0.0 + self.scenario.migration.lrm_delay_max_s * self._lrm_rng.random()
             job = Job(g, cl.sids[g], int(self.svc_node[g]), target, kind, self.t, self.t + offset)
             job.move_id = self._pending_move.pop(g, None)
             self.jobs.append(job)
