@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from pvegym.env.encoding import encode, fill_mask
 from pvegym.errors import ConfigError
 from pvegym.sim import families
+from pvegym.sim.kernel import entry_point
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import TELEMETRY_FIELDS, Scenario
 from pvegym.sim.simulation import Simulation
@@ -277,12 +278,12 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     def action_masks(self) -> NDArray[np.bool_]:
         """Valid actions now (a fresh bool array): exactly the motions ``motion_possible`` accepts."""
-        mask = self._mask
-        mask[:] = False
-        mask[0] = True
-        if not self.sim.motion_active():
-            self._fill_grid()
-        return mask.copy()
+        if self.sim.motion_active():
+            return self._noop_mask.copy()
+        self._fill_mask(
+            *self._mask_args
+        )  # the real guest × node cells; action 0 and padding are fixed
+        return self._mask.copy()
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(
@@ -321,25 +322,23 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             raise ValueError(f"action {a} outside Discrete({self.n_actions})")
         if self._decisions >= self._rounds:
             raise RuntimeError("episode is over: call reset()")
-        motion = None
-        invalid = 0
+        moved = False
         if a:
             g, n = divmod(a - 1, self.max_nodes)
-            if (
-                g < self._n_guests
-                and n < self._n_nodes
-                and sim.motion_possible(int(self._ha_idx[g]), n)
-            ):
-                motion = Motion(self._sids[g], self._node_names[n])
+            if g < self._n_guests and n < self._n_nodes:
+                moved = sim.commit_index(self._ha_list[g], n)  # False: not possible now
             else:
-                invalid = 1
-        sim.commit(motion)
+                sim.commit(None)
+            invalid = 0 if moved else 1
+        else:
+            sim.commit(None)
+            invalid = 0
         self._decisions += 1
         self._invalid_total += invalid
         rounds = 0
         record = self.render_mode == "rgb_array"
         if record:
-            self._record(motion is not None)
+            self._record(moved)
         while self._decisions < self._rounds:
             sim.advance()
             sim.receive()
@@ -353,7 +352,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         truncated = self._decisions >= self._rounds
         cost = self._cost()
         reward = -float(self._w @ (cost - self._last_cost))
-        self._last_cost[:] = cost
+        self._cost_buf, self._last_cost = self._last_cost, cost  # swapped, not copied
         info: dict[str, Any] = {"invalid_action": invalid, "rounds": rounds, "t": sim.t}
         if truncated:
             result = sim.result()
@@ -400,6 +399,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             )
         self._n_nodes, self._n_guests = n, g
         self._ha_idx = sim.ha_idx
+        self._ha_list: list[int] = sim.ha_idx.tolist()
         self._sids = view.sids
         self._node_names = view.node_names
         self._sid_index = {s: i for i, s in enumerate(view.sids)}
@@ -427,29 +427,40 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._inv_node_mem = 1.0 / view.node_maxmem
         self._inv_guest_cpu = 1.0 / view.guest_maxcpu
         self._inv_guest_mem = 1.0 / view.guest_maxmem
+        # the kernels' arguments bound for the episode: the simulation updates these arrays in
+        # place, and binding saves a step dozens of attribute lookups and slices
+        self._enc_args = (
+            self._glob, self._nodef[:, :n], self._guestf[:, :g], self._disabled,
+            cl.node_online, cl.node_cpu, cl.node_mem, cl.node_avg[0],
+            self._inv_node_cpu, self._inv_node_mem,
+            self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
+            cl.running, cl.run_fraction, cl.received, cl.memhost, cl.mem_ratio, cl.guest_avg[0],
+            self._inv_guest_cpu, self._inv_guest_mem,
+            self.max_nodes, self.max_guests,
+        )  # fmt: skip
+        self._mask_args = (
+            self._grid[:g, :n], self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
+            cl.node_online, sim.node_allowed, sim.neg_ptr, sim.neg_idx,
+        )  # fmt: skip
+        self._encode_kernel = entry_point(encode, *self._enc_args, 0.0, False, False, False)
+        self._fill_mask = entry_point(fill_mask, *self._mask_args)
+        # fill_mask writes only the real cells: action 0 and the padding are set once here
+        self._mask[:] = False
+        self._mask[0] = True
+        self._noop_mask = self._mask.copy()
         # baseline zero: the first step's reward also carries the first round (simulated by
         # reset, before any decision), so the episode's rewards sum to minus its final cost
         self._last_cost = np.zeros(len(_COST_KEYS))
 
-    def _fill_grid(self) -> bool:
-        """Write the guest × node validity grid (pipeline known idle) into the mask buffer;
-        returns whether any motion is valid."""
-        sim = self.sim
-        n, g = self._n_nodes, self._n_guests
-        valid = fill_mask(
-            self._grid[:g, :n], self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
-            sim.cluster.node_online, sim.node_allowed, sim.neg_ptr, sim.neg_idx,
-        )  # fmt: skip
-        return bool(valid)
-
     def _any_motion_possible(self) -> bool:
+        """Whether any motion is valid now (writes the mask buffer's guest × node grid)."""
         if self.sim.motion_active():
             return False
-        return self._fill_grid()
+        return bool(self._fill_mask(*self._mask_args))
 
     def _cost(self) -> NDArray[np.float64]:
         """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode
-        start, written into a reused buffer (the caller keeps a copy of the previous one)."""
+        start, written into a reused buffer (the caller swaps it with the previous step's)."""
         sim = self.sim
         m = sim.metrics
         c = self._cost_buf
@@ -464,19 +475,10 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     def _encode(self) -> NDArray[np.float32]:
         """Fill the preallocated observation from this round's telemetry; return a copy."""
         sim = self.sim
-        cl = sim.cluster
-        n, g = self._n_nodes, self._n_guests
         ok, failed = sim.result_flags()
-        encode(
-            self._glob, self._nodef[:, :n], self._guestf[:, :g], self._disabled,
-            cl.node_online, cl.node_cpu, cl.node_mem, cl.node_avg[0],
-            self._inv_node_cpu, self._inv_node_mem,
-            self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
-            cl.running, cl.run_fraction, cl.received, cl.memhost, cl.mem_ratio, cl.guest_avg[0],
-            self._inv_guest_cpu, self._inv_guest_mem,
-            sim.t / self._episode_len_s, sim.motion_active(), ok, failed,
-            self.max_nodes, self.max_guests,
-        )  # fmt: skip
+        self._encode_kernel(
+            *self._enc_args, sim.t / self._episode_len_s, sim.motion_active(), ok, failed
+        )
         return self._obs.copy()
 
     # ------------------------------------------------------------------ rendering

@@ -54,14 +54,17 @@ def encode(
     guest_avg10: np.ndarray,  # (4, g) percent: cpu some, cpu full, mem some, mem full
     inv_guest_cpu: np.ndarray,
     inv_guest_mem: np.ndarray,
+    max_nodes: int,
+    max_guests: int,
     time_frac: float,
     motion_active: bool,
     result_ok: bool,
     result_failed: bool,
-    max_nodes: int,
-    max_guests: int,
 ) -> None:
-    """Write the dynamic features (layout: ``cluster_env.GLOBAL/NODE/GUEST_FEATURES``)."""
+    """Write the dynamic features (layout: ``cluster_env.GLOBAL/NODE/GUEST_FEATURES``).
+
+    The per-round scalars come last: the caller binds every argument before them once per
+    episode (the arrays are updated in place)."""
     n_n = node_cpu.size
     g_n = ha_idx.size
     inv_mn = 1.0 / max_nodes

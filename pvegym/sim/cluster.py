@@ -9,7 +9,8 @@ Per round of ``dt`` seconds (constant within the round):
    starts at t), give each guest's CPU demand (cores, clipped to its vCPUs) and host memory footprint
    ``memhost`` (bytes; above ``maxmem`` it is guest memory pressure, never memory), and each node's
    base load (host, non-HA guests, ARC).
-2. A guest that is throttled by auto-converge or paused/down runs only that fraction of the round.
+2. A guest that is throttled by auto-converge or paused/down runs only that fraction of the round
+   (``run_fraction``, clipped at 0 in place: the motion pipeline may take more than a round).
 3. CPU supply: a node gives at most its cores; when demand exceeds them every runnable thread gets
    the same share (CFS fairness approximated as proportional scaling). ``received ≤ min(demand,
    cores)`` holds per guest and per node.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from pvegym.sim.kernel import cluster_round
+from pvegym.sim.kernel import cluster_round, entry_point
 from pvegym.sim.psi import GRID_STEPS, PERIOD_S, PSI_DECAY, CpuPressureModel
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.workload import WorkloadBank
@@ -84,6 +85,17 @@ class ClusterState:
         self.totals = np.zeros(6)  # stall cpu, stall mem, guest stall, shortfall, imbalance, online
         self._decay_dt = -1.0
         self._decay = np.ones(3)
+        # the round kernel's arguments, bound once: every array above is updated in place
+        pm, cp = self.psi_model, self.cpu_pressure
+        self._round_args = (
+            self.bank.out, self.node, self.running, self.run_fraction,
+            self.guest_maxcpu, self.guest_maxmem, self.node_maxcpu, self.node_maxmem,
+            self.node_online, self.reserved_mem, cp.tables, cp.rows, GRID_STEPS,
+            cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
+            self.demand, self.received, self.memhost, self.node_demand, self.node_cpu, self.node_mem,
+            self.node_inst, self.guest_inst, self.node_avg, self.guest_avg, self.totals,
+        )  # fmt: skip
+        self._round = entry_point(cluster_round, *self._round_args)
 
     # instantaneous per-round pressure (fractions 0–1)
     @property
@@ -127,16 +139,9 @@ class ClusterState:
         """Physics of the round ending at ``t`` (s), lasting ``dt`` (s)."""
         if dt != self._decay_dt:
             self._decay_dt = dt
-            self._decay = PSI_DECAY ** round(dt / PERIOD_S)
-        pm, cp = self.psi_model, self.cpu_pressure
-        cluster_round(
-            self.bank.sample(t - dt, dt), self.node, self.running, self.run_fraction,
-            self.guest_maxcpu, self.guest_maxmem, self.node_maxcpu, self.node_maxmem,
-            self.node_online, self.reserved_mem, cp.tables, cp.rows, GRID_STEPS,
-            cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
-            self.demand, self.received, self.memhost, self.node_demand, self.node_cpu, self.node_mem,
-            self.node_inst, self.guest_inst, self.node_avg, self.guest_avg, self.totals,
-        )  # fmt: skip
+            self._decay[:] = PSI_DECAY ** round(dt / PERIOD_S)
+        self.bank.sample(t - dt, dt)  # into bank.out, the kernel's first argument
+        self._round(*self._round_args)
 
     # avg10 views (percent) -------------------------------------------------------------------
     def node_avg10(self) -> tuple[F64, F64, F64]:

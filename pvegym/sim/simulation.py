@@ -183,13 +183,12 @@ class Simulation:
         cl = self.cluster
         t0, dt = self.t, self.round_s
         t1 = t0 + dt
-        cl.run_fraction[:] = 1.0
-        cl.reserved_mem[:] = 0.0
+        cl.run_fraction.fill(1.0)
+        cl.reserved_mem.fill(0.0)
         if self._pause_left:
             self._carry_pauses(dt)
         self._lrm(t0, t1)
-        np.maximum(cl.run_fraction, 0.0, out=cl.run_fraction)
-        cl.advance(t1, dt)
+        cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
         tot = cl.totals
         self.metrics.add_round(dt, tot[0], tot[1], tot[2], tot[3], tot[4])
         self.t = t1
@@ -320,6 +319,8 @@ class Simulation:
 
     def result_flags(self) -> tuple[bool, bool]:
         """Whether an HA motion result arrived this round that succeeded / failed."""
+        if not self._results:  # most rounds: read once per environment step
+            return False, False
         ok = any(j.ok for j in self._results if self._is_ha[j.guest])
         failed = any(not j.ok for j in self._results if self._is_ha[j.guest])
         return ok, failed
@@ -333,14 +334,37 @@ class Simulation:
         queued = False
         if motion is not None:
             queued = self._balancer_motion(motion)
+        self._next_states()
+        return queued
+
+    def commit_index(self, g: int, target: int) -> bool:
+        """:meth:`commit` of the motion of guest ``g`` (cluster index) to node index ``target``,
+        the environment's discrete action, without resolving names or building a
+        :class:`Motion`.
+
+        A motion :meth:`motion_possible` rejects is dropped without a log line (the environment
+        counts it as an invalid action and never hands it to the HA manager); returns whether it
+        was queued.
+        """
+        queued = self.motion_possible(g, target)
+        if queued:
+            self._issue(g, target)
+        self._next_states()
+        return queued
+
+    def _next_states(self) -> None:
+        """The service state machine of the CRM round: motion results, then queued commands."""
         cl = self.cluster
-        for job in self._results:  # next_state_migrate_relocate
-            g = job.guest
-            self.svc_state[g] = STARTED
-            self.svc_started[g] = True
-            self.svc_target[g] = -1
-            self.svc_node[g] = job.target if job.ok else job.source
-        self._results = []
+        if self._results:
+            for job in self._results:  # next_state_migrate_relocate
+                g = job.guest
+                self.svc_state[g] = STARTED
+                self.svc_started[g] = True
+                self.svc_target[g] = -1
+                self.svc_node[g] = job.target if job.ok else job.source
+            self._results = []
+        if not self.cmds:  # most rounds: nothing queued
+            return
         for g, (kind, target) in sorted(self.cmds.items()):  # next_state_started with a cmd
             if self.svc_state[g] == STOPPED:  # next_state_stopped: a stopped guest moves offline
                 del self.cmds[g]
@@ -356,11 +380,12 @@ class Simulation:
             self.svc_state[g] = kind
             self.svc_started[g] = False
             self.svc_target[g] = target
-            offset = float(self._lrm_rng.uniform(0.0, self.scenario.migration.lrm_delay_max_s))
+            # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
+            # from the same draw, at a quarter of uniform()'s argument handling
+            offset = 0.0 + self.scenario.migration.lrm_delay_max_s * self._lrm_rng.random()
             job = Job(g, cl.sids[g], int(self.svc_node[g]), target, kind, self.t, self.t + offset)
             job.move_id = self._pending_move.pop(g, None)
             self.jobs.append(job)
-        return queued
 
     def motion_possible(self, g: int, target: int) -> bool:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
@@ -399,18 +424,27 @@ class Simulation:
                 (self.t, f"ignored motion {motion.sid} -> {motion.target}: not possible now")
             )
             return False
-        rec = MoveRecord(self.t, motion.sid, cl.node_names[self.svc_node[g]], motion.target)
+        self._issue(g, target)
+        return True
+
+    def _issue(self, g: int, target: int) -> None:
+        """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it."""
+        cl = self.cluster
+        rec = MoveRecord(self.t, cl.sids[g], cl.node_names[self.svc_node[g]], cl.node_names[target])
         self.metrics.move_issued(rec, churn=self._no_true_pressure())
         self._pending_move[g] = len(self.metrics.moves) - 1
         self._queue(g, target)
-        return True
 
     def _no_true_pressure(self) -> bool:
+        """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
+        counts as pressure). A loop over the few nodes: cheaper than boolean-mask indexing."""
         cpu, mem, _ = self.cluster.node_avg10()
-        online = self.cluster.node_online
-        return bool(
-            (cpu[online] < CHURN_PRESSURE_PCT).all() and (mem[online] < CHURN_PRESSURE_PCT).all()
-        )
+        for c, m, on in zip(
+            cpu.tolist(), mem.tolist(), self.cluster.node_online.tolist(), strict=True
+        ):
+            if on and not (c < CHURN_PRESSURE_PCT and m < CHURN_PRESSURE_PCT):
+                return False
+        return True
 
     def _queue(self, g: int, target: int) -> None:
         """``queue_resource_motion``: the service and its positive partners (not already there)."""

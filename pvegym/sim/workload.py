@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from pvegym.config import field, load
 from pvegym.errors import ConfigError
-from pvegym.sim.kernel import sample_signals
+from pvegym.sim.kernel import entry_point, sample_signals
 
 Kind = Literal["constant", "ou", "diurnal", "bursts", "steps", "trace"]
 
@@ -320,41 +320,54 @@ class WorkloadBank:
         self._tr_offset = np.array([x[3] for x in tr], dtype=np.float64)
         self._tr_scale = np.array([x[2] for x in tr], dtype=np.float64)
         self._tr_loop = np.array([x[4] for x in tr], dtype=np.bool_)
+        # state, per-dt factors and the round's random draws live in arrays updated in place, so
+        # the kernel's argument list is bound once (a per-round call pays no attribute lookups)
         self._ou_state = np.zeros(len(ou))
         self._bu_left = np.zeros(len(bu))
         self._dt = -1.0
         self._phi = np.zeros(len(ou))
         self._innov = np.zeros(len(ou))
         self._p_burst = np.zeros(len(bu))
-        self._out = np.zeros(self.n)
+        self._normals = np.zeros(len(ou))
+        self._uniforms = np.zeros(len(bu))
+        self.out = np.zeros(self.n)
+        self._args_before_dt = (
+            self.out, self._const,
+            self._ou_idx, self._ou_mean, self._phi, self._innov, self._ou_state, self._normals,
+            self._di_idx, self._di_amp, self._di_w, self._di_phase,
+            self._bu_idx, self._bu_left, self._p_burst, self._bu_dur, self._bu_height,
+            self._uniforms,
+        )  # fmt: skip
+        self._args_after_dt = (
+            self._st_idx, self._st_ptr, self._st_times, self._st_vals,
+            self._tr_idx, self._tr_lo, self._tr_n, self._tr_vals, self._tr_step, self._tr_offset,
+            self._tr_scale, self._tr_loop,
+        )  # fmt: skip
+        self._sample = entry_point(
+            sample_signals, 0.0, *self._args_before_dt, 0.0, *self._args_after_dt
+        )
         self.reset()
 
     def reset(self) -> None:
         """Start OU terms in their stationary distribution and clear bursts."""
-        self._ou_state = self._ou_mean + self._ou_sigma * self._rng.standard_normal(
+        self._ou_state[:] = self._ou_mean + self._ou_sigma * self._rng.standard_normal(
             self._ou_idx.size
         )
         self._bu_left[:] = 0.0
 
     def _prepare(self, dt: float) -> None:
         self._dt = dt
-        self._phi = np.exp(-dt / self._ou_tau)
-        self._innov = self._ou_sigma * np.sqrt(1.0 - self._phi**2)
-        self._p_burst = -np.expm1(-self._bu_rate * dt)
+        self._phi[:] = np.exp(-dt / self._ou_tau)
+        self._innov[:] = self._ou_sigma * np.sqrt(1.0 - self._phi**2)
+        self._p_burst[:] = -np.expm1(-self._bu_rate * dt)
 
     def sample(self, t: float, dt: float) -> NDArray[np.float64]:
-        """Values at time ``t`` (s) after advancing stochastic terms by ``dt`` (s). Reused buffer."""
+        """Values at time ``t`` (s) after advancing stochastic terms by ``dt`` (s), in the reused
+        buffer :attr:`out`."""
         if dt != self._dt:
             self._prepare(dt)
-        normals = self._rng.standard_normal(self._ou_idx.size)
-        uniforms = self._rng.random(self._bu_idx.size)
-        sample_signals(
-            t, self._out, self._const,
-            self._ou_idx, self._ou_mean, self._phi, self._innov, self._ou_state, normals,
-            self._di_idx, self._di_amp, self._di_w, self._di_phase,
-            self._bu_idx, self._bu_left, self._p_burst, self._bu_dur, self._bu_height, uniforms, dt,
-            self._st_idx, self._st_ptr, self._st_times, self._st_vals,
-            self._tr_idx, self._tr_lo, self._tr_n, self._tr_vals, self._tr_step, self._tr_offset,
-            self._tr_scale, self._tr_loop,
-        )  # fmt: skip
-        return self._out
+        # the same draws, in the same order, as ``standard_normal(n)`` then ``random(m)``
+        self._rng.standard_normal(out=self._normals)
+        self._rng.random(out=self._uniforms)
+        self._sample(t, *self._args_before_dt, dt, *self._args_after_dt)
+        return self.out
