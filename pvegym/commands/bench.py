@@ -2,13 +2,16 @@
 
 Figures (``--json`` keys):
 
-* ``cartpole_step_us`` — mean µs per step of ``CartPole-v1`` through ``gymnasium.make`` (random
+* ``cartpole_step_us`` — µs per step of ``CartPole-v1`` through ``gymnasium.make`` (random
   actions): the yardstick for "a cheap environment".
-* ``small_step_us`` / ``large_step_us`` — mean µs per step of ``pvegym/Cluster-v0`` through
+* ``small_step_us`` / ``large_step_us`` — µs per step of ``pvegym/Cluster-v0`` through
   ``gymnasium.make`` on the ``bench-small`` (8 nodes, 64 guests) and ``bench-large`` (64 nodes,
   2,000 guests) families, with uniformly random *masked* actions: each step is ``action_masks()``,
   drawing a valid action, and ``step()`` (what a MaskablePPO rollout pays). ``*_env_step_us`` is the
-  ``step()`` call alone. ``small_ratio`` / ``large_ratio`` are the ratios to CartPole.
+  ``step()`` call alone. ``small_ratio`` / ``large_ratio`` are the ratios to CartPole, measured in
+  alternating blocks (:func:`paired_ratio`: medians over 20 block pairs), because the speed of a
+  shared machine drifts within seconds; ``cartpole_step_us`` is the median of the blocks paired
+  with ``bench-small``.
 * ``day_patched_s`` — wall seconds of a simulated day (8,640 rounds) of ``Simulation.run`` on
   ``bench-small`` with the ``patched`` balancer, or ``upstream`` while ``patched`` does not exist
   (``day_policy`` says which). ``--quick`` runs one hour and multiplies by 24
@@ -46,60 +49,112 @@ def _progress(msg: str) -> None:
     print(f"pvegym bench: {msg}", file=sys.stderr, flush=True)
 
 
-def cartpole_step_us(steps: int, seed: int = 0) -> float:
-    """Mean µs per ``CartPole-v1`` step (random actions, resets excluded)."""
-    import gymnasium
+class CartPoleLoop:
+    """``CartPole-v1`` through ``gymnasium.make`` with random actions drawn up front; resets are
+    not timed."""
 
-    env = gymnasium.make("CartPole-v1")
-    rng = np.random.default_rng(seed)
-    env.reset(seed=seed)
-    actions = rng.integers(0, 2, size=steps)
-    total = 0.0
-    for k in range(steps):
-        t0 = time.perf_counter()
-        _, _, term, trunc, _ = env.step(int(actions[k]))
-        total += time.perf_counter() - t0
-        if term or trunc:
-            env.reset()
-    env.close()
-    return total / steps * 1e6
+    def __init__(self, seed: int = 0) -> None:
+        import gymnasium
+
+        self.env = gymnasium.make("CartPole-v1")
+        self.env.reset(seed=seed)
+        self._rng = np.random.default_rng(seed)
+
+    def run(self, steps: int) -> float:
+        """Seconds spent in ``steps`` calls of ``step()``."""
+        env = self.env
+        actions = self._rng.integers(0, 2, size=steps).tolist()
+        total = 0.0
+        for a in actions:
+            t0 = time.perf_counter()
+            _, _, term, trunc, _ = env.step(a)
+            total += time.perf_counter() - t0
+            if term or trunc:
+                env.reset()
+        return total
+
+    def close(self) -> None:
+        self.env.close()
 
 
-def cluster_step_us(
-    scenario: Any, steps: int, warmup: int = 5, seed: int = 0
-) -> tuple[float, float]:
-    """``(loop µs, step() µs)`` per step of ``pvegym/Cluster-v0`` with random masked actions.
+class ClusterLoop:
+    """``pvegym/Cluster-v0`` through ``gymnasium.make`` with uniformly random *masked* actions: a
+    step is ``action_masks()`` + picking a valid action + ``step()``, what a MaskablePPO rollout
+    pays. The uniforms that pick the valid action are drawn up front (as :class:`CartPoleLoop`
+    draws its actions), so the figure is the environment's cost, not ``Generator.integers``'
+    per-call overhead. One episode long enough for every timed step, so no reset is timed."""
 
-    The loop is ``action_masks()`` + drawing a valid action + ``step()``; the episode is long
-    enough that no reset falls inside the timed steps. The uniforms that pick the valid action are
-    drawn before the loop (as :func:`cartpole_step_us` pre-draws its actions), so the figure is the
-    environment's cost, not ``Generator.integers``' per-call overhead (~1.5 µs).
-    """
-    import gymnasium
+    def __init__(self, scenario: Any, steps: int, warmup: int = 5, seed: int = 0) -> None:
+        import gymnasium
 
-    import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
+        import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
 
-    env = gymnasium.make(
-        "pvegym/Cluster-v0", scenario=scenario, episode_seconds=(steps + warmup + 1) * 10.0
-    )
-    base: Any = env.unwrapped
-    rng = np.random.default_rng(seed)
-    env.reset(seed=seed)
-    for _ in range(warmup):  # JIT compilation and caches outside the timing
-        env.step(0)
-    # uniform in [0, 1): index int(u · n) is uniform over n valid actions
-    picks = rng.random(steps).tolist()
-    loop = inner = 0.0
-    for k in range(steps):
-        t0 = time.perf_counter()
-        valid = base.action_masks().nonzero()[0]
-        a = int(valid[int(picks[k] * valid.size)])
-        t1 = time.perf_counter()
-        env.step(a)
-        t2 = time.perf_counter()
-        loop += t2 - t0
-        inner += t2 - t1
-    env.close()
+        self.env = gymnasium.make(
+            "pvegym/Cluster-v0", scenario=scenario, episode_seconds=(steps + warmup + 1) * 10.0
+        )
+        self._base: Any = self.env.unwrapped
+        self._rng = np.random.default_rng(seed)
+        self.env.reset(seed=seed)
+        for _ in range(warmup):  # JIT compilation and caches outside the timing
+            self.env.step(0)
+
+    def run(self, steps: int) -> tuple[float, float]:
+        """``(seconds of the whole loop, seconds in step())`` for ``steps`` steps."""
+        env, base = self.env, self._base
+        # uniform in [0, 1): index int(u · n) is uniform over n valid actions
+        picks = self._rng.random(steps).tolist()
+        loop = inner = 0.0
+        for u in picks:
+            t0 = time.perf_counter()
+            valid = base.action_masks().nonzero()[0]
+            a = int(valid[int(u * valid.size)])
+            t1 = time.perf_counter()
+            env.step(a)
+            t2 = time.perf_counter()
+            loop += t2 - t0
+            inner += t2 - t1
+        return loop, inner
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def paired_ratio(
+    cluster: ClusterLoop, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
+) -> dict[str, float]:
+    """Step costs of ``cluster`` and ``cartpole`` measured in alternating blocks, and their ratio.
+
+    Why blocks: on a shared machine the speed drifts by up to 2× within seconds, so two figures
+    measured one after the other can disagree by that much. Each block pair runs back to back
+    (alternating which goes first); the ratio is the median of the per-pair ratios and the step
+    costs are medians over blocks (µs)."""
+    per = max(1, steps // blocks)
+    per_cp = max(1, cartpole_steps // blocks)
+    loop_us, inner_us, cp_us, ratios = [], [], [], []
+    for b in range(blocks):
+        if b % 2:
+            loop, inner = cluster.run(per)
+            cp = cartpole.run(per_cp)
+        else:
+            cp = cartpole.run(per_cp)
+            loop, inner = cluster.run(per)
+        loop_us.append(loop / per * 1e6)
+        inner_us.append(inner / per * 1e6)
+        cp_us.append(cp / per_cp * 1e6)
+        ratios.append(loop_us[-1] / cp_us[-1])
+    return {
+        "step_us": float(np.median(loop_us)),
+        "env_step_us": float(np.median(inner_us)),
+        "cartpole_step_us": float(np.median(cp_us)),
+        "ratio": float(np.median(ratios)),
+    }
+
+
+def cluster_step_us(scenario: Any, steps: int, seed: int = 0) -> tuple[float, float]:
+    """``(loop µs, step() µs)`` per step of :class:`ClusterLoop` (one block, for the scaling)."""
+    cl = ClusterLoop(scenario, steps, seed=seed)
+    loop, inner = cl.run(steps)
+    cl.close()
     return loop / steps * 1e6, inner / steps * 1e6
 
 
@@ -158,13 +213,21 @@ def fit_exponent(rows: list[dict[str, Any]]) -> float:
 
 def bench(quick: bool = False) -> dict[str, Any]:
     steps_cp, steps_s, steps_l, steps_sc = (2000, 150, 20, 30) if quick else (20000, 3000, 400, 300)
-    _progress("CartPole-v1 …")
-    cp = cartpole_step_us(steps_cp)
-    _progress(f"CartPole-v1: {cp:.1f} µs/step; bench-small …")
-    small, small_inner = cluster_step_us("bench-small", steps_s)
-    _progress(f"bench-small: {small:.0f} µs/step; bench-large …")
-    large, large_inner = cluster_step_us("bench-large", steps_l)
-    _progress(f"bench-large: {large:.0f} µs/step; a simulated day …")
+    blocks = 5 if quick else 20
+    cartpole = CartPoleLoop()
+    cartpole.run(200)  # warm-up
+    _progress("bench-small vs CartPole-v1, alternating blocks …")
+    small = paired_ratio(ClusterLoop("bench-small", steps_s), cartpole, steps_s, steps_cp, blocks)
+    _progress(
+        f"bench-small: {small['step_us']:.0f} µs/step, CartPole-v1 "
+        f"{small['cartpole_step_us']:.1f} µs/step: ×{small['ratio']:.1f}; bench-large …"
+    )
+    large = paired_ratio(
+        ClusterLoop("bench-large", steps_l), cartpole, steps_l, steps_cp // 4, blocks
+    )
+    _progress(f"bench-large: {large['step_us']:.0f} µs/step: ×{large['ratio']:.1f}; a day …")
+    cartpole.close()
+    cp = small["cartpole_step_us"]
     rounds = 360 if quick else DAY_ROUNDS
     day, policy = day_seconds(rounds)
     day *= DAY_ROUNDS / rounds
@@ -174,12 +237,13 @@ def bench(quick: bool = False) -> dict[str, Any]:
     rows = scaling(QUICK_SCALING if quick else FULL_SCALING, steps_sc)
     return {
         "cartpole_step_us": cp,
-        "small_step_us": small,
-        "large_step_us": large,
-        "small_env_step_us": small_inner,
-        "large_env_step_us": large_inner,
-        "small_ratio": small / cp,
-        "large_ratio": large / cp,
+        "small_step_us": small["step_us"],
+        "large_step_us": large["step_us"],
+        "small_env_step_us": small["env_step_us"],
+        "large_env_step_us": large["env_step_us"],
+        "small_ratio": small["ratio"],
+        "large_ratio": large["ratio"],
+        "large_cartpole_step_us": large["cartpole_step_us"],
         "day_patched_s": day,
         "day_policy": policy,
         "day_rounds": DAY_ROUNDS,
