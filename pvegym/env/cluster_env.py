@@ -191,7 +191,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
                 )
             weights[key] = float(value)
         self.reward_weights = weights
-        self._w = np.array([weights[k] for k in _COST_KEYS])
+        self._w = [float(weights[k]) for k in _COST_KEYS]
 
         self._family: str | None = None
         self._fixed: Scenario | None = None
@@ -230,8 +230,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._scenario: Scenario | None = None
         self._instance: int | None = None
         self.episode_seed: int | None = None
-        self._last_cost: NDArray[np.float64] = np.zeros(len(_COST_KEYS))
-        self._cost_buf: NDArray[np.float64] = np.zeros(len(_COST_KEYS))
+        self._last_cost = [0.0] * len(_COST_KEYS)
         self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
 
     # ------------------------------------------------------------------ public helpers
@@ -351,8 +350,12 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
                 self._record(False)
         truncated = self._decisions >= self._rounds
         cost = self._cost()
-        reward = -float(self._w @ (cost - self._last_cost))
-        self._cost_buf, self._last_cost = self._last_cost, cost  # swapped, not copied
+        # w · (cost − last) as a sequential sum of doubles (what a dot product of 6 does)
+        reward = 0.0
+        for w, c, last in zip(self._w, cost, self._last_cost, strict=True):
+            reward += w * (c - last)
+        reward = -reward
+        self._last_cost = cost
         info: dict[str, Any] = {"invalid_action": invalid, "rounds": rounds, "t": sim.t}
         if truncated:
             result = sim.result()
@@ -450,7 +453,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._noop_mask = self._mask.copy()
         # baseline zero: the first step's reward also carries the first round (simulated by
         # reset, before any decision), so the episode's rewards sum to minus its final cost
-        self._last_cost = np.zeros(len(_COST_KEYS))
+        self._last_cost = [0.0] * len(_COST_KEYS)
 
     def _any_motion_possible(self) -> bool:
         """Whether any motion is valid now (writes the mask buffer's guest × node grid)."""
@@ -458,19 +461,19 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             return False
         return bool(self._fill_mask(*self._mask_args))
 
-    def _cost(self) -> NDArray[np.float64]:
+    def _cost(self) -> list[float]:
         """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode
-        start, written into a reused buffer (the caller swaps it with the previous step's)."""
+        start: stall (s), shortfall (core·s), moves, failed moves, oscillations, GiB sent."""
         sim = self.sim
         m = sim.metrics
-        c = self._cost_buf
-        c[0] = m.stall_cpu_s + m.stall_mem_s
-        c[1] = m.cpu_shortfall_core_s
-        c[2] = len(m.moves)
-        c[3] = m.moves_failed
-        c[4] = m.oscillations
-        c[5] = (m.migration_bytes + sim.transfer_in_flight()[0]) / GiB
-        return c
+        return [
+            float(m.stall_cpu_s + m.stall_mem_s),
+            float(m.cpu_shortfall_core_s),
+            float(len(m.moves)),
+            float(m.moves_failed),
+            float(m.oscillations),
+            float((m.migration_bytes + sim.transfer_in_flight()[0]) / GiB),
+        ]
 
     def _encode(self) -> NDArray[np.float32]:
         """Fill the preallocated observation from this round's telemetry; return a copy."""

@@ -244,7 +244,7 @@ class Migration:
     @property
     def outcome(self) -> str:
         """``"running"``, ``"completed"`` or ``"aborted"``."""
-        return _OUTCOMES[self._s[K.S_OUTCOME]]
+        return _OUTCOMES[int(self._s[K.S_OUTCOME])]
 
     @property
     def transferred(self) -> float:
@@ -419,7 +419,7 @@ class Migration:
             s[K.S_EV_N] = 0
 
 
-_OUTCOMES: Final = {K.RUNNING_CODE: RUNNING, K.COMPLETED_CODE: COMPLETED, K.ABORTED_CODE: ABORTED}
+_OUTCOMES: Final = (RUNNING, COMPLETED, ABORTED)  # by kernel outcome code
 _NO_TIMELINE: Final = np.empty((0, 6))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.metrics import Metrics, MoveRecord
-from pvegym.sim.migration import Migration, guest_params
+from pvegym.sim.migration import COMPLETED, RUNNING, Migration, guest_params
 from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_template
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.view import (
@@ -189,8 +189,8 @@ class Simulation:
             self._carry_pauses(dt)
         self._lrm(t0, t1)
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
-        tot = cl.totals
-        self.metrics.add_round(dt, tot[0], tot[1], tot[2], tot[3], tot[4])
+        stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _ = cl.totals.tolist()
+        self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
         self.t = t1
 
     def _carry_pauses(self, dt: float) -> None:
@@ -253,14 +253,15 @@ class Simulation:
                 before = mig.throttle_integral
                 mig.advance(t1 - t)
                 cl.run_fraction[g] -= (mig.throttle_integral - before) / dt
-                if mig.outcome != "completed":  # once completed the guest counts on the target
+                outcome = mig.outcome
+                if outcome != COMPLETED:  # once completed the guest counts on the target
                     cl.reserved_mem[job.target] += cl.memhost[g]
-                if mig.outcome == "running":
+                if outcome == RUNNING:
                     return
                 t = job.t_transfer_start + mig.t
                 self.metrics.migration_bytes += mig.transferred
                 self.metrics.migration_seconds += mig.t
-                if mig.outcome == "completed":
+                if outcome == COMPLETED:
                     down = mig.guest_pause_s  # QEMU downtime + poll lag + resume on target
                     cl.run_fraction[g] -= min(down, t1 - t) / dt
                     if down > t1 - t:  # a long pause continues into the next rounds
