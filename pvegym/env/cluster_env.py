@@ -426,19 +426,15 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         gf["migratable"][:g] = view.guest_migratable
         self._glob[GLOBAL_FEATURES.index("nodes_frac")] = n / self.max_nodes
         self._glob[GLOBAL_FEATURES.index("guests_frac")] = g / self.max_guests
-        self._inv_node_cpu = 1.0 / view.node_maxcpu
-        self._inv_node_mem = 1.0 / view.node_maxmem
-        self._inv_guest_cpu = 1.0 / view.guest_maxcpu
-        self._inv_guest_mem = 1.0 / view.guest_maxmem
+        self._inv_node = np.stack([1.0 / view.node_maxcpu, 1.0 / view.node_maxmem])
+        self._inv_guest = np.stack([1.0 / view.guest_maxcpu, 1.0 / view.guest_maxmem])
         # the kernels' arguments bound for the episode: the simulation updates these arrays in
         # place, and binding saves a step dozens of attribute lookups and slices
         self._enc_args = (
             self._glob, self._nodef[:, :n], self._guestf[:, :g], self._disabled,
-            cl.node_online, cl.node_cpu, cl.node_mem, cl.node_avg[0],
-            self._inv_node_cpu, self._inv_node_mem,
+            cl.node_online, cl.node_rows, cl.node_avg[0], self._inv_node,
             self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
-            cl.running, cl.run_fraction, cl.received, cl.memhost, cl.mem_ratio, cl.guest_avg[0],
-            self._inv_guest_cpu, self._inv_guest_mem,
+            cl.running, cl.guest_rows, cl.guest_avg[0], self._inv_guest,
             self.max_nodes, self.max_guests,
         )  # fmt: skip
         self._mask_args = (

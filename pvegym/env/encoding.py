@@ -37,23 +37,17 @@ def encode(
     guestf: np.ndarray,  # (n_guest_features, max_guests) float32
     disabled: np.ndarray,  # (12,) bool, TELEMETRY_FIELDS order
     node_online: np.ndarray,
-    node_cpu: np.ndarray,
-    node_mem: np.ndarray,
+    node_rows: np.ndarray,  # ClusterState.node_rows (row 4 cores busy, row 5 bytes in use)
     node_avg10: np.ndarray,  # (3, n) percent: cpu some, mem some, mem full
-    inv_node_cpu: np.ndarray,
-    inv_node_mem: np.ndarray,
+    inv_node: np.ndarray,  # (2, n) 1 / maxcpu, 1 / maxmem
     ha_idx: np.ndarray,  # view index -> cluster guest index
     svc_node: np.ndarray,
     svc_target: np.ndarray,
     svc_started: np.ndarray,
     running: np.ndarray,
-    run_fraction: np.ndarray,
-    received: np.ndarray,
-    memhost: np.ndarray,
-    mem_ratio: np.ndarray,
+    guest_rows: np.ndarray,  # ClusterState.guest_rows (mem_ratio, run_fraction, received, memhost)
     guest_avg10: np.ndarray,  # (4, g) percent: cpu some, cpu full, mem some, mem full
-    inv_guest_cpu: np.ndarray,
-    inv_guest_mem: np.ndarray,
+    inv_guest: np.ndarray,  # (2, HA guests) 1 / maxcpu, 1 / maxmem
     max_nodes: int,
     max_guests: int,
     time_frac: float,
@@ -65,6 +59,15 @@ def encode(
 
     The per-round scalars come last: the caller binds every argument before them once per
     episode (the arrays are updated in place)."""
+    node_cpu, node_mem = node_rows[4], node_rows[5]
+    inv_node_cpu, inv_node_mem = inv_node[0], inv_node[1]
+    mem_ratio, run_fraction, received, memhost = (
+        guest_rows[2],
+        guest_rows[3],
+        guest_rows[5],
+        guest_rows[6],
+    )
+    inv_guest_cpu, inv_guest_mem = inv_guest[0], inv_guest[1]
     n_n = node_cpu.size
     g_n = ha_idx.size
     inv_mn = 1.0 / max_nodes

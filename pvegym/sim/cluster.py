@@ -49,17 +49,39 @@ class ClusterState:
         self.guests = tuple(sorted(scenario.guests, key=lambda g: g.sid))
         self.node_names = tuple(n.name for n in self.nodes)
         self.n_nodes = n = len(self.node_names)
-        self.node_maxcpu = np.array([float(x.maxcpu) for x in self.nodes])
-        self.node_maxmem = np.array([x.maxmem for x in self.nodes], dtype=np.float64)
+        # per-node and per-guest float arrays are rows of two matrices (the attributes are row
+        # views), so the round kernel takes two arrays instead of twelve (~75 ns per argument)
+        self.node_rows = np.zeros((6, n))
+        (
+            self.node_maxcpu,  # cores
+            self.node_maxmem,  # bytes
+            self.reserved_mem,  # in: bytes held on the node for incoming migrations
+            self.node_demand,  # out: cores wanted
+            self.node_cpu,  # out: cores busy
+            self.node_mem,  # out: bytes in use (MemTotal − MemAvailable)
+        ) = self.node_rows
+        self.node_maxcpu[:] = [float(x.maxcpu) for x in self.nodes]
+        self.node_maxmem[:] = [x.maxmem for x in self.nodes]
         self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
         self.sids = tuple(x.sid for x in self.guests)
         self.n_guests = g = len(self.sids)
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
         self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
         self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
-        self.guest_maxcpu = np.array([float(x.maxcpu) for x in self.guests])
-        self.guest_maxmem = np.array([x.maxmem for x in self.guests], dtype=np.float64)
-        self.mem_ratio = np.array([x.mem_ratio for x in self.guests], dtype=np.float64)
+        self.guest_rows = np.zeros((7, g))
+        (
+            self.guest_maxcpu,  # vCPUs
+            self.guest_maxmem,  # bytes
+            self.mem_ratio,  # guest-reported mem / memhost (0–1)
+            self.run_fraction,  # in: fraction of the round the guest runs (0–1), set by motions
+            self.demand,  # out: cores wanted
+            self.received,  # out: cores received
+            self.memhost,  # out: host memory footprint (bytes)
+        ) = self.guest_rows
+        self.guest_maxcpu[:] = [float(x.maxcpu) for x in self.guests]
+        self.guest_maxmem[:] = [x.maxmem for x in self.guests]
+        self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
+        self.run_fraction[:] = 1.0
         # one bank for every signal: [guest cpu | guest memhost | node base cpu | node base mem]
         specs = [x.cpu for x in self.guests] + [x.memhost for x in self.guests]
         specs += [x.base_cpu for x in self.nodes] + [x.base_mem for x in self.nodes]
@@ -67,17 +89,7 @@ class ClusterState:
         self.cpu_pressure = CpuPressureModel(self.node_maxcpu, pm.cpu_blend, pm.cpu_hog_share)
         self.node = self.home.copy()  # where each guest runs now
         self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
-        # per-round inputs set by the motion pipeline: fraction of the round a guest runs (0–1),
-        # and memory held on nodes for incoming migrations (bytes)
-        self.run_fraction = np.ones(g)
-        self.reserved_mem = np.zeros(n)
-        # outputs of the last round: cores wanted/received, bytes, instantaneous pressure (0–1)
-        self.demand = np.zeros(g)
-        self.received = np.zeros(g)
-        self.memhost = np.zeros(g)
-        self.node_demand = np.zeros(n)
-        self.node_cpu = np.zeros(n)  # cores busy
-        self.node_mem = np.zeros(n)  # bytes in use (MemTotal − MemAvailable)
+        # outputs of the last round: instantaneous pressure (0–1), PSI averages, totals
         self.node_inst = np.zeros((3, n))  # cpu some | mem some | mem full
         self.guest_inst = np.zeros((4, g))  # cpu some | cpu full | mem some | mem full
         self.node_avg = np.zeros((3, 3, n))  # PSI windows avg10/60/300 × the three node series, %
@@ -88,11 +100,9 @@ class ClusterState:
         # the round kernel's arguments, bound once: every array above is updated in place
         pm, cp = self.psi_model, self.cpu_pressure
         self._round_args = (
-            self.bank.out, self.node, self.running, self.run_fraction,
-            self.guest_maxcpu, self.guest_maxmem, self.node_maxcpu, self.node_maxmem,
-            self.node_online, self.reserved_mem, cp.tables, cp.rows, GRID_STEPS,
+            self.bank.out, self.node, self.running, self.guest_rows, self.node_rows,
+            self.node_online, cp.tables, cp.rows, GRID_STEPS,
             cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
-            self.demand, self.received, self.memhost, self.node_demand, self.node_cpu, self.node_mem,
             self.node_inst, self.guest_inst, self.node_avg, self.guest_avg, self.totals,
         )  # fmt: skip
         self._round = entry_point(cluster_round, *self._round_args)

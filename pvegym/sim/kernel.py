@@ -44,34 +44,15 @@ def sample_signals(
     t: float,
     out: np.ndarray,
     const: np.ndarray,
-    ou_idx: np.ndarray,
-    ou_mean: np.ndarray,
-    ou_phi: np.ndarray,
-    ou_innov: np.ndarray,
-    ou_state: np.ndarray,
-    normals: np.ndarray,
-    di_idx: np.ndarray,
-    di_amp: np.ndarray,
-    di_w: np.ndarray,
-    di_phase: np.ndarray,
-    bu_idx: np.ndarray,
-    bu_left: np.ndarray,
-    bu_p: np.ndarray,
-    bu_dur: np.ndarray,
-    bu_height: np.ndarray,
-    uniforms: np.ndarray,
+    ints: np.ndarray,  # ou_idx | di_idx | bu_idx | st_idx | st_ptr | tr_idx | tr_lo | tr_n
+    int_ptr: np.ndarray,  # (9,) where each of them starts in ``ints``
+    ou: np.ndarray,  # (5, k) mean, phi, innov, state (in/out), this round's standard normals
+    di: np.ndarray,  # (3, k) amplitude, angular frequency (rad/s), phase (s)
+    bu: np.ndarray,  # (5, k) time left (in/out), p(start), duration, height, uniforms
     dt: float,
-    st_idx: np.ndarray,
-    st_ptr: np.ndarray,
-    st_times: np.ndarray,
-    st_vals: np.ndarray,
-    tr_idx: np.ndarray,
-    tr_lo: np.ndarray,
-    tr_n: np.ndarray,
+    st: np.ndarray,  # (2, m) step times, step values
+    tr: np.ndarray,  # (3, k) sample interval (s), offset (s), scale
     tr_vals: np.ndarray,
-    tr_step: np.ndarray,
-    tr_offset: np.ndarray,
-    tr_scale: np.ndarray,
     tr_loop: np.ndarray,
 ) -> None:
     """Sum of components at time ``t`` into ``out`` (see :mod:`pvegym.sim.workload`).
@@ -80,6 +61,19 @@ def sample_signals(
     seconds, at position ``(t + offset) / step``: linear interpolation between neighbours; looped
     (modulo ``n``, the last sample interpolating into the first) or held at the ends.
     """
+    ou_idx = ints[int_ptr[0] : int_ptr[1]]
+    di_idx = ints[int_ptr[1] : int_ptr[2]]
+    bu_idx = ints[int_ptr[2] : int_ptr[3]]
+    st_idx = ints[int_ptr[3] : int_ptr[4]]
+    st_ptr = ints[int_ptr[4] : int_ptr[5]]
+    tr_idx = ints[int_ptr[5] : int_ptr[6]]
+    tr_lo = ints[int_ptr[6] : int_ptr[7]]
+    tr_n = ints[int_ptr[7] : int_ptr[8]]
+    ou_mean, ou_phi, ou_innov, ou_state, normals = ou[0], ou[1], ou[2], ou[3], ou[4]
+    di_amp, di_w, di_phase = di[0], di[1], di[2]
+    bu_left, bu_p, bu_dur, bu_height, uniforms = bu[0], bu[1], bu[2], bu[3], bu[4]
+    st_times, st_vals = st[0], st[1]
+    tr_step, tr_offset, tr_scale = tr[0], tr[1], tr[2]
     for i in range(out.size):
         out[i] = const[i]
     for k in range(ou_idx.size):
@@ -131,13 +125,10 @@ def cluster_round(
     signals: np.ndarray,  # [guest cpu (g) | guest memhost wanted (g) | node base cpu (n) | base mem (n)]
     node: np.ndarray,
     running: np.ndarray,
-    run_fraction: np.ndarray,  # in/out: clipped at 0 in place (the pipeline may take more)
-    guest_maxcpu: np.ndarray,
-    guest_maxmem: np.ndarray,
-    node_maxcpu: np.ndarray,
-    node_maxmem: np.ndarray,
+    guest_rows: np.ndarray,  # (7, g) ClusterState rows: maxcpu, maxmem, mem_ratio, run_fraction
+    # (in/out: clipped at 0 in place, the pipeline may take more), demand, received, memhost (out)
+    node_rows: np.ndarray,  # (6, n): maxcpu, maxmem, reserved_mem; node_demand, cpu, mem (out)
     node_online: np.ndarray,
-    reserved_mem: np.ndarray,
     mmc_tables: np.ndarray,
     mmc_row: np.ndarray,
     grid_steps: int,
@@ -148,18 +139,16 @@ def cluster_round(
     mem_full_ratio: float,
     decay: np.ndarray,  # (3,) per-round decay of avg10/60/300: e**periods
     # outputs
-    demand: np.ndarray,
-    received: np.ndarray,
-    memhost: np.ndarray,
-    node_demand: np.ndarray,
-    node_cpu: np.ndarray,
-    node_mem: np.ndarray,
     node_inst: np.ndarray,  # (3, n) instantaneous cpu some, mem some, mem full (fraction)
     guest_inst: np.ndarray,  # (4, g) cpu some, cpu full, mem some, mem full (fraction)
     node_avg: np.ndarray,  # (3 windows, 3, n) percent
     guest_avg: np.ndarray,  # (3 windows, 4, g) percent
     totals: np.ndarray,  # (6,) out: stall cpu, stall mem, guest stall, shortfall, imbalance, online
 ) -> None:
+    guest_maxcpu, guest_maxmem, run_fraction = guest_rows[0], guest_rows[1], guest_rows[3]
+    demand, received, memhost = guest_rows[4], guest_rows[5], guest_rows[6]
+    node_maxcpu, node_maxmem, reserved_mem = node_rows[0], node_rows[1], node_rows[2]
+    node_demand, node_cpu, node_mem = node_rows[3], node_rows[4], node_rows[5]
     g_n = node.size
     n_n = node_maxcpu.size
     scale = np.empty(n_n)

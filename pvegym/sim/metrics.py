@@ -32,7 +32,7 @@ METRIC_KEYS = (
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class MoveRecord:
     """One balancer motion (``moves`` list of ``simulate --json``)."""
 

@@ -216,7 +216,7 @@ class Migration:
     :attr:`doublings`, :attr:`switchover_s`, :attr:`sync_count`, :attr:`reported_dirty_rate`).
     """
 
-    __slots__ = ("_ev", "_events", "_f", "_p", "_s", "_segments", "_tl")
+    __slots__ = ("_events", "_f", "_p", "_s", "_segments")
 
     def __init__(
         self, params: MigrationParams | NDArray[np.float64], record_timeline: bool = True
@@ -228,8 +228,6 @@ class Migration:
         p = params_array(params) if isinstance(params, MigrationParams) else params
         self._p = p
         self._f, self._s = K.init_state(p, record_timeline)
-        self._ev = np.empty((K.EV_CAP_ROWS, 3))
-        self._tl = np.empty((K.EV_CAP_ROWS, 6)) if record_timeline else _NO_TIMELINE
         # raw kernel output, turned into log lines and entries only when asked for (the cluster
         # never reads them)
         self._events: list[list[float]] = []
@@ -398,7 +396,7 @@ class Migration:
             raise ValueError(f"dt must be a finite non-negative number of seconds, got {dt!r}")
         f, s = self._f, self._s
         target = float(f[K.F_T]) + dt
-        while K.advance(f, s, self._p, target, self._tl, self._ev) == K.NEED_DRAIN:
+        while K.advance(f, s, self._p, target, _SEGMENTS, _EVENTS) == K.NEED_DRAIN:
             self._drain()
         if s[K.S_EV_N] or s[K.S_TL_N]:
             self._drain()
@@ -412,15 +410,18 @@ class Migration:
         """Keep the kernel's events and timeline segments, and empty its buffers."""
         s = self._s
         if s[K.S_TL_N]:
-            self._segments.extend(self._tl[: s[K.S_TL_N]].tolist())
+            self._segments.extend(_SEGMENTS[: s[K.S_TL_N]].tolist())
             s[K.S_TL_N] = 0
         if s[K.S_EV_N]:
-            self._events.extend(self._ev[: s[K.S_EV_N]].tolist())
+            self._events.extend(_EVENTS[: s[K.S_EV_N]].tolist())
             s[K.S_EV_N] = 0
 
 
 _OUTCOMES: Final = (RUNNING, COMPLETED, ABORTED)  # by kernel outcome code
-_NO_TIMELINE: Final = np.empty((0, 6))
+# the kernel's output buffers, shared by every migration: each advance() drains them before it
+# returns, so one pair serves all (a process simulates one migration at a time)
+_EVENTS: Final = np.empty((K.EV_CAP_ROWS, 3))
+_SEGMENTS: Final = np.empty((K.EV_CAP_ROWS, 6))
 
 
 def params_array(p: MigrationParams) -> NDArray[np.float64]:

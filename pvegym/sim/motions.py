@@ -28,7 +28,7 @@ MIGRATE = "migrate"
 RELOCATE = "relocate"
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
     """One motion of one service, from CRM queueing to the LRM's exit."""
 

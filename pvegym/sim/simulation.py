@@ -101,6 +101,13 @@ class Simulation:
         # node affinity: the targets each guest's rules allow (nodes do not change power state)
         self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, cl.node_online)
         self._migratable = np.array([not g.local_resources for g in cl.guests])
+        # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
+        # element at a time, which costs a NumPy array several times a list's
+        self._is_ha_list: list[bool] = self._is_ha.tolist()
+        self._migratable_list: list[bool] = self._migratable.tolist()
+        self._online_list: list[bool] = cl.node_online.tolist()
+        self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cl.sids]
+        self._lrm_delay_max_s = self.scenario.migration.lrm_delay_max_s
         self._disabled = set(self.scenario.telemetry.disabled)
         self._nan_nodes = np.full(cl.n_nodes, np.nan)
         self._nan_guests = np.full(self.ha_idx.size, np.nan)
@@ -214,7 +221,7 @@ class Simulation:
                 return
             g = job.guest
             if job.phase == "queued":
-                if job.kind == RELOCATE and self._migratable[g]:
+                if job.kind == RELOCATE and self._migratable_list[g]:
                     job.phase = "down"
                     job.t_transfer_start = start
                     job.t_phase_end = start + ms.ct_shutdown_s + ms.ct_start_s
@@ -225,7 +232,7 @@ class Simulation:
                 if job.t_phase_end >= t1:
                     return
                 t = job.t_phase_end
-                if not self._migratable[g]:
+                if not self._migratable_list[g]:
                     self._finish(job, t, ok=False, reason="local resource")
                     continue
                 free = cl.node_maxmem[job.target] - cl.node_mem[job.target]
@@ -369,37 +376,38 @@ class Simulation:
         for g, (kind, target) in sorted(self.cmds.items()):  # next_state_started with a cmd
             if self.svc_state[g] == STOPPED:  # next_state_stopped: a stopped guest moves offline
                 del self.cmds[g]
-                if cl.node_online[target]:
+                if self._online_list[target]:
                     self.svc_node[g] = target
                     cl.node[g] = target
                 continue
             if self.svc_state[g] != STARTED:
                 continue  # still in a motion: the command waits for its result
             del self.cmds[g]
-            if target == self.svc_node[g] or not cl.node_online[target]:
+            if target == self.svc_node[g] or not self._online_list[target]:
                 continue
             self.svc_state[g] = kind
             self.svc_started[g] = False
             self.svc_target[g] = target
             # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
             # from the same draw, at a quarter of uniform()'s argument handling
-            offset = 0.0 + self.scenario.migration.lrm_delay_max_s * self._lrm_rng.random()
+            offset = 0.0 + self._lrm_delay_max_s * self._lrm_rng.random()
             job = Job(g, cl.sids[g], int(self.svc_node[g]), target, kind, self.t, self.t + offset)
             job.move_id = self._pending_move.pop(g, None)
             self.jobs.append(job)
 
     def motion_possible(self, g: int, target: int) -> bool:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
-        cl = self.cluster
-        if not self._is_ha[g] or self.svc_state[g] != STARTED or self.motion_active():
+        if self.cmds or self.jobs or self.finished or self._results:  # motion_active()
             return False
-        if target == self.svc_node[g] or not cl.node_online[target]:
+        if not self._is_ha_list[g] or self.svc_state[g] != STARTED:
+            return False
+        if target == self.svc_node[g] or not self._online_list[target]:
             return False
         if not self.node_allowed[g, target]:
             return False
-        return not any(
-            self.svc_node[p] == target or self.svc_target[p] == target
-            for p in self.negative.get(g, ())
+        negative = self.negative.get(g)
+        return not negative or not any(
+            self.svc_node[p] == target or self.svc_target[p] == target for p in negative
         )
 
     def motion_active(self) -> bool:
@@ -440,9 +448,7 @@ class Simulation:
         """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
         counts as pressure). A loop over the few nodes: cheaper than boolean-mask indexing."""
         cpu, mem, _ = self.cluster.node_avg10()
-        for c, m, on in zip(
-            cpu.tolist(), mem.tolist(), self.cluster.node_online.tolist(), strict=True
-        ):
+        for c, m, on in zip(cpu.tolist(), mem.tolist(), self._online_list, strict=True):
             if on and not (c < CHURN_PRESSURE_PCT and m < CHURN_PRESSURE_PCT):
                 return False
         return True
@@ -463,8 +469,7 @@ class Simulation:
         for m in (g, *self.positive.get(g, ())):
             if m != g and (self.svc_node[m] == target or self.svc_target[m] == target):
                 continue
-            kind = MIGRATE if cl.sids[m].startswith("vm:") else RELOCATE
-            self.cmds[m] = (kind, target)
+            self.cmds[m] = (self._motion_kind[m], target)
 
     # ------------------------------------------------------------------ telemetry
     def _build_view(self) -> ClusterView:
