@@ -94,7 +94,8 @@ class ClusterState:
         self.guest_inst = np.zeros((4, g))  # cpu some | cpu full | mem some | mem full
         self.node_avg = np.zeros((3, 3, n))  # PSI windows avg10/60/300 × the three node series, %
         self.guest_avg = np.zeros((3, 4, g))  # PSI windows × the four guest series, percent
-        self.totals = np.zeros(6)  # stall cpu, stall mem, guest stall, shortfall, imbalance, online
+        # stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some %
+        self.totals = np.zeros(7)
         self._decay_dt = -1.0
         self._decay = np.ones(3)
         # the round kernel's arguments, bound once: every array above is updated in place

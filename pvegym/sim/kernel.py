@@ -143,7 +143,8 @@ def cluster_round(
     guest_inst: np.ndarray,  # (4, g) cpu some, cpu full, mem some, mem full (fraction)
     node_avg: np.ndarray,  # (3 windows, 3, n) percent
     guest_avg: np.ndarray,  # (3 windows, 4, g) percent
-    totals: np.ndarray,  # (6,) out: stall cpu, stall mem, guest stall, shortfall, imbalance, online
+    totals: np.ndarray,  # (7,) out: stall cpu, stall mem, guest stall, shortfall, imbalance,
+    # online nodes, peak avg10 cpu/memory some of online nodes (%, NaN if one is NaN, -inf if none)
 ) -> None:
     guest_maxcpu, guest_maxmem, run_fraction = guest_rows[0], guest_rows[1], guest_rows[3]
     demand, received, memhost = guest_rows[4], guest_rows[5], guest_rows[6]
@@ -242,3 +243,13 @@ def cluster_round(
     totals[3] = shortfall
     totals[4] = imbalance
     totals[5] = online
+    peak = -math.inf
+    for n in range(n_n):
+        if node_online[n]:
+            for k in range(2):  # cpu some, memory some
+                v = node_avg[0, k, n]
+                if v != v:
+                    peak = math.nan
+                elif v > peak:  # NaN stays: NaN > x is False
+                    peak = v
+    totals[6] = peak

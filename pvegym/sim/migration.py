@@ -227,7 +227,9 @@ class Migration:
         not read it)."""
         p = params_array(params) if isinstance(params, MigrationParams) else params
         self._p = p
-        self._f, self._s = K.init_state(p, record_timeline)
+        self._f = np.empty(K.N_F)
+        self._s = np.empty(K.N_S, dtype=np.int64)
+        K.init_state(p, self._f, self._s, record_timeline)
         # raw kernel output, turned into log lines and entries only when asked for (the cluster
         # never reads them)
         self._events: list[list[float]] = []
@@ -390,8 +392,9 @@ class Migration:
         return bool(self._s[K.S_OUTCOME] != K.RUNNING_CODE)
 
     # ------------------------------------------------------------------ advancing
-    def advance(self, dt: float) -> None:
-        """Advance simulated time by up to ``dt`` seconds; stops early at completion or abort."""
+    def advance(self, dt: float) -> str:
+        """Advance simulated time by up to ``dt`` seconds; stops early at completion or abort.
+        Returns :attr:`outcome`."""
         if dt < 0 or not math.isfinite(dt):
             raise ValueError(f"dt must be a finite non-negative number of seconds, got {dt!r}")
         f, s = self._f, self._s
@@ -400,6 +403,7 @@ class Migration:
             self._drain()
         if s[K.S_EV_N] or s[K.S_TL_N]:
             self._drain()
+        return _OUTCOMES[int(s[K.S_OUTCOME])]
 
     def run(self, max_duration: float) -> Migration:
         """Advance until completion, abort or ``max_duration`` seconds; returns ``self``."""

@@ -154,10 +154,12 @@ def _next_check(f: np.ndarray, s: np.ndarray, p: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def init_state(p: np.ndarray, record: bool) -> tuple[np.ndarray, np.ndarray]:
-    """``(f, s)`` of a migration that has just been started."""
-    f = np.zeros(N_F)
-    s = np.zeros(N_S, dtype=np.int64)
+def init_state(p: np.ndarray, f: np.ndarray, s: np.ndarray, record: bool) -> None:
+    """Write the state of a migration that has just been started into ``f`` (``N_F`` floats) and
+    ``s`` (``N_S`` int64); filled here rather than returned, as boxing arrays back to Python
+    costs more than allocating them there."""
+    f[:] = 0.0
+    s[:] = 0
     f[F_BULK] = p[P_RESIDENT]
     f[F_PASS1_END] = np.nan
     f[F_TD_MS] = min(p[P_TD0], p[P_TD_MAX])
@@ -172,7 +174,6 @@ def init_state(p: np.ndarray, record: bool) -> tuple[np.ndarray, np.ndarray]:
     s[S_NEXT_CHECK] = _next_check(f, s, p)
     timer = p[P_AUTO_CONVERGE] != 0.0 and p[P_SYNC_TIMER] != 0.0
     s[S_NEXT_TIMER] = SYNC_TIMER_TICKS if timer else NEVER
-    return f, s
 
 
 @njit(cache=True)

@@ -132,7 +132,7 @@ class Simulation:
         self.metrics.onsets = [
             (e.t, e.node) for e in self.scenario.events if e.type == "pressure-onset"
         ]
-        self.log: list[tuple[float, str]] = []
+        self._log: list[tuple[float, str | Job]] = []
         self._view: ClusterView | None = None
         self._results: list[Job] = []
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
@@ -196,7 +196,7 @@ class Simulation:
             self._carry_pauses(dt)
         self._lrm(t0, t1)
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
-        stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _ = cl.totals.tolist()
+        stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _ = cl.totals.tolist()
         self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
         self.t = t1
 
@@ -258,9 +258,8 @@ class Simulation:
                 mig = job.migration
                 assert mig is not None
                 before = mig.throttle_integral
-                mig.advance(t1 - t)
+                outcome = mig.advance(t1 - t)
                 cl.run_fraction[g] -= (mig.throttle_integral - before) / dt
-                outcome = mig.outcome
                 if outcome != COMPLETED:  # once completed the guest counts on the target
                     cl.reserved_mem[job.target] += cl.memhost[g]
                 if outcome == RUNNING:
@@ -299,14 +298,20 @@ class Simulation:
         self.finished.append(job)
         if job.move_id is not None:
             self.metrics.move_ended(self.metrics.moves[job.move_id], ok, aborted, reason, t)
-        verb = "migration" if job.kind == MIGRATE else "relocation"
-        self.log.append(
-            (
-                t,
-                f"{job.sid}: {verb} to {self.cluster.node_names[job.target]} "
-                + ("finished" if ok else f"failed: {reason}"),
-            )
-        )
+        self._log.append((t, job))  # rendered by :attr:`log` when read
+
+    @property
+    def log(self) -> list[tuple[float, str]]:
+        """The HA manager's and the LRM's log of the episode, ``(t, line)``."""
+        names = self.cluster.node_names
+        out: list[tuple[float, str]] = []
+        for t, entry in self._log:
+            if isinstance(entry, Job):  # an ended motion
+                verb = "migration" if entry.kind == MIGRATE else "relocation"
+                outcome = "finished" if entry.ok else f"failed: {entry.reason}"
+                entry = f"{entry.sid}: {verb} to {names[entry.target]} {outcome}"
+            out.append((t, entry))
+        return out
 
     # ------------------------------------------------------------------ CRM
     def observe(self) -> ClusterView:
@@ -421,7 +426,7 @@ class Simulation:
         g = cl.guest_index.get(motion.sid)
         target = cl.node_index.get(motion.target)
         if g is None or target is None or not self._is_ha[g] or self.svc_state[g] != STARTED:
-            self.log.append(
+            self._log.append(
                 (
                     self.t,
                     f"ignored motion {motion.sid} -> {motion.target}: not a started HA service",
@@ -429,7 +434,7 @@ class Simulation:
             )
             return False
         if not self.motion_possible(g, target):
-            self.log.append(
+            self._log.append(
                 (self.t, f"ignored motion {motion.sid} -> {motion.target}: not possible now")
             )
             return False
@@ -446,19 +451,15 @@ class Simulation:
 
     def _no_true_pressure(self) -> bool:
         """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
-        counts as pressure). A loop over the few nodes: cheaper than boolean-mask indexing."""
-        cpu, mem, _ = self.cluster.node_avg10()
-        for c, m, on in zip(cpu.tolist(), mem.tolist(), self._online_list, strict=True):
-            if on and not (c < CHURN_PRESSURE_PCT and m < CHURN_PRESSURE_PCT):
-                return False
-        return True
+        counts as pressure): the round kernel keeps the peak (NaN if any is NaN)."""
+        return bool(self.cluster.totals[6] < CHURN_PRESSURE_PCT)
 
     def _queue(self, g: int, target: int) -> None:
         """``queue_resource_motion``: the service and its positive partners (not already there)."""
         cl = self.cluster
         for p in self.negative.get(g, ()):
             if self.svc_node[p] == target or self.svc_target[p] == target:
-                self.log.append(
+                self._log.append(
                     (
                         self.t,
                         f"err: cannot move {cl.sids[g]} to {cl.node_names[target]}: "
