@@ -399,11 +399,13 @@ class Migration:
             raise ValueError(f"dt must be a finite non-negative number of seconds, got {dt!r}")
         f, s = self._f, self._s
         target = float(f[K.F_T]) + dt
-        while K.advance(f, s, self._p, target, _SEGMENTS, _EVENTS) == K.NEED_DRAIN:
+        result = K.advance(f, s, self._p, target, _SEGMENTS, _EVENTS)
+        while result & K.NEED_DRAIN:
             self._drain()
-        if s[K.S_EV_N] or s[K.S_TL_N]:
+            result = K.advance(f, s, self._p, target, _SEGMENTS, _EVENTS)
+        if result & K.HAS_OUTPUT:
             self._drain()
-        return _OUTCOMES[int(s[K.S_OUTCOME])]
+        return _OUTCOMES[result >> 2]
 
     def run(self, max_duration: float) -> Migration:
         """Advance until completion, abort or ``max_duration`` seconds; returns ``self``."""

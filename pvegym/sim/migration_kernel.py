@@ -17,8 +17,9 @@ State lives in three flat arrays so that the call has few arguments and nothing 
   limit ms) when ``s[S_RECORD]`` is set: the closed-form segments the wrapper expands into the
   per-second timeline.
 
-:func:`advance` returns :data:`NEED_DRAIN` when a buffer is nearly full (the caller drains them
-and calls again with the same target) and :data:`DONE` otherwise. ``NUMBA_DISABLE_JIT=1`` runs
+:func:`advance` returns flags and the outcome code in one int (:func:`_result`): whether a buffer
+is nearly full (:data:`NEED_DRAIN`: the caller drains them and calls again with the same target)
+or holds anything (:data:`HAS_OUTPUT`) and :data:`DONE` otherwise. ``NUMBA_DISABLE_JIT=1`` runs
 the same code as plain Python.
 """
 
@@ -134,8 +135,9 @@ EV_FINISH: Final = 6  # time (s), transferred (bytes)
 EV_CAP_ROWS: Final = 64
 _EV_MARGIN: Final = 8  # one pass of the loop adds at most 4 events and 2 segments
 
-DONE: Final = 0
-NEED_DRAIN: Final = 1
+# advance()'s result: these flags | outcome code << 2
+NEED_DRAIN: Final = 1  # stopped early: a buffer is nearly full, drain and call again
+HAS_OUTPUT: Final = 2  # the buffers hold events or segments
 
 
 @njit(cache=True)
@@ -428,32 +430,40 @@ def _finish(f: np.ndarray, s: np.ndarray, ev: np.ndarray) -> None:
     _event(s, ev, f[F_T], EV_FINISH, f[F_TRANSFERRED])
 
 
+@njit(cache=True, inline="always")
+def _result(s: np.ndarray) -> int:
+    """``outcome code << 2`` | :data:`HAS_OUTPUT` if the buffers hold anything."""
+    out = HAS_OUTPUT if s[S_EV_N] > 0 or s[S_TL_N] > 0 else 0
+    return (s[S_OUTCOME] << 2) | out
+
+
 @njit(cache=True)
 def advance(
     f: np.ndarray, s: np.ndarray, p: np.ndarray, target: float, tl: np.ndarray, ev: np.ndarray
 ) -> int:
     """Advance to ``target`` seconds since the start (or to the completion or abort).
 
-    Returns :data:`NEED_DRAIN` if it stopped early because a buffer is nearly full."""
+    Returns :func:`_result`: :data:`NEED_DRAIN` if it stopped early because a buffer is nearly
+    full."""
     cap = ev.shape[0] - _EV_MARGIN
     tl_cap = tl.shape[0] - _EV_MARGIN
     while s[S_OUTCOME] == RUNNING_CODE:
         if s[S_EV_N] > cap or (s[S_RECORD] != 0 and s[S_TL_N] > tl_cap):
-            return NEED_DRAIN
+            return _result(s) | NEED_DRAIN
         if s[S_STOPPED] != 0:
             if f[F_T_END] > target:
                 _evolve(f, s, p, target, tl)
-                return DONE
+                return _result(s)
             _evolve(f, s, p, f[F_T_END], tl)
             _finish(f, s, ev)
-            return DONE
+            return _result(s)
         if s[S_USLEEP] == POLL_SLOW_TICKS:
             _skip_slow_polls(f, s, p, target)
         ke = min(s[S_NEXT_CHECK], s[S_NEXT_TIMER], s[S_POLL_NEXT])
         te = ke / TICKS_PER_S
         if te > target:
             _evolve(f, s, p, target, tl)
-            return DONE
+            return _result(s)
         _evolve(f, s, p, te, tl)
         s[S_K] = ke
         if ke == s[S_NEXT_CHECK] and _iteration_check(f, s, p, ke, ev):
@@ -464,8 +474,8 @@ def advance(
         if polled:
             _poll(f, s, p, ke, ev)
             if s[S_OUTCOME] != RUNNING_CODE:
-                return DONE
+                return _result(s)
         s[S_NEXT_CHECK] = _next_check(f, s, p)
         if polled:
             _skip_idle_polls(f, s, p, ke)
-    return DONE
+    return _result(s)
