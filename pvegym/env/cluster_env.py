@@ -437,9 +437,11 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             cl.running, cl.guest_rows, cl.guest_avg[0], self._inv_guest,
             self.max_nodes, self.max_guests,
         )  # fmt: skip
+        # what the mask never changes within an episode: node online, node affinity
+        allowed = np.ascontiguousarray(sim.node_allowed[self._ha_idx] & cl.node_online[None, :])
         self._mask_args = (
-            self._grid[:g, :n], self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
-            cl.node_online, sim.node_allowed, sim.neg_ptr, sim.neg_idx,
+            self._grid, allowed, self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
+            sim.neg_ptr, sim.neg_idx,
         )  # fmt: skip
         self._encode_kernel = entry_point(encode, *self._enc_args, 0.0, False, False, False)
         self._fill_mask = entry_point(fill_mask, *self._mask_args)

@@ -70,19 +70,33 @@ def encode(
     inv_guest_cpu, inv_guest_mem = inv_guest[0], inv_guest[1]
     n_n = node_cpu.size
     g_n = ha_idx.size
+    # the switches, read once (the compiler cannot hoist loads that may alias the outputs)
+    off_ncpu, off_nmem = disabled[_NODE_CPU], disabled[_NODE_MEM]
+    off_ncs, off_nms, off_nmf = (
+        disabled[_NODE_CPU_SOME],
+        disabled[_NODE_MEM_SOME],
+        disabled[_NODE_MEM_FULL],
+    )
+    off_gcpu, off_gmem, off_gmh = (
+        disabled[_GUEST_CPU],
+        disabled[_GUEST_MEM],
+        disabled[_GUEST_MEMHOST],
+    )
+    off_gcs, off_gcf = disabled[_GUEST_CPU_SOME], disabled[_GUEST_CPU_FULL]
+    off_gms, off_gmf = disabled[_GUEST_MEM_SOME], disabled[_GUEST_MEM_FULL]
     inv_mn = 1.0 / max_nodes
     # nodes: online, cpu, mem, cpu_some, mem_some, mem_full, guests (rows 1, 4..9)
     load_sum = 0.0
     online = 0
     for n in range(n_n):
         nodef[1, n] = 1.0 if node_online[n] else 0.0
-        cpu = 0.0 if disabled[_NODE_CPU] else _unit(node_cpu[n] * inv_node_cpu[n])
-        mem = 0.0 if disabled[_NODE_MEM] else _unit(node_mem[n] * inv_node_mem[n])
+        cpu = 0.0 if off_ncpu else _unit(node_cpu[n] * inv_node_cpu[n])
+        mem = 0.0 if off_nmem else _unit(node_mem[n] * inv_node_mem[n])
         nodef[4, n] = cpu
         nodef[5, n] = mem
-        nodef[6, n] = 0.0 if disabled[_NODE_CPU_SOME] else _unit(node_avg10[0, n] * 0.01)
-        nodef[7, n] = 0.0 if disabled[_NODE_MEM_SOME] else _unit(node_avg10[1, n] * 0.01)
-        nodef[8, n] = 0.0 if disabled[_NODE_MEM_FULL] else _unit(node_avg10[2, n] * 0.01)
+        nodef[6, n] = 0.0 if off_ncs else _unit(node_avg10[0, n] * 0.01)
+        nodef[7, n] = 0.0 if off_nms else _unit(node_avg10[1, n] * 0.01)
+        nodef[8, n] = 0.0 if off_nmf else _unit(node_avg10[2, n] * 0.01)
         nodef[9, n] = 0.0
         if node_online[n]:
             load_sum += (cpu + mem) / 2.0
@@ -98,14 +112,14 @@ def encode(
         guestf[3, i] = 1.0 if svc_started[c] else 0.0
         guestf[4, i] = 1.0 if tgt >= 0 else 0.0
         guestf[5, i] = 1.0 if running[c] and run_fraction[c] > 0.0 else 0.0
-        guestf[8, i] = 0.0 if disabled[_GUEST_CPU] else _unit(received[c] * inv_guest_cpu[i])
+        guestf[8, i] = 0.0 if off_gcpu else _unit(received[c] * inv_guest_cpu[i])
         mh = memhost[c] * inv_guest_mem[i]
-        guestf[9, i] = 0.0 if disabled[_GUEST_MEM] else _unit(mh * mem_ratio[c])
-        guestf[10, i] = 0.0 if disabled[_GUEST_MEMHOST] else _unit(mh)
-        guestf[11, i] = 0.0 if disabled[_GUEST_CPU_SOME] else _unit(guest_avg10[0, c] * 0.01)
-        guestf[12, i] = 0.0 if disabled[_GUEST_CPU_FULL] else _unit(guest_avg10[1, c] * 0.01)
-        guestf[13, i] = 0.0 if disabled[_GUEST_MEM_SOME] else _unit(guest_avg10[2, c] * 0.01)
-        guestf[14, i] = 0.0 if disabled[_GUEST_MEM_FULL] else _unit(guest_avg10[3, c] * 0.01)
+        guestf[9, i] = 0.0 if off_gmem else _unit(mh * mem_ratio[c])
+        guestf[10, i] = 0.0 if off_gmh else _unit(mh)
+        guestf[11, i] = 0.0 if off_gcs else _unit(guest_avg10[0, c] * 0.01)
+        guestf[12, i] = 0.0 if off_gcf else _unit(guest_avg10[1, c] * 0.01)
+        guestf[13, i] = 0.0 if off_gms else _unit(guest_avg10[2, c] * 0.01)
+        guestf[14, i] = 0.0 if off_gmf else _unit(guest_avg10[3, c] * 0.01)
     # globals: time_frac, motion_active, (nodes_frac, guests_frac static), imbalance, results,
     # missing flags
     glob[0] = _unit(time_frac)
@@ -128,34 +142,37 @@ def encode(
 
 @njit(cache=True)
 def fill_mask(
-    grid: np.ndarray,  # (max_guests, max_nodes) bool, written for the real guests and nodes
+    grid: np.ndarray,  # (max_guests, max_nodes) bool, C order; rows < guests, columns < nodes written
+    allowed: np.ndarray,  # (guests, nodes) bool: online and permitted by node affinity (static)
     ha_idx: np.ndarray,
     svc_node: np.ndarray,
     svc_target: np.ndarray,
     svc_started: np.ndarray,
-    node_online: np.ndarray,
-    node_allowed: np.ndarray,  # (guests, nodes) bool: node affinity (cluster guest index)
     neg_ptr: np.ndarray,
     neg_idx: np.ndarray,
 ) -> bool:
     """Valid guest × node motions with the pipeline idle (``Simulation.motion_possible``: online,
     not its node, allowed by node affinity, no negative-affinity partner there);
-    returns whether any is valid."""
-    n_n = node_online.size
+    returns whether any is valid. ``allowed`` holds what does not change within an episode, so a
+    started guest's row is a copy of it with its node and its partners' nodes cleared."""
+    g_n, n_n = allowed.shape
     anyv = False
-    for i in range(ha_idx.size):
+    for i in range(g_n):
         c = ha_idx[i]
-        started = svc_started[c]
-        for n in range(n_n):
-            grid[i, n] = started and node_online[n] and n != svc_node[c] and node_allowed[c, n]
-        if started:
-            for k in range(neg_ptr[c], neg_ptr[c + 1]):
-                p = neg_idx[k]
-                grid[i, svc_node[p]] = False
-                if svc_target[p] >= 0:
-                    grid[i, svc_target[p]] = False
+        row = grid[i]
+        if not svc_started[c]:
+            row[:n_n] = False
+            continue
+        row[:n_n] = allowed[i]
+        row[svc_node[c]] = False
+        for k in range(neg_ptr[c], neg_ptr[c + 1]):
+            p = neg_idx[k]
+            row[svc_node[p]] = False
+            if svc_target[p] >= 0:
+                row[svc_target[p]] = False
+        if not anyv:
             for n in range(n_n):
-                if grid[i, n]:
+                if row[n]:
                     anyv = True
                     break
     return anyv
