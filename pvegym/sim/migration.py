@@ -222,18 +222,41 @@ class Migration:
         self, params: MigrationParams | NDArray[np.float64], record_timeline: bool = True
     ) -> None:
         """``params``: validated :class:`MigrationParams`, or an array from :func:`params_array`
-        (:func:`guest_params` fills one per guest without re-validating the shared settings).
+        (see :meth:`for_guest` for a cluster's migrations).
         ``record_timeline=False`` skips the per-second :attr:`timeline` (the cluster model does
         not read it)."""
         p = params_array(params) if isinstance(params, MigrationParams) else params
         self._p = p
         self._f = np.empty(K.N_F)
         self._s = np.empty(K.N_S, dtype=np.int64)
-        K.init_state(p, self._f, self._s, record_timeline)
+        K.init_state(p, self._f, self._s, record_timeline, True)
         # raw kernel output, turned into log lines and entries only when asked for (the cluster
         # never reads them)
         self._events: list[list[float]] = []
         self._segments: list[list[float]] = []
+
+    @classmethod
+    def for_guest(
+        cls,
+        template: NDArray[np.float64],
+        memory: float,
+        resident: float,
+        dirty_rate: float,
+        wws: float,
+        sensitivity: float,
+    ) -> Migration:
+        """A guest's migration in a cluster: ``template`` (:func:`params_array` of validated
+        shared settings) with the guest's already validated values (bytes, bytes/s, fraction);
+        it keeps neither :attr:`log` nor :attr:`timeline` nor the diagnostics lists, which the
+        cluster never reads (a motion starts every few rounds, so the set-up cost counts)."""
+        m = cls.__new__(cls)
+        m._p = np.empty(K.N_P)
+        m._f = np.empty(K.N_F)
+        m._s = np.empty(K.N_S, dtype=np.int64)
+        K.start_guest(template, m._p, m._f, m._s, memory, resident, dirty_rate, wws, sensitivity)
+        m._events = []
+        m._segments = []
+        return m
 
     # ------------------------------------------------------------------ read-only state
     @property
@@ -456,26 +479,6 @@ def params_array(p: MigrationParams) -> NDArray[np.float64]:
     a[K.P_DEVICE] = p.device_state_bytes
     a[K.P_RESUME_MS] = p.resume_latency_ms
     a[K.P_CLASSIC] = p.classic_passes
-    return a
-
-
-def guest_params(
-    template: NDArray[np.float64],
-    memory: float,
-    resident: float,
-    dirty_rate: float,
-    wws: float,
-    sensitivity: float,
-) -> NDArray[np.float64]:
-    """``template`` (from :func:`params_array`, validated shared settings) with one guest's
-    values, for callers whose guest values are validated already (a scenario's guests): building
-    and validating a :class:`MigrationParams` per motion costs more than the motion's rounds."""
-    a = template.copy()
-    a[K.P_M] = memory
-    a[K.P_RESIDENT] = resident
-    a[K.P_RAW] = dirty_rate
-    a[K.P_W] = wws
-    a[K.P_SENS] = sensitivity
     return a
 
 

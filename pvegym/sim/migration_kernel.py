@@ -123,7 +123,8 @@ S_NEXT_TIMER: Final = 19
 S_EV_N: Final = 20  # events in the buffer
 S_TL_N: Final = 21  # timeline rows written
 S_RECORD: Final = 22  # 1 = write the timeline
-N_S: Final = 23
+S_LOG: Final = 23  # 1 = write events (log lines, diagnostics lists)
+N_S: Final = 24
 
 # --- events (ev rows: tick or time, code, value) ---------------------------------------------
 EV_THROTTLE: Final = 1  # tick, new throttle percent
@@ -156,12 +157,14 @@ def _next_check(f: np.ndarray, s: np.ndarray, p: np.ndarray) -> int:
 
 
 @njit(cache=True)
-def init_state(p: np.ndarray, f: np.ndarray, s: np.ndarray, record: bool) -> None:
+def init_state(p: np.ndarray, f: np.ndarray, s: np.ndarray, record: bool, log: bool) -> None:
     """Write the state of a migration that has just been started into ``f`` (``N_F`` floats) and
     ``s`` (``N_S`` int64); filled here rather than returned, as boxing arrays back to Python
-    costs more than allocating them there."""
+    costs more than allocating them there. ``record``: write timeline segments; ``log``: write
+    events."""
     f[:] = 0.0
     s[:] = 0
+    s[S_LOG] = 1 if log else 0
     f[F_BULK] = p[P_RESIDENT]
     f[F_PASS1_END] = np.nan
     f[F_TD_MS] = min(p[P_TD0], p[P_TD_MAX])
@@ -179,7 +182,32 @@ def init_state(p: np.ndarray, f: np.ndarray, s: np.ndarray, record: bool) -> Non
 
 
 @njit(cache=True)
+def start_guest(
+    template: np.ndarray,
+    p: np.ndarray,
+    f: np.ndarray,
+    s: np.ndarray,
+    memory: float,
+    resident: float,
+    dirty_rate: float,
+    wws: float,
+    sensitivity: float,
+) -> None:
+    """A cluster's migration in one call: ``p`` = ``template`` with the guest's values, state
+    initialised, neither events nor timeline written (the cluster reads neither)."""
+    p[:] = template
+    p[P_M] = memory
+    p[P_RESIDENT] = resident
+    p[P_RAW] = dirty_rate
+    p[P_W] = wws
+    p[P_SENS] = sensitivity
+    init_state(p, f, s, False, False)
+
+
+@njit(cache=True)
 def _event(s: np.ndarray, ev: np.ndarray, when: float, code: int, value: float) -> None:
+    if s[S_LOG] == 0:
+        return
     n = s[S_EV_N]
     ev[n, 0] = when
     ev[n, 1] = code

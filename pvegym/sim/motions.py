@@ -53,7 +53,7 @@ class Job:
 
 def migration_template(settings: MigrationSettings) -> NDArray[np.float64]:
     """The scenario's migration settings as a kernel parameter vector (validated once, through
-    :class:`MigrationParams`); :func:`pvegym.sim.migration.guest_params` adds a guest's values."""
+    :class:`MigrationParams`); :meth:`pvegym.sim.migration.Migration.for_guest` adds a guest's values."""
     s = settings
     return params_array(
         MigrationParams(

@@ -31,7 +31,7 @@ import numpy as np
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.metrics import Metrics, MoveRecord
-from pvegym.sim.migration import COMPLETED, RUNNING, Migration, guest_params
+from pvegym.sim.migration import COMPLETED, RUNNING, Migration
 from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_template
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.view import (
@@ -241,16 +241,13 @@ class Simulation:
                     continue
                 spec = self.guests[g]
                 memory = spec.maxmem
-                job.migration = Migration(
-                    guest_params(
-                        self._migration_template,
-                        memory,
-                        min(max(float(cl.memhost[g]), 1.0), memory),
-                        spec.dirty_rate,
-                        spec.wws if spec.wws is not None else memory,
-                        spec.throttle_sensitivity,
-                    ),
-                    record_timeline=False,
+                job.migration = Migration.for_guest(
+                    self._migration_template,
+                    memory,
+                    min(max(float(cl.memhost[g]), 1.0), memory),
+                    spec.dirty_rate,
+                    spec.wws if spec.wws is not None else memory,
+                    spec.throttle_sensitivity,
                 )
                 job.phase = "transfer"
                 job.t_transfer_start = t
