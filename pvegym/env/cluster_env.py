@@ -191,7 +191,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
                 )
             weights[key] = float(value)
         self.reward_weights = weights
-        self._w = [float(weights[k]) for k in _COST_KEYS]
+        self._w = tuple(float(weights[k]) for k in _COST_KEYS)
 
         self._family: str | None = None
         self._fixed: Scenario | None = None
@@ -230,7 +230,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._scenario: Scenario | None = None
         self._instance: int | None = None
         self.episode_seed: int | None = None
-        self._last_cost = [0.0] * len(_COST_KEYS)
+        self._last_cost = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
 
     # ------------------------------------------------------------------ public helpers
@@ -350,11 +350,19 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
                 self._record(False)
         truncated = self._decisions >= self._rounds
         cost = self._cost()
-        # w · (cost − last) as a sequential sum of doubles (what a dot product of 6 does)
-        reward = 0.0
-        for w, c, last in zip(self._w, cost, self._last_cost, strict=True):
-            reward += w * (c - last)
-        reward = -reward
+        c0, c1, c2, c3, c4, c5 = cost
+        l0, l1, l2, l3, l4, l5 = self._last_cost
+        w0, w1, w2, w3, w4, w5 = self._w
+        # −w · (cost − last) as a left-to-right sum of doubles (what a dot product of 6 does)
+        reward = -(
+            0.0
+            + w0 * (c0 - l0)
+            + w1 * (c1 - l1)
+            + w2 * (c2 - l2)
+            + w3 * (c3 - l3)
+            + w4 * (c4 - l4)
+            + w5 * (c5 - l5)
+        )
         self._last_cost = cost
         info: dict[str, Any] = {"invalid_action": invalid, "rounds": rounds, "t": sim.t}
         if truncated:
@@ -451,7 +459,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._noop_mask = self._mask.copy()
         # baseline zero: the first step's reward also carries the first round (simulated by
         # reset, before any decision), so the episode's rewards sum to minus its final cost
-        self._last_cost = [0.0] * len(_COST_KEYS)
+        self._last_cost = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
     def _any_motion_possible(self) -> bool:
         """Whether any motion is valid now (writes the mask buffer's guest × node grid)."""
@@ -459,19 +467,19 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             return False
         return bool(self._fill_mask(*self._mask_args))
 
-    def _cost(self) -> list[float]:
+    def _cost(self) -> tuple[float, float, float, float, float, float]:
         """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode
         start: stall (s), shortfall (core·s), moves, failed moves, oscillations, GiB sent."""
         sim = self.sim
         m = sim.metrics
-        return [
-            float(m.stall_cpu_s + m.stall_mem_s),
-            float(m.cpu_shortfall_core_s),
+        return (
+            m.stall_cpu_s + m.stall_mem_s,
+            m.cpu_shortfall_core_s,
             float(len(m.moves)),
             float(m.moves_failed),
             float(m.oscillations),
-            float((m.migration_bytes + sim.transfer_in_flight()[0]) / GiB),
-        ]
+            (m.migration_bytes + sim.transfer_in_flight()[0]) / GiB,
+        )
 
     def _encode(self) -> NDArray[np.float32]:
         """Fill the preallocated observation from this round's telemetry; return a copy."""

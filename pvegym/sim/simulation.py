@@ -211,24 +211,30 @@ class Simulation:
                 del self._pause_left[g]
 
     def _lrm(self, t0: float, t1: float) -> None:
-        cl, ms = self.cluster, self.scenario.migration
+        """The LRM workers over the round (t0, t1]: jobs in FIFO order, one at a time, each
+        through its phases (queued → precheck → transfer, or queued → down for a container)."""
+        cl = self.cluster
+        run_fraction = cl.run_fraction
+        jobs = self.jobs
         dt = t1 - t0
         t = t0
-        while self.jobs and t < t1:
-            job = self.jobs[0]
+        while jobs and t < t1:
+            job = jobs[0]
             start = max(job.t_start, t)
             if start >= t1:
                 return
             g = job.guest
-            if job.phase == "queued":
+            phase = job.phase
+            if phase == "queued":
+                ms = self.scenario.migration
                 if job.kind == RELOCATE and self._migratable_list[g]:
-                    job.phase = "down"
+                    phase = job.phase = "down"
                     job.t_transfer_start = start
                     job.t_phase_end = start + ms.ct_shutdown_s + ms.ct_start_s
                 else:
-                    job.phase = "precheck"
+                    phase = job.phase = "precheck"
                     job.t_phase_end = start + ms.precheck_s
-            if job.phase == "precheck":
+            if phase == "precheck":
                 if job.t_phase_end >= t1:
                     return
                 t = job.t_phase_end
@@ -249,37 +255,37 @@ class Simulation:
                     spec.wws if spec.wws is not None else memory,
                     spec.throttle_sensitivity,
                 )
-                job.phase = "transfer"
+                phase = job.phase = "transfer"
                 job.t_transfer_start = t
-            if job.phase == "transfer":
+            if phase == "transfer":
                 mig = job.migration
                 assert mig is not None
                 before = mig.throttle_integral
                 outcome = mig.advance(t1 - t)
-                cl.run_fraction[g] -= (mig.throttle_integral - before) / dt
-                if outcome != COMPLETED:  # once completed the guest counts on the target
+                run_fraction[g] -= (mig.throttle_integral - before) / dt
+                if outcome == RUNNING:  # the target holds the incoming guest's memory
                     cl.reserved_mem[job.target] += cl.memhost[g]
-                if outcome == RUNNING:
                     return
                 t = job.t_transfer_start + mig.t
                 self.metrics.migration_bytes += mig.transferred
                 self.metrics.migration_seconds += mig.t
-                if outcome == COMPLETED:
+                if outcome == COMPLETED:  # from now on the guest counts on the target
                     down = mig.guest_pause_s  # QEMU downtime + poll lag + resume on target
-                    cl.run_fraction[g] -= min(down, t1 - t) / dt
+                    run_fraction[g] -= min(down, t1 - t) / dt
                     if down > t1 - t:  # a long pause continues into the next rounds
                         self._pause_left[g] = down - (t1 - t)
                     self.metrics.downtime_s += down
                     cl.node[g] = job.target
                     self._finish(job, t, ok=True)
                 else:
+                    cl.reserved_mem[job.target] += cl.memhost[g]
                     self._finish(
                         job, t, ok=False, aborted=True, reason=mig.error or "no convergence"
                     )
                 continue
-            if job.phase == "down":
+            if phase == "down":
                 lo, hi = max(job.t_transfer_start, t0), min(job.t_phase_end, t1)
-                cl.run_fraction[g] -= max(hi - lo, 0.0) / dt
+                run_fraction[g] -= max(hi - lo, 0.0) / dt
                 if job.t_phase_end >= t1:
                     return
                 t = job.t_phase_end
