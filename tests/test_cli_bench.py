@@ -1,6 +1,7 @@
 """``pvegym bench --quick --json`` runs in a few seconds and reports every figure."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,10 +19,13 @@ KEYS = {
 }
 
 
-def test_bench_quick_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--quick", "--json"]) == 0
+def test_bench_quick_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "bench" / "bench.json"
+    assert main(["bench", "--quick", "--json", "--out", str(target)]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)
+    assert json.loads(target.read_text()) == doc  # the same document, with its provenance
+    assert {"commit", "versions", "cpus"} <= doc["provenance"].keys()
     assert doc.keys() >= KEYS
     assert all(doc[k] > 0 for k in KEYS - {"scaling", "scaling_exponent"})
     assert {"nodes", "guests", "step_us"} <= doc["scaling"][0].keys()

@@ -19,7 +19,8 @@ Figures (``--json`` keys):
 * ``scaling`` — step µs for clusters from 2 nodes / 10 guests to 64 nodes / 2,000 guests, and
   ``scaling_exponent``: the slope of log(step µs) against log(guests) (least squares).
 
-Progress goes to stderr; the numbers depend on the machine and its load.
+Progress goes to stderr; the numbers depend on the machine and its load. ``provenance`` records
+the commit, package versions, interpreter and CPU count; ``--out FILE`` also writes the document.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure environment step cost and simulator speed")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--quick", action="store_true", help="a few seconds: fewer steps and sizes")
+    p.add_argument(
+        "--out", metavar="FILE", help="also write the figures (with provenance) as JSON to FILE"
+    )
     p.set_defaults(func=run)
 
 
@@ -257,8 +261,32 @@ def bench(quick: bool = False) -> dict[str, Any]:
     }
 
 
+def provenance() -> dict[str, Any]:
+    """What the figures were measured with: commit, package versions, interpreter, CPUs."""
+    import os
+    import platform
+
+    from pvegym.provenance import git_commit, package_versions
+
+    commit, dirty = git_commit()
+    return {
+        "commit": commit,
+        "dirty": dirty,
+        "versions": package_versions(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     doc = bench(quick=args.quick)
+    doc["provenance"] = provenance()
+    if args.out:
+        from pathlib import Path
+
+        from pvegym.experiments.record import write_json_atomic
+
+        write_json_atomic(Path(args.out), doc)
     if args.json:
         print(json.dumps(doc, sort_keys=True))
         return 0
