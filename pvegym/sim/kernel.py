@@ -42,6 +42,7 @@ def entry_point(kernel: F, *example: Any) -> F:
 @njit(cache=True)
 def sample_signals(
     t: float,
+    dt: float,
     out: np.ndarray,
     const: np.ndarray,
     ints: np.ndarray,  # ou_idx | di_idx | bu_idx | st_idx | st_ptr | tr_idx | tr_lo | tr_n
@@ -49,7 +50,6 @@ def sample_signals(
     ou: np.ndarray,  # (5, k) mean, phi, innov, state (in/out), this round's standard normals
     di: np.ndarray,  # (3, k) amplitude, angular frequency (rad/s), phase (s)
     bu: np.ndarray,  # (5, k) time left (in/out), p(start), duration, height, uniforms
-    dt: float,
     st: np.ndarray,  # (2, m) step times, step values
     tr: np.ndarray,  # (3, k) sample interval (s), offset (s), scale
     tr_vals: np.ndarray,
@@ -253,3 +253,48 @@ def cluster_round(
                 elif v > peak:  # NaN stays: NaN > x is False
                     peak = v
     totals[6] = peak
+
+
+@njit(cache=True)
+def physics_round(
+    t: float,
+    dt: float,
+    out: np.ndarray,
+    const: np.ndarray,
+    ints: np.ndarray,
+    int_ptr: np.ndarray,
+    ou: np.ndarray,
+    di: np.ndarray,
+    bu: np.ndarray,
+    st: np.ndarray,
+    tr: np.ndarray,
+    tr_vals: np.ndarray,
+    tr_loop: np.ndarray,
+    node: np.ndarray,
+    running: np.ndarray,
+    guest_rows: np.ndarray,
+    node_rows: np.ndarray,
+    node_online: np.ndarray,
+    mmc_tables: np.ndarray,
+    mmc_row: np.ndarray,
+    grid_steps: int,
+    blend: float,
+    hog_share: float,
+    mem_watermark: float,
+    mem_gain: float,
+    mem_full_ratio: float,
+    decay: np.ndarray,
+    node_inst: np.ndarray,
+    guest_inst: np.ndarray,
+    node_avg: np.ndarray,
+    guest_avg: np.ndarray,
+    totals: np.ndarray,
+) -> None:
+    """The physics of the round (t, t + dt]: :func:`sample_signals` into ``out`` at ``t``, then
+    :func:`cluster_round` on it — one call from Python instead of two."""
+    sample_signals(t, dt, out, const, ints, int_ptr, ou, di, bu, st, tr, tr_vals, tr_loop)
+    cluster_round(
+        out, node, running, guest_rows, node_rows, node_online, mmc_tables, mmc_row, grid_steps,
+        blend, hog_share, mem_watermark, mem_gain, mem_full_ratio, decay,
+        node_inst, guest_inst, node_avg, guest_avg, totals,
+    )  # fmt: skip

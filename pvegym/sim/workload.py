@@ -337,13 +337,11 @@ class WorkloadBank:
         self._dt = -1.0
         self.out = np.zeros(self.n)
         # the compiled pass's arguments, bound once: every array above is updated in place
-        self._args_before_dt = (
+        self._args = (
             self.out, self._const, self._ints, self._int_ptr, self._ou, self._di, self._bu,
+            self._st, self._tr, self._tr_vals, self._tr_loop,
         )  # fmt: skip
-        self._args_after_dt = (self._st, self._tr, self._tr_vals, self._tr_loop)
-        self._sample = entry_point(
-            sample_signals, 0.0, *self._args_before_dt, 0.0, *self._args_after_dt
-        )
+        self._sample = entry_point(sample_signals, 0.0, 0.0, *self._args)
         self.reset()
 
     def reset(self) -> None:
@@ -359,13 +357,24 @@ class WorkloadBank:
         self._innov[:] = self._ou_sigma * np.sqrt(1.0 - self._phi**2)
         self._p_burst[:] = -np.expm1(-self._bu_rate * dt)
 
-    def sample(self, t: float, dt: float) -> NDArray[np.float64]:
-        """Values at time ``t`` (s) after advancing stochastic terms by ``dt`` (s), in the reused
-        buffer :attr:`out`."""
+    def draw(self, dt: float) -> None:
+        """The random numbers and per-``dt`` factors of a round of ``dt`` seconds, in place: what
+        :func:`~pvegym.sim.kernel.sample_signals` then reads from :attr:`kernel_args`."""
         if dt != self._dt:
             self._prepare(dt)
         # the same draws, in the same order, as ``standard_normal(n)`` then ``random(m)``
         self._rng.standard_normal(out=self._normals)
         self._rng.random(out=self._uniforms)
-        self._sample(t, *self._args_before_dt, dt, *self._args_after_dt)
+
+    @property
+    def kernel_args(self) -> tuple[NDArray[Any], ...]:
+        """:func:`~pvegym.sim.kernel.sample_signals`' array arguments, in order, without ``t``
+        and ``dt`` (which come first: ``sample_signals(t, dt, *kernel_args)``)."""
+        return self._args
+
+    def sample(self, t: float, dt: float) -> NDArray[np.float64]:
+        """Values at time ``t`` (s) after advancing stochastic terms by ``dt`` (s), in the reused
+        buffer :attr:`out`."""
+        self.draw(dt)
+        self._sample(t, dt, *self._args)
         return self.out
