@@ -194,7 +194,8 @@ class Simulation:
         cl.reserved_mem.fill(0.0)
         if self._pause_left:
             self._carry_pauses(dt)
-        self._lrm(t0, t1)
+        if self.jobs:
+            self._lrm(t0, t1)
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
         stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _ = cl.totals.tolist()
         self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
