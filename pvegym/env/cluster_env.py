@@ -439,16 +439,16 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         # the kernels' arguments bound for the episode: the simulation updates these arrays in
         # place, and binding saves a step dozens of attribute lookups and slices
         self._enc_args = (
-            self._glob, self._nodef[:, :n], self._guestf[:, :g], self._disabled,
+            self._obs, len(GLOBAL_FEATURES), len(NODE_FEATURES), self._disabled,
             cl.node_online, cl.node_rows, cl.node_avg[0], self._inv_node,
-            self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
+            self._ha_idx, sim.svc_place, sim.svc_started,
             cl.running, cl.guest_rows, cl.guest_avg[0], self._inv_guest,
             self.max_nodes, self.max_guests,
         )  # fmt: skip
         # what the mask never changes within an episode: node online, node affinity
         allowed = np.ascontiguousarray(sim.node_allowed[self._ha_idx] & cl.node_online[None, :])
         self._mask_args = (
-            self._grid, allowed, self._ha_idx, sim.svc_node, sim.svc_target, sim.svc_started,
+            self._grid, allowed, self._ha_idx, sim.svc_place, sim.svc_started,
             sim.neg_ptr, sim.neg_idx,
         )  # fmt: skip
         self._encode_kernel = entry_point(encode, *self._enc_args, 0.0, False, False, False)

@@ -32,17 +32,16 @@ def _unit(x: float) -> float:
 
 @njit(cache=True)
 def encode(
-    glob: np.ndarray,  # (n_global,) float32
-    nodef: np.ndarray,  # (n_node_features, max_nodes) float32
-    guestf: np.ndarray,  # (n_guest_features, max_guests) float32
+    obs: np.ndarray,  # float32: globals | node features × max_nodes | guest features × max_guests
+    n_global: int,
+    n_node_features: int,
     disabled: np.ndarray,  # (12,) bool, TELEMETRY_FIELDS order
     node_online: np.ndarray,
     node_rows: np.ndarray,  # ClusterState.node_rows (row 4 cores busy, row 5 bytes in use)
     node_avg10: np.ndarray,  # (3, n) percent: cpu some, mem some, mem full
     inv_node: np.ndarray,  # (2, n) 1 / maxcpu, 1 / maxmem
     ha_idx: np.ndarray,  # view index -> cluster guest index
-    svc_node: np.ndarray,
-    svc_target: np.ndarray,
+    svc_place: np.ndarray,  # (2, guests) Simulation.svc_place: node, target (-1: none)
     svc_started: np.ndarray,
     running: np.ndarray,
     guest_rows: np.ndarray,  # ClusterState.guest_rows (mem_ratio, run_fraction, received, memhost)
@@ -59,6 +58,11 @@ def encode(
 
     The per-round scalars come last: the caller binds every argument before them once per
     episode (the arrays are updated in place)."""
+    node_end = n_global + n_node_features * max_nodes
+    glob = obs[:n_global]
+    nodef = obs[n_global:node_end].reshape((n_node_features, max_nodes))
+    guestf = obs[node_end:].reshape((-1, max_guests))
+    svc_node, svc_target = svc_place[0], svc_place[1]
     node_cpu, node_mem = node_rows[4], node_rows[5]
     inv_node_cpu, inv_node_mem = inv_node[0], inv_node[1]
     mem_ratio, run_fraction, received, memhost = (
@@ -145,8 +149,7 @@ def fill_mask(
     grid: np.ndarray,  # (max_guests, max_nodes) bool, C order; rows < guests, columns < nodes written
     allowed: np.ndarray,  # (guests, nodes) bool: online and permitted by node affinity (static)
     ha_idx: np.ndarray,
-    svc_node: np.ndarray,
-    svc_target: np.ndarray,
+    svc_place: np.ndarray,  # (2, guests) Simulation.svc_place: node, target (-1: none)
     svc_started: np.ndarray,
     neg_ptr: np.ndarray,
     neg_idx: np.ndarray,
@@ -156,6 +159,7 @@ def fill_mask(
     returns whether any is valid. ``allowed`` holds what does not change within an episode, so a
     started guest's row is a copy of it with its node and its partners' nodes cleared."""
     g_n, n_n = allowed.shape
+    svc_node, svc_target = svc_place[0], svc_place[1]
     anyv = False
     for i in range(g_n):
         c = ha_idx[i]

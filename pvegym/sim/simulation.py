@@ -119,8 +119,12 @@ class Simulation:
         self.t = 0.0
         self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
-        self.svc_node = cl.home.copy()
-        self.svc_target = np.full(cl.n_guests, -1, dtype=np.int64)
+        # where each service is and where it is going (-1: nowhere), rows of one array so that
+        # compiled code takes them as one argument
+        self.svc_place = np.empty((2, cl.n_guests), dtype=np.int64)
+        self.svc_node, self.svc_target = self.svc_place
+        self.svc_node[:] = cl.home
+        self.svc_target[:] = -1
         self.cmds: dict[int, tuple[str, int]] = {}
         self.jobs: list[Job] = []  # FIFO: the LRM runs one motion at a time
         self.finished: list[Job] = []  # ended, not yet seen by the CRM
