@@ -244,18 +244,26 @@ class Migration:
         dirty_rate: float,
         wws: float,
         sensitivity: float,
+        reuse: Migration | None = None,
     ) -> Migration:
         """A guest's migration in a cluster: ``template`` (:func:`params_array` of validated
         shared settings) with the guest's already validated values (bytes, bytes/s, fraction);
         it keeps neither :attr:`log` nor :attr:`timeline` nor the diagnostics lists, which the
-        cluster never reads (a motion starts every few rounds, so the set-up cost counts)."""
-        m = cls.__new__(cls)
-        m._p = np.empty(K.N_P)
-        m._f = np.empty(K.N_F)
-        m._s = np.empty(K.N_S, dtype=np.int64)
+        cluster never reads (a motion starts every few rounds, so the set-up cost counts).
+        ``reuse``: an ended migration nobody reads any more, whose arrays are reinitialised
+        instead of allocating new ones."""
+        if reuse is None:
+            m = cls.__new__(cls)
+            m._p = np.empty(K.N_P)
+            m._f = np.empty(K.N_F)
+            m._s = np.empty(K.N_S, dtype=np.int64)
+            m._events = []
+            m._segments = []
+        else:
+            m = reuse
+            m._events.clear()
+            m._segments.clear()
         K.start_guest(template, m._p, m._f, m._s, memory, resident, dirty_rate, wws, sensitivity)
-        m._events = []
-        m._segments = []
         return m
 
     # ------------------------------------------------------------------ read-only state

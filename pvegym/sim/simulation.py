@@ -140,7 +140,10 @@ class Simulation:
         self._view: ClusterView | None = None
         self._results: list[Job] = []
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
-        self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
+        self._pause_left: dict[int, float] = {}
+        self._ended_migration: Migration | None = (
+            None  # guest -> switchover pause still to serve (s)
+        )
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -259,7 +262,9 @@ class Simulation:
                     spec.dirty_rate,
                     spec.wws if spec.wws is not None else memory,
                     spec.throttle_sensitivity,
+                    reuse=self._ended_migration,
                 )
+                self._ended_migration = None
                 phase = job.phase = "transfer"
                 job.t_transfer_start = t
             if phase == "transfer":
@@ -274,6 +279,8 @@ class Simulation:
                 t = job.t_transfer_start + mig.t
                 self.metrics.migration_bytes += mig.transferred
                 self.metrics.migration_seconds += mig.t
+                # nothing reads an ended migration: the next one reuses its arrays
+                job.migration, self._ended_migration = None, mig
                 if outcome == COMPLETED:  # from now on the guest counts on the target
                     down = mig.guest_pause_s  # QEMU downtime + poll lag + resume on target
                     run_fraction[g] -= min(down, t1 - t) / dt
@@ -367,11 +374,21 @@ class Simulation:
         counts it as an invalid action and never hands it to the HA manager); returns whether it
         was queued.
         """
-        queued = self.motion_possible(g, target)
-        if queued:
+        if not self.motion_possible(g, target):
+            self._next_states()
+            return False
+        if g in self.positive:  # a bundle: queue_resource_motion moves the partners too
             self._issue(g, target)
-        self._next_states()
-        return queued
+            self._next_states()
+            return True
+        # a lone guest, and motion_possible() implies an idle pipeline (no command, job or
+        # result): queueing it and the state machine reduce to starting its one job
+        cl = self.cluster
+        source = int(self.svc_node[g])
+        rec = MoveRecord(self.t, cl.sids[g], cl.node_names[source], cl.node_names[target])
+        self.metrics.move_issued(rec, churn=self._no_true_pressure())
+        self._start_job(g, self._motion_kind[g], target, source, len(self.metrics.moves) - 1)
+        return True
 
     def _next_states(self) -> None:
         """The service state machine of the CRM round: motion results, then queued commands."""
@@ -398,15 +415,20 @@ class Simulation:
             del self.cmds[g]
             if target == self.svc_node[g] or not self._online_list[target]:
                 continue
-            self.svc_state[g] = kind
-            self.svc_started[g] = False
-            self.svc_target[g] = target
-            # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
-            # from the same draw, at a quarter of uniform()'s argument handling
-            offset = 0.0 + self._lrm_delay_max_s * self._lrm_rng.random()
-            job = Job(g, cl.sids[g], int(self.svc_node[g]), target, kind, self.t, self.t + offset)
-            job.move_id = self._pending_move.pop(g, None)
-            self.jobs.append(job)
+            self._start_job(g, kind, target, int(self.svc_node[g]), self._pending_move.pop(g, None))
+
+    def _start_job(self, g: int, kind: str, target: int, source: int, move_id: int | None) -> None:
+        """``next_state_started`` with a command: the service enters migrate/relocate and the
+        LRM gets its job (it starts at a seeded offset within the LRM's 10 s loop)."""
+        self.svc_state[g] = kind
+        self.svc_started[g] = False
+        self.svc_target[g] = target
+        # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
+        # from the same draw, at a quarter of uniform()'s argument handling
+        offset = 0.0 + self._lrm_delay_max_s * self._lrm_rng.random()
+        job = Job(g, self.cluster.sids[g], source, target, kind, self.t, self.t + offset)
+        job.move_id = move_id
+        self.jobs.append(job)
 
     def motion_possible(self, g: int, target: int) -> bool:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
