@@ -140,10 +140,8 @@ class Simulation:
         self._view: ClusterView | None = None
         self._results: list[Job] = []
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
-        self._pause_left: dict[int, float] = {}
-        self._ended_migration: Migration | None = (
-            None  # guest -> switchover pause still to serve (s)
-        )
+        self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
+        self._ended_migration: Migration | None = None  # its arrays serve the next migration
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
