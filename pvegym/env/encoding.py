@@ -37,15 +37,14 @@ def encode(
     n_node_features: int,
     disabled: np.ndarray,  # (12,) bool, TELEMETRY_FIELDS order
     node_online: np.ndarray,
-    node_rows: np.ndarray,  # ClusterState.node_rows (row 4 cores busy, row 5 bytes in use)
-    node_avg10: np.ndarray,  # (3, n) percent: cpu some, mem some, mem full
+    node_rows: np.ndarray,  # ClusterState.node_rows: cores busy, bytes in use, PSI avg10 (%)
     inv_node: np.ndarray,  # (2, n) 1 / maxcpu, 1 / maxmem
     ha_idx: np.ndarray,  # view index -> cluster guest index
     svc_place: np.ndarray,  # (2, guests) Simulation.svc_place: node, target (-1: none)
     svc_started: np.ndarray,
     running: np.ndarray,
-    guest_rows: np.ndarray,  # ClusterState.guest_rows (mem_ratio, run_fraction, received, memhost)
-    guest_avg10: np.ndarray,  # (4, g) percent: cpu some, cpu full, mem some, mem full
+    guest_rows: np.ndarray,  # ClusterState.guest_rows: mem_ratio, run_fraction, received,
+    # memhost, PSI avg10 (%) cpu some, cpu full, mem some, mem full
     inv_guest: np.ndarray,  # (2, HA guests) 1 / maxcpu, 1 / maxmem
     max_nodes: int,
     max_guests: int,
@@ -64,6 +63,8 @@ def encode(
     guestf = obs[node_end:].reshape((-1, max_guests))
     svc_node, svc_target = svc_place[0], svc_place[1]
     node_cpu, node_mem = node_rows[4], node_rows[5]
+    node_avg10 = node_rows[9:12]  # window avg10 × (cpu some, mem some, mem full)
+    guest_avg10 = guest_rows[11:15]  # window avg10 × (cpu some, cpu full, mem some, mem full)
     inv_node_cpu, inv_node_mem = inv_node[0], inv_node[1]
     mem_ratio, run_fraction, received, memhost = (
         guest_rows[2],

@@ -40,6 +40,13 @@ from pvegym.sim.workload import WorkloadBank
 
 F64 = NDArray[np.float64]
 
+#: Rows of :attr:`ClusterState.node_rows`: maxcpu, maxmem, reserved_mem, node_demand, node_cpu,
+#: node_mem (0–5), node_inst (6–8), node_avg windows × series (9–17).
+NODE_ROWS = 18
+#: Rows of :attr:`ClusterState.guest_rows`: maxcpu, maxmem, mem_ratio, run_fraction, demand,
+#: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22).
+GUEST_ROWS = 23
+
 
 class ClusterState:
     """Nodes and guests of one scenario, their workloads and their pressure (arrays)."""
@@ -53,8 +60,8 @@ class ClusterState:
         self.node_names = tuple(n.name for n in self.nodes)
         self.n_nodes = n = len(self.node_names)
         # per-node and per-guest float arrays are rows of two matrices (the attributes are row
-        # views), so the round kernel takes two arrays instead of twelve (~75 ns per argument)
-        self.node_rows = np.zeros((6, n))
+        # views), so the round kernel takes two arrays instead of sixteen (~75–150 ns each)
+        self.node_rows = np.zeros((NODE_ROWS, n))
         (
             self.node_maxcpu,  # cores
             self.node_maxmem,  # bytes
@@ -62,7 +69,10 @@ class ClusterState:
             self.node_demand,  # out: cores wanted
             self.node_cpu,  # out: cores busy
             self.node_mem,  # out: bytes in use (MemTotal − MemAvailable)
-        ) = self.node_rows
+        ) = self.node_rows[:6]
+        self.node_inst = self.node_rows[6:9]  # out: cpu some | mem some | mem full (0–1)
+        # out: PSI windows avg10/60/300 × the three node series, percent
+        self.node_avg = self.node_rows[9:18].reshape(3, 3, n)
         self.node_maxcpu[:] = [float(x.maxcpu) for x in self.nodes]
         self.node_maxmem[:] = [x.maxmem for x in self.nodes]
         self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
@@ -71,7 +81,7 @@ class ClusterState:
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
         self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
         self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
-        self.guest_rows = np.zeros((7, g))
+        self.guest_rows = np.zeros((GUEST_ROWS, g))
         (
             self.guest_maxcpu,  # vCPUs
             self.guest_maxmem,  # bytes
@@ -80,7 +90,9 @@ class ClusterState:
             self.demand,  # out: cores wanted
             self.received,  # out: cores received
             self.memhost,  # out: host memory footprint (bytes)
-        ) = self.guest_rows
+        ) = self.guest_rows[:7]
+        self.guest_inst = self.guest_rows[7:11]  # out: cpu some | cpu full | mem some | mem full
+        self.guest_avg = self.guest_rows[11:23].reshape(3, 4, g)  # out: windows × series, %
         self.guest_maxcpu[:] = [float(x.maxcpu) for x in self.guests]
         self.guest_maxmem[:] = [x.maxmem for x in self.guests]
         self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
@@ -93,10 +105,6 @@ class ClusterState:
         self.node = self.home.copy()  # where each guest runs now
         self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
         # outputs of the last round: instantaneous pressure (0–1), PSI averages, totals
-        self.node_inst = np.zeros((3, n))  # cpu some | mem some | mem full
-        self.guest_inst = np.zeros((4, g))  # cpu some | cpu full | mem some | mem full
-        self.node_avg = np.zeros((3, 3, n))  # PSI windows avg10/60/300 × the three node series, %
-        self.guest_avg = np.zeros((3, 4, g))  # PSI windows × the four guest series, percent
         # stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some %
         self.totals = np.zeros(7)
         self._decay_dt = -1.0
@@ -109,7 +117,7 @@ class ClusterState:
             self.node, self.running, self.guest_rows, self.node_rows,
             self.node_online, cp.tables, cp.rows, GRID_STEPS,
             cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
-            self.node_inst, self.guest_inst, self.node_avg, self.guest_avg, self.totals,
+            self.totals,
         )  # fmt: skip
         self._physics = entry_point(physics_round, 0.0, 0.0, *self._physics_args)
 

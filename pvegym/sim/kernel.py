@@ -39,36 +39,51 @@ def entry_point(kernel: F, *example: Any) -> F:
     return entry
 
 
+_N_INT_PARTS = 9  # ou_idx, di_idx, bu_idx, st_idx, st_ptr, tr_idx, tr_lo, tr_n, tr_loop
+
+
+@njit(cache=True, inline="always")
+def _bank_part(floats: np.ndarray, layout: np.ndarray, k: int) -> np.ndarray:
+    """Float part ``k`` of a workload bank (``WorkloadBank`` layout: out, const, ou, di, bu, st,
+    tr, trace samples)."""
+    return floats[layout[_N_INT_PARTS + 1 + k] : layout[_N_INT_PARTS + 2 + k]]
+
+
 @njit(cache=True)
 def sample_signals(
     t: float,
     dt: float,
-    out: np.ndarray,
-    const: np.ndarray,
-    ints: np.ndarray,  # ou_idx | di_idx | bu_idx | st_idx | st_ptr | tr_idx | tr_lo | tr_n
-    int_ptr: np.ndarray,  # (9,) where each of them starts in ``ints``
-    ou: np.ndarray,  # (5, k) mean, phi, innov, state (in/out), this round's standard normals
-    di: np.ndarray,  # (3, k) amplitude, angular frequency (rad/s), phase (s)
-    bu: np.ndarray,  # (5, k) time left (in/out), p(start), duration, height, uniforms
-    st: np.ndarray,  # (2, m) step times, step values
-    tr: np.ndarray,  # (3, k) sample interval (s), offset (s), scale
-    tr_vals: np.ndarray,
-    tr_loop: np.ndarray,
+    floats: np.ndarray,  # WorkloadBank float buffer: out | const | ou | di | bu | st | tr | samples
+    ints: np.ndarray,  # ou_idx | di_idx | bu_idx | st_idx | st_ptr | tr_idx | tr_lo | tr_n | tr_loop
+    layout: np.ndarray,  # where each int part starts (10 entries), then each float part (9)
 ) -> None:
-    """Sum of components at time ``t`` into ``out`` (see :mod:`pvegym.sim.workload`).
+    """Sum of components at time ``t`` into ``out`` (see :mod:`pvegym.sim.workload`). Matrix parts
+    by rows: ``ou`` (5, k) mean, phi, innov, state (in/out), this round's standard normals;
+    ``di`` (3, k) amplitude, angular frequency (rad/s), phase (s); ``bu`` (5, k) time left (in/out),
+    p(start), duration, height, uniforms; ``st`` (2, m) step times, values; ``tr`` (3, k) sample
+    interval (s), offset (s), scale.
 
     Trace ``k`` reads ``tr_n[k]`` samples from ``tr_vals[tr_lo[k]:]``, one every ``tr_step[k]``
     seconds, at position ``(t + offset) / step``: linear interpolation between neighbours; looped
     (modulo ``n``, the last sample interpolating into the first) or held at the ends.
     """
-    ou_idx = ints[int_ptr[0] : int_ptr[1]]
-    di_idx = ints[int_ptr[1] : int_ptr[2]]
-    bu_idx = ints[int_ptr[2] : int_ptr[3]]
-    st_idx = ints[int_ptr[3] : int_ptr[4]]
-    st_ptr = ints[int_ptr[4] : int_ptr[5]]
-    tr_idx = ints[int_ptr[5] : int_ptr[6]]
-    tr_lo = ints[int_ptr[6] : int_ptr[7]]
-    tr_n = ints[int_ptr[7] : int_ptr[8]]
+    ou_idx = ints[layout[0] : layout[1]]
+    di_idx = ints[layout[1] : layout[2]]
+    bu_idx = ints[layout[2] : layout[3]]
+    st_idx = ints[layout[3] : layout[4]]
+    st_ptr = ints[layout[4] : layout[5]]
+    tr_idx = ints[layout[5] : layout[6]]
+    tr_lo = ints[layout[6] : layout[7]]
+    tr_n = ints[layout[7] : layout[8]]
+    tr_loop = ints[layout[8] : layout[9]]
+    out = _bank_part(floats, layout, 0)
+    const = _bank_part(floats, layout, 1)
+    ou = _bank_part(floats, layout, 2).reshape((5, ou_idx.size))
+    di = _bank_part(floats, layout, 3).reshape((3, di_idx.size))
+    bu = _bank_part(floats, layout, 4).reshape((5, bu_idx.size))
+    st = _bank_part(floats, layout, 5).reshape((2, st_ptr[st_ptr.size - 1]))
+    tr = _bank_part(floats, layout, 6).reshape((3, tr_idx.size))
+    tr_vals = _bank_part(floats, layout, 7)
     ou_mean, ou_phi, ou_innov, ou_state, normals = ou[0], ou[1], ou[2], ou[3], ou[4]
     di_amp, di_w, di_phase = di[0], di[1], di[2]
     bu_left, bu_p, bu_dur, bu_height, uniforms = bu[0], bu[1], bu[2], bu[3], bu[4]
@@ -100,7 +115,7 @@ def sample_signals(
         n = tr_n[k]
         base = tr_lo[k]
         x = (t + tr_offset[k]) / tr_step[k]
-        if tr_loop[k]:
+        if tr_loop[k] != 0:
             x = x % n  # Python semantics: in [0, n) for negative x too
             i = min(int(x), n - 1)
             f = x - i
@@ -125,9 +140,11 @@ def cluster_round(
     signals: np.ndarray,  # [guest cpu (g) | guest memhost wanted (g) | node base cpu (n) | base mem (n)]
     node: np.ndarray,
     running: np.ndarray,
-    guest_rows: np.ndarray,  # (7, g) ClusterState rows: maxcpu, maxmem, mem_ratio, run_fraction
-    # (in/out: clipped at 0 in place, the pipeline may take more), demand, received, memhost (out)
-    node_rows: np.ndarray,  # (6, n): maxcpu, maxmem, reserved_mem; node_demand, cpu, mem (out)
+    guest_rows: np.ndarray,  # (23, g) ClusterState.guest_rows: maxcpu, maxmem, mem_ratio,
+    # run_fraction (in/out: clipped at 0 in place, the pipeline may take more); out: demand,
+    # received, memhost, guest_inst (4 rows), guest_avg (3 windows × 4 series, percent)
+    node_rows: np.ndarray,  # (18, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
+    # node_inst (3 rows: cpu some, mem some, mem full), node_avg (3 windows × 3 series, percent)
     node_online: np.ndarray,
     mmc_tables: np.ndarray,
     mmc_row: np.ndarray,
@@ -138,11 +155,6 @@ def cluster_round(
     mem_gain: float,
     mem_full_ratio: float,
     decay: np.ndarray,  # (3,) per-round decay of avg10/60/300: e**periods
-    # outputs
-    node_inst: np.ndarray,  # (3, n) instantaneous cpu some, mem some, mem full (fraction)
-    guest_inst: np.ndarray,  # (4, g) cpu some, cpu full, mem some, mem full (fraction)
-    node_avg: np.ndarray,  # (3 windows, 3, n) percent
-    guest_avg: np.ndarray,  # (3 windows, 4, g) percent
     totals: np.ndarray,  # (7,) out: stall cpu, stall mem, guest stall, shortfall, imbalance,
     # online nodes, peak avg10 cpu/memory some of online nodes (%, NaN if one is NaN, -inf if none)
 ) -> None:
@@ -150,8 +162,12 @@ def cluster_round(
     demand, received, memhost = guest_rows[4], guest_rows[5], guest_rows[6]
     node_maxcpu, node_maxmem, reserved_mem = node_rows[0], node_rows[1], node_rows[2]
     node_demand, node_cpu, node_mem = node_rows[3], node_rows[4], node_rows[5]
-    g_n = node.size
-    n_n = node_maxcpu.size
+    n_n = node_rows.shape[1]
+    g_n = guest_rows.shape[1]
+    node_inst = node_rows[6:9]
+    node_avg = node_rows[9:18].reshape((3, 3, n_n))
+    guest_inst = guest_rows[7:11]
+    guest_avg = guest_rows[11:23].reshape((3, 4, g_n))
     scale = np.empty(n_n)
     for n in range(n_n):
         node_demand[n] = max(signals[2 * g_n + n], 0.0)
@@ -259,17 +275,9 @@ def cluster_round(
 def physics_round(
     t: float,
     dt: float,
-    out: np.ndarray,
-    const: np.ndarray,
+    floats: np.ndarray,
     ints: np.ndarray,
-    int_ptr: np.ndarray,
-    ou: np.ndarray,
-    di: np.ndarray,
-    bu: np.ndarray,
-    st: np.ndarray,
-    tr: np.ndarray,
-    tr_vals: np.ndarray,
-    tr_loop: np.ndarray,
+    layout: np.ndarray,
     node: np.ndarray,
     running: np.ndarray,
     guest_rows: np.ndarray,
@@ -284,17 +292,13 @@ def physics_round(
     mem_gain: float,
     mem_full_ratio: float,
     decay: np.ndarray,
-    node_inst: np.ndarray,
-    guest_inst: np.ndarray,
-    node_avg: np.ndarray,
-    guest_avg: np.ndarray,
     totals: np.ndarray,
 ) -> None:
-    """The physics of the round (t, t + dt]: :func:`sample_signals` into ``out`` at ``t``, then
-    :func:`cluster_round` on it — one call from Python instead of two."""
-    sample_signals(t, dt, out, const, ints, int_ptr, ou, di, bu, st, tr, tr_vals, tr_loop)
+    """The physics of the round (t, t + dt]: :func:`sample_signals` into the workload bank's
+    ``out`` at ``t``, then :func:`cluster_round` on it — one call from Python instead of two."""
+    sample_signals(t, dt, floats, ints, layout)
     cluster_round(
-        out, node, running, guest_rows, node_rows, node_online, mmc_tables, mmc_row, grid_steps,
-        blend, hog_share, mem_watermark, mem_gain, mem_full_ratio, decay,
-        node_inst, guest_inst, node_avg, guest_avg, totals,
+        _bank_part(floats, layout, 0), node, running, guest_rows, node_rows, node_online,
+        mmc_tables, mmc_row, grid_steps, blend, hog_share, mem_watermark, mem_gain, mem_full_ratio,
+        decay, totals,
     )  # fmt: skip

@@ -284,26 +284,6 @@ class WorkloadBank:
                     tr.append((i, trace, scale, c.offset, c.loop))
                 else:
                     st.append((i, c.at))
-        # per-component float parameters and state as rows of one matrix per kind, and every
-        # index array in one int64 vector: the compiled pass takes a dozen arrays instead of 30
-        # (NumPy → numba costs ~75 ns per array argument); the row attributes are views
-        self._ou = np.zeros((5, len(ou)))  # mean, phi, innov, state, normals
-        self._ou_mean, self._phi, self._innov, self._ou_state, self._normals = self._ou
-        self._ou_mean[:] = [x[1] for x in ou]
-        self._ou_sigma = np.array([x[2] for x in ou], dtype=np.float64)
-        self._ou_tau = np.array([x[3] for x in ou], dtype=np.float64)
-        self._di = np.array(
-            [[x[1] for x in di], [2 * math.pi / x[2] for x in di], [x[3] for x in di]],
-            dtype=np.float64,
-        ).reshape(3, len(di))  # amplitude, angular frequency, phase
-        self._bu = np.zeros((5, len(bu)))  # time left, p(start), duration, height, uniforms
-        self._bu_left, self._p_burst, bu_dur, bu_height, self._uniforms = self._bu
-        bu_dur[:] = [x[3] for x in bu]
-        bu_height[:] = [x[2] for x in bu]
-        self._bu_rate = np.array([x[1] / 3600.0 for x in bu], dtype=np.float64)
-        self._st = np.array(
-            [[p[0] for x in st for p in x[1]], [p[1] for x in st for p in x[1]]], dtype=np.float64
-        ).reshape(2, -1)  # step times, step values (CSR rows by st_ptr)
         # traces: each distinct series once in one flat array (many guests may replay one file)
         starts: dict[int, int] = {}
         chunks: list[NDArray[np.float64]] = []
@@ -316,13 +296,13 @@ class WorkloadBank:
                 chunks.append(trace.values)
                 size += trace.values.size
             lo.append(starts[key])
-        self._tr = np.array(
-            [[x[1].interval_s for x in tr], [x[3] for x in tr], [x[2] for x in tr]],
-            dtype=np.float64,
-        ).reshape(3, len(tr))  # sample interval, offset, scale
-        self._tr_vals = np.concatenate(chunks) if chunks else np.zeros(0)
-        self._tr_loop = np.array([x[4] for x in tr], dtype=np.bool_)
-        index_arrays = (
+        # Everything the compiled pass reads or writes lives in one float64 and one int64 buffer
+        # (a NumPy array costs ~75–150 ns to hand to numba, whatever its size); ``layout`` says
+        # where each part starts. The attributes below are views into the buffers.
+        n, k_ou, k_di, k_bu, k_tr = self.n, len(ou), len(di), len(bu), len(tr)
+        m_st = sum(len(x[1]) for x in st)
+        float_sizes = (n, n, 5 * k_ou, 3 * k_di, 5 * k_bu, 2 * m_st, 3 * k_tr, size)
+        int_parts: tuple[list[int], ...] = (
             [x[0] for x in ou],  # ou_idx
             [x[0] for x in di],  # di_idx
             [x[0] for x in bu],  # bu_idx
@@ -331,16 +311,43 @@ class WorkloadBank:
             [x[0] for x in tr],  # tr_idx
             lo,  # tr_lo
             [x[1].values.size for x in tr],  # tr_n
+            [int(x[4]) for x in tr],  # tr_loop (0/1)
         )
-        self._ints = np.array([v for arr in index_arrays for v in arr], dtype=np.int64)
-        self._int_ptr = np.cumsum([0] + [len(arr) for arr in index_arrays]).astype(np.int64)
+        int_ptr = np.cumsum([0] + [len(part) for part in int_parts])
+        float_ptr = np.cumsum([0, *float_sizes])
+        self._layout = np.concatenate([int_ptr, float_ptr]).astype(np.int64)
+        self._ints = np.array([v for part in int_parts for v in part], dtype=np.int64)
+        self._floats = np.zeros(int(float_ptr[-1]))
+        f = [self._floats[float_ptr[i] : float_ptr[i + 1]] for i in range(len(float_sizes))]
+        self.out, const = f[0], f[1]  # the signals of the last round | constant parts
+        const[:] = self._const
+        self._const = const
+        self._ou = f[2].reshape(5, k_ou)  # mean, phi, innov, state, normals
+        self._ou_mean, self._phi, self._innov, self._ou_state, self._normals = self._ou
+        self._ou_mean[:] = [x[1] for x in ou]
+        self._ou_sigma = np.array([x[2] for x in ou], dtype=np.float64)
+        self._ou_tau = np.array([x[3] for x in ou], dtype=np.float64)
+        di_rows = f[3].reshape(3, k_di)  # amplitude, angular frequency, phase
+        di_rows[0] = [x[1] for x in di]
+        di_rows[1] = [2 * math.pi / x[2] for x in di]
+        di_rows[2] = [x[3] for x in di]
+        self._bu = f[4].reshape(5, k_bu)  # time left, p(start), duration, height, uniforms
+        self._bu_left, self._p_burst, bu_dur, bu_height, self._uniforms = self._bu
+        bu_dur[:] = [x[3] for x in bu]
+        bu_height[:] = [x[2] for x in bu]
+        self._bu_rate = np.array([x[1] / 3600.0 for x in bu], dtype=np.float64)
+        st_rows = f[5].reshape(2, m_st)  # step times, step values (CSR rows by st_ptr)
+        st_rows[0] = [p[0] for x in st for p in x[1]]
+        st_rows[1] = [p[1] for x in st for p in x[1]]
+        tr_rows = f[6].reshape(3, k_tr)  # sample interval, offset, scale
+        tr_rows[0] = [x[1].interval_s for x in tr]
+        tr_rows[1] = [x[3] for x in tr]
+        tr_rows[2] = [x[2] for x in tr]
+        if chunks:
+            f[7][:] = np.concatenate(chunks)  # the trace samples
         self._dt = -1.0
-        self.out = np.zeros(self.n)
-        # the compiled pass's arguments, bound once: every array above is updated in place
-        self._args = (
-            self.out, self._const, self._ints, self._int_ptr, self._ou, self._di, self._bu,
-            self._st, self._tr, self._tr_vals, self._tr_loop,
-        )  # fmt: skip
+        # the compiled pass's arguments, bound once: the buffers are updated in place
+        self._args = (self._floats, self._ints, self._layout)
         self._sample = entry_point(sample_signals, 0.0, 0.0, *self._args)
         self.reset()
 
