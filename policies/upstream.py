@@ -68,7 +68,7 @@ _TARGET_STATES = frozenset({MIGRATE, RELOCATE, "request_start_balance"})
 def in_states(states: Sequence[str], allowed: frozenset[str]) -> BoolArray:
     """Which ``states`` are in ``allowed``: a set lookup per guest (``np.isin`` on strings sorts
     object arrays, ~20× dearer at cluster sizes)."""
-    return np.fromiter((st in allowed for st in states), dtype=bool, count=len(states))
+    return np.array([st in allowed for st in states], dtype=bool).reshape(len(states))
 
 
 def nan_to_zero(values: Any) -> FloatArray:

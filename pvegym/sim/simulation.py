@@ -104,6 +104,7 @@ class Simulation:
         # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
         # element at a time, which costs a NumPy array several times a list's
         self._is_ha_list: list[bool] = self._is_ha.tolist()
+        self._ha_list: list[int] = self.ha_idx.tolist()
         self._migratable_list: list[bool] = self._migratable.tolist()
         self._online_list: list[bool] = cl.node_online.tolist()
         self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cl.sids]
@@ -540,7 +541,7 @@ class Simulation:
             sids=self.ha_sids,
             guest_node=self.svc_node[idx],
             guest_target=self.svc_target[idx],
-            guest_state=tuple(self.svc_state[i] for i in idx),
+            guest_state=tuple([self.svc_state[i] for i in self._ha_list]),
             guest_running=running,
             guest_maxcpu=cl.guest_maxcpu[idx],
             guest_maxmem=cl.guest_maxmem[idx],
