@@ -456,7 +456,8 @@ class Migration:
 
 _OUTCOMES: Final = (RUNNING, COMPLETED, ABORTED)  # by kernel outcome code
 # the kernel's output buffers, shared by every migration: each advance() drains them before it
-# returns, so one pair serves all (a process simulates one migration at a time)
+# returns, so one pair serves all. Not thread-safe (only migrations that keep a log or timeline
+# write to them; pvegym parallelises with processes, never threads).
 _EVENTS: Final = np.empty((K.EV_CAP_ROWS, 3))
 _SEGMENTS: Final = np.empty((K.EV_CAP_ROWS, 6))
 
