@@ -21,8 +21,8 @@ Per round of ``dt`` seconds (constant within the round):
    pressure: a throttled vCPU sleeps (``cpu-throttle.c``).
 5. PSI averages advance by ``dt / 2`` periods.
 
-The arithmetic runs in one compiled call with the workload pass
-(:func:`pvegym.sim.kernel.physics_round` = ``sample_signals`` + ``cluster_round``), which also
+The arithmetic runs in one compiled call
+(:func:`pvegym.sim.kernel.cluster_round`, which samples the workloads first) that also
 returns the round's totals for the metrics.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from pvegym.sim.kernel import entry_point, physics_round
+from pvegym.sim.kernel import cluster_round, entry_point
 from pvegym.sim.psi import GRID_STEPS, PERIOD_S, PSI_DECAY, CpuPressureModel
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.workload import WorkloadBank
@@ -112,14 +112,14 @@ class ClusterState:
         pm, cp = self.psi_model, self.cpu_pressure
         # the round's arguments, bound once (every array above is updated in place): the
         # workload bank's (its ``out`` is the signals the round reads), then the physics'
-        self._physics_args: tuple[Any, ...] = (
+        self._round_args: tuple[Any, ...] = (
             *self.bank.kernel_args,
             self.node, self.running, self.guest_rows, self.node_rows,
             self.node_online, cp.tables, cp.rows, GRID_STEPS,
             cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
             self.totals,
         )  # fmt: skip
-        self._physics = entry_point(physics_round, 0.0, 0.0, *self._physics_args)
+        self._round = entry_point(cluster_round, 0.0, 0.0, *self._round_args)
 
     # instantaneous per-round pressure (fractions 0–1)
     @property
@@ -165,7 +165,7 @@ class ClusterState:
             self._decay_dt = dt
             self._decay[:] = PSI_DECAY ** round(dt / PERIOD_S)
         self.bank.draw(dt)
-        self._physics(t - dt, dt, *self._physics_args)  # workloads at the round's start, physics
+        self._round(t - dt, dt, *self._round_args)  # workloads at the round's start, physics
 
     # avg10 views (percent) -------------------------------------------------------------------
     def node_avg10(self) -> tuple[F64, F64, F64]:

@@ -137,7 +137,11 @@ def sample_signals(
 
 @njit(cache=True)
 def cluster_round(
-    signals: np.ndarray,  # [guest cpu (g) | guest memhost wanted (g) | node base cpu (n) | base mem (n)]
+    t: float,  # s, the round's start: the workloads are sampled there
+    dt: float,  # s, the round's length
+    floats: np.ndarray,  # the WorkloadBank's buffers (see sample_signals); its ``out`` part is
+    ints: np.ndarray,  # [guest cpu (g) | guest memhost wanted (g) | node base cpu (n) |
+    layout: np.ndarray,  # node base mem (n)]
     node: np.ndarray,
     running: np.ndarray,
     guest_rows: np.ndarray,  # (23, g) ClusterState.guest_rows: maxcpu, maxmem, mem_ratio,
@@ -158,6 +162,10 @@ def cluster_round(
     totals: np.ndarray,  # (7,) out: stall cpu, stall mem, guest stall, shortfall, imbalance,
     # online nodes, peak avg10 cpu/memory some of online nodes (%, NaN if one is NaN, -inf if none)
 ) -> None:
+    """The physics of the round (t, t + dt]: the workloads (:func:`sample_signals`), then
+    supply, memory and pressure, in one call from Python."""
+    sample_signals(t, dt, floats, ints, layout)
+    signals = _bank_part(floats, layout, 0)
     guest_maxcpu, guest_maxmem, run_fraction = guest_rows[0], guest_rows[1], guest_rows[3]
     demand, received, memhost = guest_rows[4], guest_rows[5], guest_rows[6]
     node_maxcpu, node_maxmem, reserved_mem = node_rows[0], node_rows[1], node_rows[2]
@@ -269,36 +277,3 @@ def cluster_round(
                 elif v > peak:  # NaN stays: NaN > x is False
                     peak = v
     totals[6] = peak
-
-
-@njit(cache=True)
-def physics_round(
-    t: float,
-    dt: float,
-    floats: np.ndarray,
-    ints: np.ndarray,
-    layout: np.ndarray,
-    node: np.ndarray,
-    running: np.ndarray,
-    guest_rows: np.ndarray,
-    node_rows: np.ndarray,
-    node_online: np.ndarray,
-    mmc_tables: np.ndarray,
-    mmc_row: np.ndarray,
-    grid_steps: int,
-    blend: float,
-    hog_share: float,
-    mem_watermark: float,
-    mem_gain: float,
-    mem_full_ratio: float,
-    decay: np.ndarray,
-    totals: np.ndarray,
-) -> None:
-    """The physics of the round (t, t + dt]: :func:`sample_signals` into the workload bank's
-    ``out`` at ``t``, then :func:`cluster_round` on it — one call from Python instead of two."""
-    sample_signals(t, dt, floats, ints, layout)
-    cluster_round(
-        _bank_part(floats, layout, 0), node, running, guest_rows, node_rows, node_online,
-        mmc_tables, mmc_row, grid_steps, blend, hog_share, mem_watermark, mem_gain, mem_full_ratio,
-        decay, totals,
-    )  # fmt: skip
