@@ -69,7 +69,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from policies.patched import PatchedPolicy
-from policies.upstream import CURRENT_STATES, CandidateError, Candidates, in_states
+from policies.upstream import (
+    CURRENT_STATES,
+    CandidateError,
+    Candidates,
+    check_non_negative,
+    in_states,
+)
 from pvegym.errors import ConfigError
 from pvegym.sim.migration import COMPLETED, Migration, MigrationParams
 from pvegym.sim.view import STARTED, ClusterView, Motion
@@ -227,10 +233,7 @@ class GuestCentricPolicy:
                     if not isinstance(value, bool):
                         raise ConfigError(where, f"must be true or false, got {value!r}")
                     continue
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise ConfigError(where, f"must be a number, got {value!r}")
-                if not math.isfinite(value) or value < 0:
-                    raise ConfigError(where, f"must be a finite number >= 0, got {value!r}")
+                check_non_negative(where, value)
             for key in ("curve_quadratic_share", "wws_prior_frac", "sensitivity_prior"):
                 if getattr(self, key) > 1:
                     raise ConfigError(f"guest-centric.{key}", "must be a fraction in [0, 1]")

@@ -49,6 +49,7 @@ from policies.upstream import (
     FloatArray,
     NodeStatsArrays,
     UpstreamPolicy,
+    check_non_negative,
     in_states,
 )
 from pvegym.errors import ConfigError
@@ -144,13 +145,7 @@ class PatchedPolicy(UpstreamPolicy):
                 "min_improvement",
                 "min_pressure_pct",
             ):
-                value = getattr(self, key)
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise ConfigError(f"patched.{key}", f"must be a number, got {value!r}")
-                if not math.isfinite(value) or value < 0:
-                    raise ConfigError(
-                        f"patched.{key}", f"must be a finite number >= 0, got {value!r}"
-                    )
+                check_non_negative(f"patched.{key}", getattr(self, key))
             f = self.backoff_factor
             if isinstance(f, bool) or not isinstance(f, int | float) or not (1 <= f < math.inf):
                 raise ConfigError("patched.backoff_factor", f"must be a number >= 1, got {f!r}")

@@ -65,6 +65,15 @@ CURRENT_STATES = frozenset(
 _TARGET_STATES = frozenset({MIGRATE, RELOCATE, "request_start_balance"})
 
 
+def check_non_negative(where: str, value: Any) -> None:
+    """A policy constant must be a finite number >= 0 (not a bool): else a :class:`ConfigError`
+    at ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(where, f"must be a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(where, f"must be a finite number >= 0, got {value!r}")
+
+
 def in_states(states: Sequence[str], allowed: frozenset[str]) -> BoolArray:
     """Which ``states`` are in ``allowed``: a set lookup per guest (``np.isin`` on strings sorts
     object arrays, ~20× dearer at cluster sizes)."""
@@ -173,13 +182,7 @@ class UpstreamPolicy:
 
         def __post_init__(self) -> None:
             for key in ("threshold", "hold_duration", "margin"):
-                value = getattr(self, key)
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise ConfigError(f"upstream.{key}", f"must be a number, got {value!r}")
-                if not math.isfinite(value) or value < 0:
-                    raise ConfigError(
-                        f"upstream.{key}", f"must be a finite number >= 0, got {value!r}"
-                    )
+                check_non_negative(f"upstream.{key}", getattr(self, key))
             if self.margin > 1:
                 raise ConfigError(
                     "upstream.margin", f"must be a fraction in [0, 1], got {self.margin!r}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from pvegym.errors import ConfigError
@@ -172,6 +173,19 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
             if isinstance(key, str) and key not in node:
                 node[key] = {}
             node = node[key]
+
+
+def read_toml(path: Path, where: str, what: str) -> dict[str, Any]:
+    """A TOML file's table: a missing file is a :class:`ConfigError` at ``where`` ("no such
+    ``what`` file"), a malformed one at the file's path."""
+    import tomllib
+
+    if not path.is_file():
+        raise ConfigError(where, f"no such {what} file {str(path)!r}")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(str(path), f"not valid TOML: {err}") from None
 
 
 def parse_value(text: str) -> Any:

@@ -45,12 +45,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import field, load, set_path
+from pvegym.config import field, load, read_toml, set_path
 from pvegym.errors import ConfigError
 from pvegym.provenance import plain, sha256_json
 from pvegym.sim import families
@@ -293,15 +292,6 @@ def _deep_merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _read_toml(path: Path, where: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(where, f"no such experiment file {str(path)!r}")
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(str(path), f"not valid TOML: {err}") from None
-
-
 def _relative_scenario_files(path: Path, data: dict[str, Any]) -> None:
     """``.toml`` scenario names are relative to their experiment file; make them usable from the
     working directory (relative to it when possible, so the resolved config stays portable)."""
@@ -318,7 +308,7 @@ def _relative_scenario_files(path: Path, data: dict[str, Any]) -> None:
 
 def _read_chain(path: Path, where: str, chain: tuple[Path, ...]) -> dict[str, Any]:
     """One file merged over what it ``extends`` (recursively; a cycle is an error)."""
-    data = _read_toml(path, where)
+    data = read_toml(path, where, "experiment")
     _relative_scenario_files(path, data)
     parent = data.pop("extends", None)
     if parent is None:

@@ -205,6 +205,29 @@ def _read_text(path: Path) -> str:
         raise ConfigError(path.name, f"cannot read: {err}") from None
 
 
+def _parse_stats(
+    root: Path, name: str, keys: tuple[str, str], defaults: tuple[float, float]
+) -> dict[str, tuple[float, float]]:
+    """A ``static_service_stats`` / ``dynamic_service_stats`` file: sid -> the two ``keys``'
+    values (``defaults`` when absent); ``{}`` without the file."""
+    out: dict[str, tuple[float, float]] = {}
+    if not (root / name).exists():
+        return out
+    data = _obj(_read_json(root / name), name)
+    for sid in sorted(data):
+        p = f'{name}["{sid}"]'
+        _sid(sid, p)
+        d = _obj(data[sid], p)
+        for key in d:
+            if key not in keys:
+                raise ConfigError(f"{p}.{key}", f"unknown key (allowed: {', '.join(keys)})")
+        out[sid] = (
+            _number(d.get(keys[0], defaults[0]), f"{p}.{keys[0]}"),
+            _number(d.get(keys[1], defaults[1]), f"{p}.{keys[1]}"),
+        )
+    return out
+
+
 def _read_json(path: Path) -> Any:
     text = _read_text(path)
     try:
@@ -335,34 +358,13 @@ def read_testdir(path: str | Path) -> TestDir:
         crs = parse_datacenter(_read_json(root / "datacenter.cfg"), warnings)
 
     # stats
-    static_stats: dict[str, tuple[float, float]] = {}
-    if (root / "static_service_stats").exists():
-        st = _obj(_read_json(root / "static_service_stats"), "static_service_stats")
-        for sid in sorted(st):
-            p = f'static_service_stats["{sid}"]'
-            _sid(sid, p)
-            d = _obj(st[sid], p)
-            for key in d:
-                if key not in ("maxcpu", "maxmem"):
-                    raise ConfigError(f"{p}.{key}", "unknown key (allowed: maxcpu, maxmem)")
-            static_stats[sid] = (
-                _number(d.get("maxcpu", DEFAULT_SERVICE_MAXCPU), f"{p}.maxcpu"),
-                _number(d.get("maxmem", DEFAULT_SERVICE_MAXMEM), f"{p}.maxmem"),
-            )
-    dynamic_stats: dict[str, tuple[float, float]] = {}
-    if (root / "dynamic_service_stats").exists():
-        dy = _obj(_read_json(root / "dynamic_service_stats"), "dynamic_service_stats")
-        for sid in sorted(dy):
-            p = f'dynamic_service_stats["{sid}"]'
-            _sid(sid, p)
-            d = _obj(dy[sid], p)
-            for key in d:
-                if key not in ("cpu", "mem"):
-                    raise ConfigError(f"{p}.{key}", "unknown key (allowed: cpu, mem)")
-            dynamic_stats[sid] = (
-                _number(d.get("cpu", DEFAULT_SERVICE_CPU), f"{p}.cpu"),
-                _number(d.get("mem", DEFAULT_SERVICE_MEM), f"{p}.mem"),
-            )
+    static_stats = _parse_stats(
+        root, "static_service_stats", ("maxcpu", "maxmem"),
+        (DEFAULT_SERVICE_MAXCPU, DEFAULT_SERVICE_MAXMEM),
+    )  # fmt: skip
+    dynamic_stats = _parse_stats(
+        root, "dynamic_service_stats", ("cpu", "mem"), (DEFAULT_SERVICE_CPU, DEFAULT_SERVICE_MEM)
+    )
 
     # service_status_<node> (initial LRM view: which services run)
     service_status: dict[str, dict[str, bool]] = {n: {} for n in nodes}

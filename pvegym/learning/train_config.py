@@ -36,12 +36,11 @@ import dataclasses
 import hashlib
 import inspect
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import field, load
+from pvegym.config import field, load, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
 from pvegym.errors import ConfigError
 from pvegym.sim import families
@@ -239,12 +238,7 @@ def train_data(path: str | Path) -> dict[str, Any]:
             raise ConfigError("train", f"{str(p)!r} is not a resolved train config")
         doc.pop("spaces", None)
         return doc
-    if not p.is_file():
-        raise ConfigError("train", f"no such train file {str(p)!r}")
-    try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(str(p), f"not valid TOML: {err}") from None
+    data = read_toml(p, "train", "train")
     data.setdefault("name", p.stem)
     return data
 

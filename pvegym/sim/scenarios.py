@@ -12,12 +12,11 @@ pressure appearing on one node; ``../seeds/004_*``: a 24 GiB guest at ~430 MiB/s
 from __future__ import annotations
 
 import copy
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pvegym.config import parse_value, set_path
+from pvegym.config import parse_value, read_toml, set_path
 from pvegym.errors import ConfigError
 from pvegym.sim.scenario import Scenario, scenario_from_dict
 
@@ -50,12 +49,7 @@ def scenario_data(name: str) -> ScenarioData:
         return copy.deepcopy(_REGISTRY[name]())
     path = Path(name)
     if path.suffix == ".toml":
-        if not path.is_file():
-            raise ConfigError("--scenario", f"no such scenario file {name!r}")
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(str(path), f"not valid TOML: {err}") from None
+        data = read_toml(path, "--scenario", "scenario")
         data.setdefault("name", path.stem)
         return data
     raise ConfigError(
