@@ -29,5 +29,6 @@ def test_bench_quick_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert doc.keys() >= KEYS
     assert all(doc[k] > 0 for k in KEYS - {"scaling", "scaling_exponent"})
     assert {"nodes", "guests", "step_us"} <= doc["scaling"][0].keys()
-    assert len(doc["scaling"]) >= 3
+    assert [r["guests"] for r in doc["scaling"]] == [10, 100, 500]  # the quick sizes
+    assert doc["day_policy"] == "patched" and doc["quick"] and doc["day_extrapolated"]
     assert "bench-small" in err  # progress on stderr

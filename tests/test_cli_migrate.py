@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 
 from pvegym import cli
-
-
-@pytest.fixture(autouse=True)
-def _only_present_commands(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Other sub-commands are written in parallel; register only those that exist so that this
-    test checks ``migrate`` and not their progress."""
-    present = tuple(
-        n for n in cli.COMMANDS if importlib.util.find_spec(f"pvegym.commands.{n}") is not None
-    )
-    monkeypatch.setattr(cli, "COMMANDS", present)
-
 
 BASE = ["migrate", "--memory", "24GiB", "--bandwidth", "430MiB/s", "--dirty-rate", "680MiB/s"]
 

@@ -13,9 +13,8 @@ Figures (``--json`` keys):
   shared machine drifts within seconds; ``cartpole_step_us`` is the median of the blocks paired
   with ``bench-small``.
 * ``day_patched_s`` — wall seconds of a simulated day (8,640 rounds) of ``Simulation.run`` on
-  ``bench-small`` with the ``patched`` balancer, or ``upstream`` while ``patched`` does not exist
-  (``day_policy`` says which). ``--quick`` runs one hour and multiplies by 24
-  (``day_extrapolated``).
+  ``bench-small`` with the ``patched`` balancer (``day_policy``). ``--quick`` runs one hour and
+  multiplies by 24 (``day_extrapolated``).
 * ``scaling`` — step µs for clusters from 2 nodes / 10 guests to 64 nodes / 2,000 guests, and
   ``scaling_exponent``: the slope of log(step µs) against log(guests) (least squares).
 
@@ -26,7 +25,6 @@ the commit, package versions, interpreter and CPU count; ``--out FILE`` also wri
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
@@ -128,8 +126,8 @@ def paired_ratio(
 ) -> dict[str, float]:
     """Step costs of ``cluster`` and ``cartpole`` measured in alternating blocks, and their ratio.
 
-    Why blocks: on a shared machine the speed drifts by up to 2× within seconds, so two figures
-    measured one after the other can disagree by that much. Each block pair runs back to back
+    Why blocks: on a shared machine the speed drifts within seconds (on the development machine
+    the same code measured one figure after the other gave 6.6× and 5.1× a minute apart). Each block pair runs back to back
     (alternating which goes first); the ratio is the median of the per-pair ratios and the step
     costs are medians over blocks (µs)."""
     per = max(1, steps // blocks)
@@ -163,16 +161,14 @@ def cluster_step_us(scenario: Any, steps: int, seed: int = 0) -> tuple[float, fl
 
 
 def day_seconds(rounds: int) -> tuple[float, str]:
-    """Wall seconds of ``rounds`` rounds of ``Simulation.run`` on ``bench-small`` instance 0."""
+    """Wall seconds of ``rounds`` rounds of ``Simulation.run`` on ``bench-small`` instance 0 with
+    the ``patched`` balancer."""
     from policies import make_policy
     from pvegym.sim.families import family_scenario
     from pvegym.sim.simulation import Simulation
 
-    name = "patched" if importlib.util.find_spec("policies.patched") is not None else "upstream"
-    try:
-        policy = make_policy(name)
-    except Exception:  # registered later than the module exists
-        name, policy = "upstream", make_policy("upstream")
+    name = "patched"
+    policy = make_policy(name)
     sim = Simulation(family_scenario("bench-small", 0), seed=0)
     sim.run(policy, 10 * sim.round_s)  # warm-up (JIT)
     t0 = time.perf_counter()

@@ -411,8 +411,6 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._n_nodes, self._n_guests = n, g
         self._ha_idx = sim.ha_idx
         self._ha_list: list[int] = sim.ha_idx.tolist()
-        self._sids = view.sids
-        self._node_names = view.node_names
         self._sid_index = {s: i for i, s in enumerate(view.sids)}
         self._node_index = {s: i for i, s in enumerate(view.node_names)}
         seconds = scn.duration if self.episode_seconds is None else float(self.episode_seconds)

@@ -14,7 +14,8 @@ Per round of ``dt`` seconds (constant within the round):
 3. CPU supply: a node gives at most its cores; when demand exceeds them every runnable thread gets
    the same share (CFS fairness approximated as proportional scaling). ``received ≤ min(demand,
    cores)`` holds per guest and per node.
-4. Pressure: node CPU some from :func:`pvegym.sim.psi.cpu_some`; memory some/full from memory in
+4. Pressure: node CPU some by :func:`pvegym.sim.psi.cpu_some`'s formula (evaluated in the round
+   kernel from the model's tables); memory some/full from memory in
    use (base + Σ memhost + memory held for incoming migrations) over the watermark; guests see the
    node's pressure on the resources they use, plus their own memory beyond ``maxmem``. A guest's
    CPU *full* is the fraction of its work that waits (all its threads stalled). Throttling is not
@@ -41,8 +42,9 @@ from pvegym.sim.workload import WorkloadBank
 F64 = NDArray[np.float64]
 
 #: Rows of :attr:`ClusterState.node_rows`: maxcpu, maxmem, reserved_mem, node_demand, node_cpu,
-#: node_mem (0–5), node_inst (6–8), node_avg windows × series (9–17).
-NODE_ROWS = 18
+#: node_mem (0–5), node_inst (6–8), node_avg windows × series (9–17), the round kernel's scratch
+#: (18: the CPU share each node gives its demand).
+NODE_ROWS = 19
 #: Rows of :attr:`ClusterState.guest_rows`: maxcpu, maxmem, mem_ratio, run_fraction, demand,
 #: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22).
 GUEST_ROWS = 23
@@ -131,24 +133,8 @@ class ClusterState:
         return self.node_inst[1]
 
     @property
-    def node_mem_full(self) -> F64:
-        return self.node_inst[2]
-
-    @property
-    def guest_cpu_some(self) -> F64:
-        return self.guest_inst[0]
-
-    @property
-    def guest_cpu_full(self) -> F64:
-        return self.guest_inst[1]
-
-    @property
     def guest_mem_some(self) -> F64:
         return self.guest_inst[2]
-
-    @property
-    def guest_mem_full(self) -> F64:
-        return self.guest_inst[3]
 
     def reset(self) -> None:
         self.bank.reset()

@@ -147,8 +147,9 @@ def cluster_round(
     guest_rows: np.ndarray,  # (23, g) ClusterState.guest_rows: maxcpu, maxmem, mem_ratio,
     # run_fraction (in/out: clipped at 0 in place, the pipeline may take more); out: demand,
     # received, memhost, guest_inst (4 rows), guest_avg (3 windows × 4 series, percent)
-    node_rows: np.ndarray,  # (18, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
-    # node_inst (3 rows: cpu some, mem some, mem full), node_avg (3 windows × 3 series, percent)
+    node_rows: np.ndarray,  # (19, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
+    # node_inst (3 rows: cpu some, mem some, mem full), node_avg (3 windows × 3 series, percent);
+    # row 18 is scratch
     node_online: np.ndarray,
     mmc_tables: np.ndarray,
     mmc_row: np.ndarray,
@@ -176,7 +177,7 @@ def cluster_round(
     node_avg = node_rows[9:18].reshape((3, 3, n_n))
     guest_inst = guest_rows[7:11]
     guest_avg = guest_rows[11:23].reshape((3, 4, g_n))
-    scale = np.empty(n_n)
+    scale = node_rows[18]  # scratch: the share of its demand each node supplies
     for n in range(n_n):
         node_demand[n] = max(signals[2 * g_n + n], 0.0)
         node_mem[n] = max(signals[2 * g_n + n_n + n], 0.0) + reserved_mem[n]

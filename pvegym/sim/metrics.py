@@ -61,7 +61,6 @@ class Metrics:
     """Accumulates §9 metrics over an episode."""
 
     oscillation_window_s: float = 3600.0
-    churn_pressure_pct: float = 10.0
     sim_seconds: float = 0.0
     stall_cpu_s: float = 0.0
     stall_mem_s: float = 0.0

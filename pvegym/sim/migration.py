@@ -121,7 +121,7 @@ class MigrationParams:
     downtime_max_ms: float = 2_000_000.0
     """qemu-server ``$migrate_downtime_max = 2000 * 1000`` = QEMU ``MAX_MIGRATE_DOWNTIME_SECONDS``."""
     page_size: int = PAGE_SIZE
-    """Guest page size in bytes (only used to report pages; the model is in bytes)."""
+    """Guest page size in bytes: the smallest guest memory (the model itself is in bytes)."""
     device_state_bytes: float = 0.0
     """Device state sent during the downtime (bytes). Not in the spec's figures (F.4 "+ device
     state"); a virtio guest has well under 1 MiB, VFIO devices can have much more."""

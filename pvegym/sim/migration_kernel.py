@@ -7,11 +7,11 @@ environment step. One ``numba.njit`` call per round runs the same arithmetic in 
 results are bit-for-bit those of the Python formulation it replaced (IEEE arithmetic, no fastmath;
 ``round`` is round-half-even and float ``//`` is CPython's algorithm in both).
 
-State lives in three flat arrays so that the call has few arguments and nothing is boxed:
+State lives in flat arrays so that the call has few arguments and nothing is boxed:
 
 * ``p`` (float64, ``P_*`` slots): the parameters, constant during the migration;
 * ``f`` (float64, ``F_*``) and ``s`` (int64, ``S_*``): the mutable state;
-* ``ev`` (float64, ``(EV_CAP, 3)``: tick, ``EV_*`` code, value): what qemu-server logs and the
+* ``ev`` (float64, ``(EV_CAP_ROWS, 3)``: tick, ``EV_*`` code, value): what qemu-server logs and the
   diagnostics lists, drained by the wrapper after each call;
 * ``tl`` (float64, ``(EV_CAP_ROWS, 6)``: t0, t1, transferred, pending, throttle percent, downtime
   limit ms) when ``s[S_RECORD]`` is set: the closed-form segments the wrapper expands into the
@@ -19,7 +19,7 @@ State lives in three flat arrays so that the call has few arguments and nothing 
 
 :func:`advance` returns flags and the outcome code in one int (:func:`_result`): whether a buffer
 is nearly full (:data:`NEED_DRAIN`: the caller drains them and calls again with the same target)
-or holds anything (:data:`HAS_OUTPUT`) and :data:`DONE` otherwise. ``NUMBA_DISABLE_JIT=1`` runs
+or holds anything (:data:`HAS_OUTPUT`). ``NUMBA_DISABLE_JIT=1`` runs
 the same code as plain Python.
 """
 

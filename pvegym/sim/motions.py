@@ -48,7 +48,6 @@ class Job:
     ok: bool = False
     aborted: bool = False
     reason: str = ""
-    delivered: bool = False
 
 
 def migration_template(settings: MigrationSettings) -> NDArray[np.float64]:

@@ -133,7 +133,7 @@ class Simulation:
             (e for e in self.scenario.events if e.type == "migrate"), key=lambda e: e.t
         )
         self._event_pos = 0
-        self.metrics = Metrics(churn_pressure_pct=CHURN_PRESSURE_PCT)
+        self.metrics = Metrics()
         self.metrics.onsets = [
             (e.t, e.node) for e in self.scenario.events if e.type == "pressure-onset"
         ]
@@ -146,10 +146,7 @@ class Simulation:
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
-        if seed is not None and seed != self.seed:
-            self._build(seed)
-        else:
-            self._build(self.seed)
+        self._build(self.seed if seed is None else seed)
         self.advance()
         return self.observe()
 
@@ -185,10 +182,6 @@ class Simulation:
             view = self.step(decide(view))
         self.commit(decide(view))
         return self.result()
-
-    @property
-    def done_rounds(self) -> int:
-        return round(self.t / self.round_s)
 
     # ------------------------------------------------------------------ physics
     def advance(self) -> None:
@@ -348,8 +341,9 @@ class Simulation:
         """Whether an HA motion result arrived this round that succeeded / failed."""
         if not self._results:  # most rounds: read once per environment step
             return False, False
-        ok = any(j.ok for j in self._results if self._is_ha[j.guest])
-        failed = any(not j.ok for j in self._results if self._is_ha[j.guest])
+        is_ha = self._is_ha_list
+        ok = any(j.ok for j in self._results if is_ha[j.guest])
+        failed = any(not j.ok for j in self._results if is_ha[j.guest])
         return ok, failed
 
     def commit(self, motion: Motion | None) -> bool:
@@ -382,11 +376,8 @@ class Simulation:
             return True
         # a lone guest, and motion_possible() implies an idle pipeline (no command, job or
         # result): queueing it and the state machine reduce to starting its one job
-        cl = self.cluster
-        source = int(self.svc_node[g])
-        rec = MoveRecord(self.t, cl.sids[g], cl.node_names[source], cl.node_names[target])
-        self.metrics.move_issued(rec, churn=self._no_true_pressure())
-        self._start_job(g, self._motion_kind[g], target, source, len(self.metrics.moves) - 1)
+        move_id = self._record_move(g, target)
+        self._start_job(g, self._motion_kind[g], target, int(self.svc_node[g]), move_id)
         return True
 
     def _next_states(self) -> None:
@@ -431,7 +422,7 @@ class Simulation:
 
     def motion_possible(self, g: int, target: int) -> bool:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
-        if self.cmds or self.jobs or self.finished or self._results:  # motion_active()
+        if self.cmds or self.jobs or self.finished or self._results:  # motion_active(), inlined
             return False
         if not self._is_ha_list[g] or self.svc_state[g] != STARTED:
             return False
@@ -454,7 +445,7 @@ class Simulation:
         cl = self.cluster
         g = cl.guest_index.get(motion.sid)
         target = cl.node_index.get(motion.target)
-        if g is None or target is None or not self._is_ha[g] or self.svc_state[g] != STARTED:
+        if g is None or target is None or not self._is_ha_list[g] or self.svc_state[g] != STARTED:
             self._log.append(
                 (
                     self.t,
@@ -472,11 +463,15 @@ class Simulation:
 
     def _issue(self, g: int, target: int) -> None:
         """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it."""
+        self._pending_move[g] = self._record_move(g, target)
+        self._queue(g, target)
+
+    def _record_move(self, g: int, target: int) -> int:
+        """The balancer's motion of guest ``g`` to ``target`` in the metrics; its move index."""
         cl = self.cluster
         rec = MoveRecord(self.t, cl.sids[g], cl.node_names[self.svc_node[g]], cl.node_names[target])
         self.metrics.move_issued(rec, churn=self._no_true_pressure())
-        self._pending_move[g] = len(self.metrics.moves) - 1
-        self._queue(g, target)
+        return len(self.metrics.moves) - 1
 
     def _no_true_pressure(self) -> bool:
         """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
@@ -525,7 +520,7 @@ class Simulation:
                 float(j.t_end or 0.0),
             )
             for j in self._results
-            if self._is_ha[j.guest]
+            if self._is_ha_list[j.guest]
         )
         return ClusterView(
             t=self.t,

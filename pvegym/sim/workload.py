@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 
 from pvegym.config import field, load
 from pvegym.errors import ConfigError
-from pvegym.sim.kernel import entry_point, sample_signals
+from pvegym.sim.kernel import sample_signals
 
 Kind = Literal["constant", "ou", "diurnal", "bursts", "steps", "trace"]
 
@@ -252,11 +252,12 @@ def parse_signal(value: Any, path: str, unit: str | None = None) -> tuple[Compon
 
 
 class WorkloadBank:
-    """One signal for ``n`` entities: ``sample(t, dt)`` returns its values at round time ``t``.
+    """One signal for ``n`` entities at round time ``t``.
 
-    The components are flattened into arrays at construction (step events in CSR form), and each
-    round draws all of its random numbers with two NumPy calls before one compiled pass
-    (:func:`pvegym.sim.kernel.sample_signals`) sums the components.
+    The components are flattened into two buffers at construction (step events in CSR form). Each
+    round :meth:`draw` takes all of its random numbers with two NumPy calls; the compiled pass
+    (:func:`pvegym.sim.kernel.sample_signals`) then sums the components — inside the cluster's
+    round kernel, which gets :attr:`kernel_args`. :meth:`sample` does both, for standalone use.
     """
 
     def __init__(self, specs: list[tuple[Component, ...]], rng: np.random.Generator) -> None:
@@ -348,7 +349,6 @@ class WorkloadBank:
         self._dt = -1.0
         # the compiled pass's arguments, bound once: the buffers are updated in place
         self._args = (self._floats, self._ints, self._layout)
-        self._sample = entry_point(sample_signals, 0.0, 0.0, *self._args)
         self.reset()
 
     def reset(self) -> None:
@@ -383,5 +383,6 @@ class WorkloadBank:
         """Values at time ``t`` (s) after advancing stochastic terms by ``dt`` (s), in the reused
         buffer :attr:`out`."""
         self.draw(dt)
-        self._sample(t, dt, *self._args)
+        sample_signals(t, dt, *self._args)  # standalone use (tests): the cluster runs the
+        # workloads inside its round kernel
         return self.out

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pvegym.sim.cluster import ClusterState
+from pvegym.sim.psi import EXP_10S
 from pvegym.sim.scenario import scenario_from_dict
 
 GiB = 2**30
@@ -61,7 +62,8 @@ def test_overloaded_node_shares_cores_and_shows_pressure() -> None:
     assert cl.received[cl.node == 0].sum() == pytest.approx(8.0)
     assert cl.node_cpu_some[0] > 0.5 and cl.node_cpu_some[1] < 0.05
     cpu_some, _, _ = cl.node_avg10()
-    assert cpu_some[0] > 50.0  # percent, after 30 s of constant stall the avg10 is ~95 % of it
+    # three 10 s rounds (15 kernel periods of 2 s) of the same stall, from 0: the kernel's average
+    assert cpu_some[0] == pytest.approx(100.0 * cl.node_cpu_some[0] * (1.0 - EXP_10S**15), rel=1e-9)
     _, g_full, _, _ = cl.guest_avg10()
     assert g_full[0] > 0.0 and g_full[1] == 0.0  # guests on the overloaded node wait entirely
 
@@ -102,3 +104,15 @@ def test_throttled_guest_gets_less_cpu_but_adds_no_pressure() -> None:
     cl.advance(10.0, 10.0)
     assert cl.received[0] == pytest.approx(0.6)
     assert cl.node_cpu_some[0] < 0.05
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0.0, 12.0), min_size=1, max_size=12), st.integers(1, 32))
+def test_round_kernel_cpu_pressure_is_the_psi_models(demands: list[float], cores: int) -> None:
+    """The compiled round evaluates :class:`pvegym.sim.psi.CpuPressureModel` (whose targets
+    ``test_psi`` checks) on each node's demand, not a formula of its own."""
+    cl = _cluster(demands, cores)
+    cl.advance(10.0, 10.0)
+    np.testing.assert_allclose(
+        cl.node_cpu_some, cl.cpu_pressure(cl.node_demand), rtol=1e-12, atol=1e-15
+    )

@@ -320,7 +320,8 @@ def test_throttle_integral_and_rate() -> None:
     m = Migration(MigrationParams(**SEED))
     m.advance(150.0)
     end = m.switchover_s if m.switchover_s is not None else 150.0  # the throttle stops there
-    # steps at ≈ 70 (20 %), 85 (30), 95 (40), 105 (50), 115 (60), 135 (70): ∫ ≈ 45 s by 150 s
+    # the integral the kernel accumulates equals the step function of the throttle steps it
+    # reported (two separate code paths: the closed-form evolution and the event log)
     expected = sum(
         pct / 100 * (end - start)
         for (start, pct), end in zip(
