@@ -175,6 +175,14 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
             node = node[key]
 
 
+def check_dir_names(pre: str, name: str, output: str) -> None:
+    """A config's ``name`` and ``output`` name directories under ``results/``: not empty, no
+    ``/``, not hidden (key paths ``{pre}name`` / ``{pre}output``)."""
+    for key, value in (("name", name), ("output", output)):
+        if not value or "/" in value or value.startswith("."):
+            raise ConfigError(f"{pre}{key}", f"{value!r} is not a usable directory name")
+
+
 def read_toml(path: Path, where: str, what: str) -> dict[str, Any]:
     """A TOML file's table: a missing file is a :class:`ConfigError` at ``where`` ("no such
     ``what`` file"), a malformed one at the file's path."""

@@ -236,7 +236,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     # ------------------------------------------------------------------ public helpers
     @property
     def sim(self) -> Simulation:
-        """The simulation (ground truth: for tools and tests, never for an agent's decisions)."""
+        """The simulation (ground truth: for tools and tests, never for an agent's decisions).
+        Reset it through the environment only: ``reset()`` binds the compiled kernels to the
+        arrays the simulation builds for the episode."""
         if self._sim is None:
             raise RuntimeError("call reset() first")
         return self._sim

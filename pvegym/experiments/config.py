@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import field, load, read_toml, set_path
+from pvegym.config import check_dir_names, field, load, read_toml, set_path
 from pvegym.errors import ConfigError
 from pvegym.provenance import plain, sha256_json
 from pvegym.sim import families
@@ -265,9 +265,7 @@ class Experiment:
                     f"{pre}metrics[{i}]",
                     f"unknown metric {m!r} (allowed: {', '.join(METRIC_KEYS)})",
                 )
-        for k, name in (("name", self.name), ("output", self.out_name)):
-            if not name or "/" in name or name.startswith("."):
-                raise ConfigError(f"{pre}{k}", f"{name!r} is not a usable directory name")
+        check_dir_names(pre, self.name, self.out_name)
 
     def resolved(self) -> dict[str, Any]:
         """The fully resolved config (``extends`` merged, defaults filled) as plain JSON data.

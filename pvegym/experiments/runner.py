@@ -255,6 +255,39 @@ class RunStats:
     wall_s: float = 0.0
 
 
+def evaluate_cells(
+    cells: list[Cell],
+    cells_dir: Path,
+    workers: int,
+    *,
+    desc: str,
+    progress: bool,
+    fresh: bool = False,
+    on_cell: Callable[[str], None] | None = None,
+) -> tuple[int, int]:
+    """Evaluate the ``cells`` not finished in ``cells_dir`` yet (all of them with ``fresh``), each
+    written the moment it ends, with a progress bar; returns ``(reused, computed)``."""
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    todo = [c for c in cells if fresh or not is_finished(cells_dir, c)]
+    bar = tqdm(
+        total=len(cells),
+        initial=len(cells) - len(todo),
+        desc=desc,
+        unit="cell",
+        file=sys.stderr,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    computed = 0
+    with bar:
+        for key in execute(todo, cells_dir, workers):
+            computed += 1
+            bar.update()
+            if on_cell is not None:
+                on_cell(key)
+    return len(cells) - len(todo), computed
+
+
 def run_experiment(
     exp: Experiment,
     out_dir: Path | None = None,
@@ -268,33 +301,16 @@ def run_experiment(
     t0, started = time.perf_counter(), time.time()
     out = Path(out_dir) if out_dir is not None else Path("results") / exp.out_name
     cells_dir = out / "cells"
-    cells_dir.mkdir(parents=True, exist_ok=True)
     stats = RunStats(out)
 
     # 1. plan: every scenario entry × seed × policy entry, keyed by its resolved config
     rows = plan(exp)
     cells = unique_cells(rows)
 
-    # 2. skip the cells a previous (interrupted or changed) run already finished
-    todo = [c for c in cells if fresh or not is_finished(cells_dir, c)]
-    stats.cached = len(cells) - len(todo)
-
-    # 3. evaluate the rest, each cell written the moment it finishes
-    bar = tqdm(
-        total=len(cells),
-        initial=stats.cached,
-        desc=exp.name,
-        unit="cell",
-        file=sys.stderr,
-        disable=not progress,
-        dynamic_ncols=True,
+    # 2.–3. evaluate the cells no previous (interrupted or changed) run finished
+    stats.cached, stats.computed = evaluate_cells(
+        cells, cells_dir, workers, desc=exp.name, progress=progress, fresh=fresh, on_cell=on_cell
     )
-    with bar:
-        for key in execute(todo, cells_dir, workers):
-            stats.computed += 1
-            bar.update()
-            if on_cell is not None:
-                on_cell(key)
 
     # 4. report: metrics.csv, records, summary.md, plots, manifest.json
     docs = {c.key: read_cell(cells_dir, c.key) for c in cells}

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import field, load, read_toml
+from pvegym.config import check_dir_names, field, load, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
 from pvegym.errors import ConfigError
 from pvegym.sim import families
@@ -156,9 +156,7 @@ class TrainConfig:
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
-        for key, name in (("name", self.name), ("output", self.out_name)):
-            if not name or "/" in name or name.startswith("."):
-                raise ConfigError(f"{pre}{key}", f"{name!r} is not a usable directory name")
+        check_dir_names(pre, self.name, self.out_name)
         allowed = allowed_hyperparams(self.algo)
         for key, value in self.hyperparams.items():
             if key not in allowed:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -40,7 +39,6 @@ matplotlib.use("Agg")
 import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
-from tqdm import tqdm
 
 import pvegym
 from pvegym.experiments import plots as exp_plots
@@ -54,8 +52,7 @@ from pvegym.experiments.config import (
 from pvegym.experiments.record import write_json_atomic
 from pvegym.experiments.runner import (
     Row,
-    execute,
-    is_finished,
+    evaluate_cells,
     plan,
     read_cell,
     read_trace,
@@ -172,21 +169,8 @@ def evaluate_heldout(
     for key, members in groups.items():
         rows += plan(heldout_experiment(cfg, members, json.loads(key)))
     cells_dir = out / "cells"
-    cells_dir.mkdir(parents=True, exist_ok=True)
     cells = unique_cells(rows)
-    todo = [c for c in cells if not is_finished(cells_dir, c)]
-    bar = tqdm(
-        total=len(cells),
-        initial=len(cells) - len(todo),
-        desc=f"{cfg.name} held-out",
-        unit="cell",
-        file=sys.stderr,
-        disable=not progress,
-        dynamic_ncols=True,
-    )
-    with bar:
-        for _ in execute(todo, cells_dir, workers):
-            bar.update()
+    evaluate_cells(cells, cells_dir, workers, desc=f"{cfg.name} held-out", progress=progress)
     docs = {c.key: read_cell(cells_dir, c.key) for c in cells}
     # one experiment for the report: the plain test entries, every candidate as a policy label
     exp = heldout_experiment(cfg, cands, {})

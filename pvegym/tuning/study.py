@@ -163,24 +163,18 @@ def open_study(
     storage = make_storage(storage_url)
     sampler = make_sampler(cfg, cfg.sampler.seed if sampler_seed is None else sampler_seed)
     directions = [o.direction for o in cfg.objectives]
+    spec: dict[str, Any] = {
+        "storage": storage,
+        "study_name": cfg.name,
+        "directions": directions,
+        "sampler": sampler,
+        "pruner": make_pruner(cfg),
+    }
     try:
-        study = optuna.create_study(
-            storage=storage,
-            study_name=cfg.name,
-            directions=directions,
-            sampler=sampler,
-            pruner=make_pruner(cfg),
-        )
+        study = optuna.create_study(**spec)
         created = True
     except optuna.exceptions.DuplicatedStudyError:
-        study = optuna.create_study(
-            storage=storage,
-            study_name=cfg.name,
-            directions=directions,
-            sampler=sampler,
-            pruner=make_pruner(cfg),
-            load_if_exists=True,
-        )
+        study = optuna.create_study(**spec, load_if_exists=True)
         created = False
     attrs = study.user_attrs
     if "study_sha256" in attrs:

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import field, load
+from pvegym.config import check_dir_names, field, load
 from pvegym.errors import ConfigError
 from pvegym.experiments.config import (
     EpisodeOptions,
@@ -358,9 +358,7 @@ class StudyConfig:
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
-        for key, value in (("name", self.name), ("output", self.out_name)):
-            if not value or "/" in value or value.startswith("."):
-                raise ConfigError(f"{pre}{key}", f"{value!r} is not a usable directory name")
+        check_dir_names(pre, self.name, self.out_name)
         if not self.objectives:
             raise ConfigError(f"{pre}objectives", "must list at least one objective")
         labels = [o.label for o in self.objectives]
