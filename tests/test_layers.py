@@ -16,16 +16,21 @@ _EXPERIMENT_LAYER = (
     "pvegym.tuning",
     "pvegym.learning",
 )
+_MODEL_FORBIDS = (
+    "gymnasium",
+    "stable_baselines3",
+    "sb3_contrib",
+    "torch",
+    "policies",
+    "pvegym.env",
+    *_EXPERIMENT_LAYER,
+)
 FORBIDDEN = {
-    "pvegym/sim": (
-        "gymnasium",
-        "stable_baselines3",
-        "sb3_contrib",
-        "torch",
-        "policies",
-        "pvegym.env",
-        *_EXPERIMENT_LAYER,
-    ),
+    "pvegym/sim": _MODEL_FORBIDS,
+    # the top-level modules the model itself uses
+    "pvegym/config.py": _MODEL_FORBIDS,
+    "pvegym/units.py": _MODEL_FORBIDS,
+    "pvegym/errors.py": _MODEL_FORBIDS,
     "pvegym/env": ("policies", *_EXPERIMENT_LAYER),
     "policies": _EXPERIMENT_LAYER,
 }
@@ -44,7 +49,8 @@ def _imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_layer_imports_point_one_way(layer: str) -> None:
-    files = sorted((ROOT / layer).rglob("*.py"))
+    where = ROOT / layer
+    files = [where] if where.is_file() else sorted(where.rglob("*.py"))
     assert files, f"no files in {layer}"
     bad = [
         f"{f.relative_to(ROOT)} imports {name}"
@@ -53,3 +59,15 @@ def test_layer_imports_point_one_way(layer: str) -> None:
         if any(name == p or name.startswith(p + ".") for p in FORBIDDEN[layer])
     ]
     assert not bad, bad
+
+
+def test_no_relative_imports() -> None:
+    """The layer check reads absolute module names: a relative import would slip past it."""
+    files = sorted((ROOT / "pvegym").rglob("*.py")) + sorted((ROOT / "policies").rglob("*.py"))
+    relative = [
+        str(f.relative_to(ROOT))
+        for f in files
+        for node in ast.walk(ast.parse(f.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.level > 0
+    ]
+    assert not relative, relative
