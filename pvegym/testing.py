@@ -34,10 +34,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.env.cluster_env import ClusterEnv
+from pvegym.sim.cost import weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario
 
-GiB = float(2**30)
 #: Loose per-step sanity bound (seconds): only a pathologically slow step fails it.
 SMOKE_STEP_LIMIT_S = 2.0
 #: Above this many guest × node pairs the mask is compared with ``motion_possible`` on a sample.
@@ -205,15 +205,9 @@ def check_metrics(env: ClusterEnv, seed: int, steps: int) -> dict[str, Any]:
         raise _fail("metrics", where, f"sim_seconds covers {rounds} rounds, {decisions} steps")
     if expect_rounds is not None and rounds != expect_rounds:
         raise _fail("metrics", where, f"sim_seconds covers {rounds} rounds, not {expect_rounds}")
-    w = env.reward_weights
-    cost = (
-        w["stall"] * (info["stall_cpu_s"] + info["stall_mem_s"])
-        + w["shortfall"] * info["cpu_shortfall_core_s"]
-        + w["moves"] * info["moves"]
-        + w["failures"] * info["moves_failed"]
-        + w["oscillations"] * info["oscillations"]
-        + w["bytes"] * info["migration_bytes"] / GiB
-    )
+    cost = weighted_cost(env.reward_weights, info) / env.reward_scale
+    if "baseline_cost" in info:
+        cost -= info["baseline_cost"] / env.reward_scale
     if not math.isclose(-total, cost, rel_tol=1e-6, abs_tol=1e-6):
         raise _fail("reward", where, f"Σ reward {total} != −weighted cost {-cost}")
     return info

@@ -45,12 +45,12 @@ import numpy as np
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
-from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
+from pvegym.env.cluster_env import ClusterEnv
 from pvegym.errors import ConfigError
 from pvegym.learning.train_config import TrainConfig, algo_class
+from pvegym.sim.cost import weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
 
-GiB = float(2**30)
 CHECKPOINT_PREFIX = "ckpt"
 #: metrics drawn in the learning curve (besides the episode return)
 CURVE_METRICS = ("moves", "moves_failed", "stall_cpu_s", "cpu_shortfall_core_s", "imbalance_mean")
@@ -138,22 +138,10 @@ def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ eval
-def weighted_cost(metrics: dict[str, Any], weights: dict[str, float]) -> float:
-    """Minus the episode return, from final §9 metrics (the environment's reward definition)."""
-    w = {**DEFAULT_REWARD_WEIGHTS, **weights}
-    return float(
-        w["stall"] * (metrics["stall_cpu_s"] + metrics["stall_mem_s"])
-        + w["shortfall"] * metrics["cpu_shortfall_core_s"]
-        + w["moves"] * metrics["moves"]
-        + w["failures"] * metrics["moves_failed"]
-        + w["oscillations"] * metrics["oscillations"]
-        + w["bytes"] * metrics["migration_bytes"] / GiB
-    )
-
-
 def evaluate_policy(policy: Any, cfg: TrainConfig, seeds: Sequence[int]) -> list[dict[str, Any]]:
     """One episode per held-out seed, through the Balancer interface, with the experiment runner's
-    loop (``record.play``): the §9 metrics plus ``return`` (minus the weighted cost)."""
+    loop (``record.play``): the §9 metrics plus ``return`` (minus the weighted cost over the
+    reward scale; without the noop baseline, which the runner does not run)."""
     from pvegym.experiments.config import resolve_scenario
     from pvegym.experiments.record import play
     from pvegym.sim.simulation import Simulation
@@ -166,7 +154,8 @@ def evaluate_policy(policy: Any, cfg: TrainConfig, seeds: Sequence[int]) -> list
         policy.reset(seed)
         result, _ = play(sim, policy.decide, duration)
         m = result["metrics"]
-        rows.append({"seed": seed, "return": -weighted_cost(m, cfg.env.reward_weights), **m})
+        ret = -weighted_cost(cfg.env.weights(), m) / cfg.env.reward_scale
+        rows.append({"seed": seed, "return": ret, **m})
     return rows
 
 
@@ -584,4 +573,4 @@ def write_manifest(
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
-__all__ = ["TrainStats", "evaluate_policy", "latest_checkpoint", "train", "weighted_cost"]
+__all__ = ["TrainStats", "evaluate_policy", "latest_checkpoint", "train"]

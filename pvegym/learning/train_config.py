@@ -23,7 +23,9 @@ scenario = "small"                 # a family (instances drawn from train_seeds)
 train_seeds = { start = 0, count = 1000 }     # default: the family's whole train range
 episode_seconds = "1h"             # default: the scenario's duration
 skip_idle_rounds = true
-reward_weights = { moves = 10.0 }  # partial; the rest are the environment's defaults
+reward_weights = { guest_stall_s = 1.0, moves = 60.0 }  # by §9 metric name; default: the env's
+reward_baseline = "noop"           # reward = what the agent changed against a noop twin
+reward_scale = 100.0               # the cost is divided by it
 ```
 
 Errors are :class:`~pvegym.errors.ConfigError` naming the key path (``hyperparams.n_stepz``,
@@ -44,6 +46,7 @@ from pvegym.config import check_dir_names, field, load, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
 from pvegym.errors import ConfigError
 from pvegym.sim import families
+from pvegym.sim.cost import check_weights
 
 Algo = Literal["PPO", "MaskablePPO", "DQN", "A2C"]
 
@@ -99,15 +102,12 @@ class EnvOptions:
     train_seeds: tuple[int, ...] | None = field(None, parse=_parse_optional_seeds)
     episode_seconds: float | None = field(None, gt=0.0, unit="duration")
     reward_weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    reward_baseline: Literal["none", "noop"] = "none"
+    reward_scale: float = field(1.0, gt=0.0)
     skip_idle_rounds: bool = True
 
     def validate(self, path: str) -> None:
-        for key in self.reward_weights:
-            if key not in DEFAULT_REWARD_WEIGHTS:
-                raise ConfigError(
-                    f"{path}.reward_weights.{key}",
-                    f"unknown cost (allowed: {', '.join(DEFAULT_REWARD_WEIGHTS)})",
-                )
+        check_weights(self.reward_weights, f"{path}.reward_weights", additive_only=True)
         for i, s in enumerate(self.train_seeds or ()):
             families.require_train_seed(s, f"{path}.train_seeds[{i}]")
         if not families.is_family(self.scenario):
@@ -117,6 +117,10 @@ class EnvOptions:
                 load_scenario(self.scenario)
             except ConfigError as err:
                 raise ConfigError(f"{path}.scenario", err.message) from None
+
+    def weights(self) -> dict[str, float]:
+        """The reward's cost weights: ``reward_weights``, or the environment's default."""
+        return dict(self.reward_weights or DEFAULT_REWARD_WEIGHTS)
 
     def sizes(self) -> tuple[int, int]:
         """``(max_nodes, max_guests)``: the padded sizes of the spaces (as ``ClusterEnv``)."""
@@ -208,7 +212,9 @@ class TrainConfig:
         return {
             "scenario": e.scenario,
             "episode_seconds": e.episode_seconds,
-            "reward_weights": dict(e.reward_weights),
+            "reward_weights": e.weights(),
+            "reward_baseline": e.reward_baseline,
+            "reward_scale": e.reward_scale,
             "skip_idle_rounds": e.skip_idle_rounds,
             "seed_split": "train",
         }
