@@ -1,0 +1,161 @@
+"""``pvegym/Cluster-v1``: ``Cluster-v0``'s round, action and reward, with an observation that
+makes the right move learnable."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import NDArray
+
+from pvegym.env.cluster_env import ClusterEnv
+from pvegym.env.encoding_v1 import encode_v1
+from pvegym.env.layout import Layout, MemoryOptions
+from pvegym.env.memory import MotionMemory
+from pvegym.errors import ConfigError
+from pvegym.sim.kernel import entry_point
+from pvegym.sim.scenario import Scenario
+
+#: ClusterState.node_rows holding cpu, mem and PSI avg10 cpu some / mem some / mem full
+#: (pvegym.env.encoding_v1's NODE_* order)
+_NODE_TELEMETRY_ROWS = np.array([4, 5, 9, 10, 11], dtype=np.int64)
+#: ClusterState.guest_rows holding received, memhost, memhost · mem_ratio (two factors), run
+#: fraction and PSI avg10 cpu some / cpu full / mem some / mem full (encoding_v1's G_* order)
+_GUEST_TELEMETRY_ROWS = np.array([5, 6, 6, 2, 3, 11, 12, 13, 14], dtype=np.int64)
+
+
+def memory_options(value: MemoryOptions | Mapping[str, Any] | None) -> MemoryOptions:
+    """``MemoryOptions`` from a dict of its fields (unknown or non-positive ones are ConfigErrors)."""
+    if value is None:
+        return MemoryOptions()
+    if isinstance(value, MemoryOptions):
+        return value
+    known = {f.name for f in dataclasses.fields(MemoryOptions)}
+    for key, v in value.items():
+        if key not in known:
+            raise ConfigError(
+                f"memory.{key}", f"unknown option (allowed: {', '.join(sorted(known))})"
+            )
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < float(v) < np.inf:
+            raise ConfigError(f"memory.{key}", f"must be a finite number > 0, not {v!r}")
+    opts = MemoryOptions(**{k: float(v) for k, v in value.items()})
+    if opts.backoff_factor < 1.0:
+        raise ConfigError("memory.backoff_factor", "must be >= 1")
+    return opts
+
+
+class ClusterEnvV1(ClusterEnv):
+    """A Proxmox VE HA cluster whose automatic load balancer is the agent (observation v1).
+
+    ## Description
+
+    As ``pvegym/Cluster-v0`` (:class:`~pvegym.env.cluster_env.ClusterEnv`: one step is one CRM
+    round, at most one motion, reward in the metrics' vocabulary); only the observation differs,
+    and the mask may leave out guests that cannot migrate.
+
+    ## Observation Space
+
+    ``Box(0, 1, (Layout.size,), float32)``: the four blocks of :mod:`pvegym.env.layout` — globals,
+    node features, guest features and guest × node pair features — with the per-guest motion
+    memory an HA manager keeps (last outcome and when, failures within a window, backoff, when it
+    left each node), what a cost-aware balancer estimates (first-pass transfer time, a target's
+    load and memory after receiving the guest), per-guest pressure and node state (online,
+    maintenance, fenced). Built from telemetry and motion results only.
+
+    ## Action Space
+
+    As v0. ``mask_unmigratable=True`` also masks every motion of a guest that telemetry marks as
+    not migratable (a local resource: its motions fail after the precheck) — what a balancer that
+    checks migratability first never tries.
+
+    ## Arguments
+
+    Those of ``Cluster-v0``, plus:
+
+    * ``mask_unmigratable`` — see above (default ``False``: the agent must learn it).
+    * ``memory`` — :class:`~pvegym.env.layout.MemoryOptions` or a dict of its fields (window,
+      backoff, pressure gate, migration bandwidth).
+    """
+
+    def __init__(
+        self,
+        scenario: str | Scenario = "small",
+        *,
+        mask_unmigratable: bool = False,
+        memory: MemoryOptions | Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.mask_unmigratable = bool(mask_unmigratable)
+        self.memory_options = memory_options(memory)
+        super().__init__(scenario, **kwargs)
+
+    # ------------------------------------------------------------------ hooks of ClusterEnv
+    def _init_observation(self) -> None:
+        self.layout = Layout(self.max_nodes, self.max_guests)
+        self.observation_space = spaces.Box(0.0, 1.0, shape=(self.layout.size,), dtype=np.float32)
+        self._obs = np.zeros(self.layout.size, dtype=np.float32)
+
+    def _mask_guests(self) -> NDArray[np.bool_]:
+        if not self.mask_unmigratable:
+            return super()._mask_guests()
+        return np.asarray(self.view.guest_migratable, dtype=bool)
+
+    def _setup_observation(self) -> None:
+        sim, view, cl = self.sim, self.view, self.sim.cluster
+        opts = self.memory_options
+        idx = self._ha_idx
+        self.memory = MotionMemory(self._n_guests, self._n_nodes, opts)
+        self._view_index = np.full(cl.n_guests, -1, dtype=np.int64)
+        self._view_index[idx] = np.arange(idx.size)
+        node_cap = np.stack([cl.node_maxcpu, cl.node_maxmem])
+        guest_static = np.stack(
+            [
+                cl.guest_maxcpu[idx],
+                cl.guest_maxmem[idx],
+                np.asarray(view.guest_migratable, dtype=np.float64),
+                np.array([sid.startswith("ct:") for sid in view.sids], dtype=np.float64),
+            ]
+        ).reshape(4, idx.size)
+        window_opts = np.array([opts.window_s, opts.backoff_cap_s, 1.0 / opts.bandwidth_bps])
+        mem = self.memory
+        self._enc_args = (
+            self._obs, self.max_nodes, self.max_guests, self._disabled,
+            cl.node_online, node_cap, cl.node_rows, _NODE_TELEMETRY_ROWS,
+            idx, sim.svc_place, sim.svc_started, cl.running, cl.guest_rows,
+            _GUEST_TELEMETRY_ROWS, guest_static,
+            mem.guest, mem.failures, mem.pair, mem.pressure_rounds, window_opts,
+        )  # fmt: skip
+        self._encode_kernel = entry_point(encode_v1, *self._enc_args, 0.0, 0.0, False, False, False)
+        # the pressure the memory counts: telemetry (NaN when switched off), as the view shows it
+        cs, ms, _ = cl.node_avg10()
+        nan = np.full(self._n_nodes, np.nan)
+        self._pressure_src = (
+            cl.node_online,
+            nan if "node_cpu_some" in self.scenario.telemetry.disabled else cs,
+            nan if "node_mem_some" in self.scenario.telemetry.disabled else ms,
+        )
+
+    def _on_round(self) -> None:
+        mem = self.memory
+        for g, source, target, ok, t_issued, t_end in self.sim.ended_motions():
+            mem.record(int(self._view_index[g]), source, target, ok, t_issued, t_end)
+        mem.observe_pressure(*self._pressure_src)
+
+    def _encode(self) -> NDArray[np.float32]:
+        sim = self.sim
+        ok, failed = sim.result_flags()
+        self._encode_kernel(
+            *self._enc_args,
+            sim.t,
+            sim.t / self._episode_len_s,
+            sim.motion_active(),
+            ok,
+            failed,
+        )
+        return self._obs.copy()
+
+
+__all__ = ["ClusterEnvV1", "memory_options"]
