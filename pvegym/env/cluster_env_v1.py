@@ -121,14 +121,16 @@ class ClusterEnvV1(ClusterEnv):
         ).reshape(4, idx.size)
         window_opts = np.array([opts.window_s, opts.backoff_cap_s, 1.0 / opts.bandwidth_bps])
         mem = self.memory
-        self._enc_args = (
+        self._enc_args_v1: tuple[Any, ...] = (
             self._obs, self.max_nodes, self.max_guests, self._disabled,
             cl.node_online, node_cap, cl.node_rows, _NODE_TELEMETRY_ROWS,
             idx, sim.svc_place, sim.svc_started, cl.running, cl.guest_rows,
             _GUEST_TELEMETRY_ROWS, guest_static,
             mem.guest, mem.failures, mem.pair, mem.pressure_rounds, window_opts,
         )  # fmt: skip
-        self._encode_kernel = entry_point(encode_v1, *self._enc_args, 0.0, 0.0, False, False, False)
+        self._encode_v1: Any = entry_point(
+            encode_v1, *self._enc_args_v1, 0.0, 0.0, False, False, False
+        )
         # the pressure the memory counts: telemetry (NaN when switched off), as the view shows it
         cs, ms, _ = cl.node_avg10()
         nan = np.full(self._n_nodes, np.nan)
@@ -147,8 +149,8 @@ class ClusterEnvV1(ClusterEnv):
     def _encode(self) -> NDArray[np.float32]:
         sim = self.sim
         ok, failed = sim.result_flags()
-        self._encode_kernel(
-            *self._enc_args,
+        self._encode_v1(
+            *self._enc_args_v1,
             sim.t,
             sim.t / self._episode_len_s,
             sim.motion_active(),
