@@ -31,13 +31,32 @@ def run(args: argparse.Namespace) -> int:
     from pvegym.learning.train_config import load_train_config
 
     cfg = load_train_config(args.experiment)
+    command = ["pvegym", *sys.argv[1:]] if sys.argv and "pvegym" in sys.argv[0] else None
+    if cfg.imitation is not None or cfg.selection is not None or cfg.seeds is not None:
+        from pvegym.learning.recipe import run_recipe
+
+        doc = run_recipe(
+            cfg,
+            Path(args.out) if args.out else None,
+            progress=not args.quiet,
+            fresh=args.fresh,
+            command=command,
+        )
+        t = doc["time"]
+        sel = doc["selected"]
+        print(
+            f"{cfg.name}: {len(doc['seeds'])} seeds in {t['train_wall_s']:.0f} s "
+            f"(env share {100 * t['env_share']:.1f} %); selected seed {doc['selected_seed']} "
+            f"{sel['phase']} at {sel['timesteps']} steps → results/{cfg.out_name}/model.zip"
+        )
+        return 0
     stats = train(
         cfg,
         Path(args.out) if args.out else None,
         progress=not args.quiet,
         fresh=args.fresh,
         vec_env=args.vec_env,
-        command=["pvegym", *sys.argv[1:]] if sys.argv and "pvegym" in sys.argv[0] else None,
+        command=command,
     )
     resumed = f" (resumed at {stats.start_timesteps})" if stats.resumed_from else ""
     print(

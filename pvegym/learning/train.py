@@ -45,7 +45,6 @@ import numpy as np
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
-from pvegym.env.cluster_env import ClusterEnv
 from pvegym.errors import ConfigError
 from pvegym.learning.train_config import TrainConfig, algo_class
 from pvegym.sim.cost import weighted_cost
@@ -129,7 +128,7 @@ def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
     from pvegym.sim import families
 
     def make() -> gymnasium.Env[Any, Any]:
-        env: gymnasium.Env[Any, Any] = TimedEnv(ClusterEnv(**cfg.env_kwargs()))
+        env: gymnasium.Env[Any, Any] = TimedEnv(cfg.env_class()(**cfg.env_kwargs()))
         family = families.is_family(cfg.env.scenario)
         env = TrainSeeds(env, cfg.env.train_seeds, family)
         return Monitor(env, str(monitor_file) if monitor_file else None, info_keywords=METRIC_KEYS)
@@ -231,13 +230,30 @@ def _callbacks(cfg: TrainConfig, out: Path, start: int, progress: bool) -> list[
     return callbacks
 
 
+def model_info(cfg: TrainConfig, path: Path | None = None) -> Any:
+    """The :class:`~policies.learned.ModelInfo` of a model trained with ``cfg`` (what its
+    ``config.json`` will say), for acting through the balancer interface before it is saved."""
+    from policies.learned import ModelInfo
+
+    max_nodes, max_guests = cfg.env.sizes()
+    return ModelInfo(
+        path or Path("model.zip"),
+        cfg.algo,
+        max_nodes,
+        max_guests,
+        cfg.env.episode_seconds or _scenario_seconds(cfg),
+        cfg.policy,
+        cfg.env.version,
+        cfg.env.mask_unmigratable,
+        tuple(sorted(cfg.env.memory.items())),
+    )
+
+
 def evaluate_model(model: Any, cfg: TrainConfig, out: Path) -> dict[str, float]:
     """Evaluate ``model`` on the held-out seeds; append per-seed rows to ``evaluations.csv``."""
     from policies.learned import LearnedPolicy
 
-    max_nodes, max_guests = cfg.env.sizes()
-    seconds = cfg.env.episode_seconds or _scenario_seconds(cfg)
-    policy = LearnedPolicy.from_model(model, cfg.algo, max_nodes, max_guests, seconds)
+    policy = LearnedPolicy.from_model(model, model_info(cfg))
     rows = evaluate_policy(policy, cfg, cfg.eval_seeds)
     path = out / "evaluations.csv"
     fields = ["timesteps", "seed", "return", *METRIC_KEYS]
@@ -336,6 +352,8 @@ def train(
         shutil.rmtree(session)  # a session that restarts from the same checkpoint replaces it
     session.mkdir(parents=True)
     fns = [make_env_fn(cfg, session / f"rank-{i}") for i in range(cfg.n_envs)]
+    if vec_env == "auto":
+        vec_env = cfg.vec_env
     use_subproc = vec_env == "subproc" or (vec_env == "auto" and cfg.n_envs > 1)
     venv = TimedVecEnv(SubprocVecEnv(fns) if use_subproc else DummyVecEnv(fns))
     venv.seed(cfg.seed + start)
@@ -411,6 +429,13 @@ class TimedVecEnv(VecEnvWrapper):
 
 
 # ------------------------------------------------------------------------------------------ files
+def write_json(path: Path, doc: Any) -> None:
+    """Write ``doc`` as JSON atomically (a temporary file renamed over ``path``)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
 def _read_csv(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
@@ -573,4 +598,11 @@ def write_manifest(
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
-__all__ = ["TrainStats", "evaluate_policy", "latest_checkpoint", "train"]
+__all__ = [
+    "TrainStats",
+    "evaluate_policy",
+    "latest_checkpoint",
+    "model_info",
+    "train",
+    "write_json",
+]

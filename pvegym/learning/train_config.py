@@ -61,6 +61,8 @@ ALGOS: dict[str, tuple[str, str]] = {
 _RESERVED = frozenset(
     {"self", "policy", "env", "seed", "verbose", "device", "tensorboard_log", "_init_setup_model"}
 )
+#: ``policy_kwargs`` a train file may give the PairScorer policy (its layout comes from the env)
+PAIR_SCORER_KWARGS = ("hidden", "noop_prob")
 #: ``policy_kwargs.activation_fn`` by name (TOML cannot hold a class)
 ACTIVATIONS = ("relu", "tanh", "elu", "leaky_relu", "silu")
 
@@ -91,12 +93,18 @@ def _parse_optional_seeds(value: Any, path: str) -> tuple[int, ...] | None:
 
 @dataclass(frozen=True)
 class EnvOptions:
-    """What the agent trains on: ``pvegym/Cluster-v0`` with these arguments.
+    """What the agent trains on: ``pvegym/Cluster-<version>`` with these arguments.
 
     ``scenario`` is a family (each episode draws an instance from ``train_seeds``) or a named
     scenario / TOML file (then ``train_seeds`` are episode seeds). ``episode_seconds`` is simulated
-    time per episode (``"1h"`` accepted).
+    time per episode (``"1h"`` accepted). ``version`` picks the observation (``v0``: the flat
+    layout of the first agents; ``v1``: :mod:`pvegym.env.layout`); ``mask_unmigratable`` and
+    ``memory`` are ``Cluster-v1`` options.
     """
+
+    version: Literal["v0", "v1"] = "v0"
+    mask_unmigratable: bool = False
+    memory: dict[str, float] = dataclasses.field(default_factory=dict)
 
     scenario: str = "small"
     train_seeds: tuple[int, ...] | None = field(None, parse=_parse_optional_seeds)
@@ -108,6 +116,16 @@ class EnvOptions:
 
     def validate(self, path: str) -> None:
         check_weights(self.reward_weights, f"{path}.reward_weights", additive_only=True)
+        if self.version == "v0" and (self.mask_unmigratable or self.memory):
+            raise ConfigError(
+                f"{path}.version", "mask_unmigratable and memory are options of v1, not v0"
+            )
+        from pvegym.env.cluster_env_v1 import memory_options
+
+        try:
+            memory_options(self.memory)
+        except ConfigError as err:
+            raise ConfigError(f"{path}.{err.path}", err.message) from None
         for i, s in enumerate(self.train_seeds or ()):
             families.require_train_seed(s, f"{path}.train_seeds[{i}]")
         if not families.is_family(self.scenario):
@@ -133,17 +151,88 @@ class EnvOptions:
 
 
 @dataclass(frozen=True)
+class ImitationOptions:
+    """Behaviour cloning from a heuristic with learner-collected data (DAgger) before PPO.
+
+    Iteration 0 collects ``episodes`` episodes with the ``expert`` acting; iteration ``k ≥ 1``
+    lets the expert act with probability ``beta^k`` at each decision and the learner otherwise
+    (its argmax action, as deployed). Every visited decision state is labelled with the expert's
+    answer, and the policy is trained on all data so far for ``epochs`` passes (cross-entropy
+    over the masked actions; a sample whose label is a move weighs ``move_weight``). Then
+    ``value_episodes`` episodes of the learner alone fit the value function to their discounted
+    returns for ``value_epochs`` passes, so that PPO starts with a critic of the cloned policy.
+    """
+
+    expert: str = "guest-centric"
+    expert_params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    iterations: int = field(4, ge=1)
+    episodes: int = field(16, ge=1)
+    beta: float = field(0.5, ge=0.0, le=1.0)
+    epochs: int = field(10, ge=1)
+    batch_size: int = field(256, ge=1)
+    learning_rate: float = field(1e-3, gt=0.0)
+    move_weight: float = field(1.0, gt=0.0)
+    value_episodes: int = field(8, ge=0)
+    value_epochs: int = field(10, ge=0)
+
+    def validate(self, path: str) -> None:
+        from policies.registry import make_policy
+
+        make_policy(self.expert, f"{path}.expert_params", **self.expert_params)
+
+
+@dataclass(frozen=True)
+class SelectionOptions:
+    """Checkpoint selection on validation instances drawn from the *training* seed range.
+
+    Each candidate (the cloned policy, then PPO every ``every`` steps and at the end) is evaluated
+    deterministically on ``seeds`` (instances left out of ``env.train_seeds``; never the
+    benchmark's test instances) through the balancer interface. A candidate is feasible when the
+    sums of the ``constraints`` metrics over the validation episodes stay within their bounds;
+    among feasible ones (else the least violating) the best by ``objective`` is kept: ``"cost"``
+    — the mean of the cost ``weights`` (default: the reward's); ``"wins"`` — the number of
+    instances on which ``metric`` is strictly below the ``reference`` policy's, ties broken by
+    the cost. The best seed's selected model becomes the run's ``model.zip``.
+    """
+
+    seeds: tuple[int, ...] = field(parse=_parse_seeds)
+    every: int = field(0, ge=0)
+    objective: Literal["cost", "wins"] = "wins"
+    reference: str = "patched"
+    metric: str = "guest_stall_s"
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+
+    def validate(self, path: str) -> None:
+        from pvegym.sim.metrics import METRIC_KEYS
+        from pvegym.tuning.study_config import parse_constraints
+
+        if not self.seeds:
+            raise ConfigError(f"{path}.seeds", "must name at least one validation instance")
+        if self.metric not in METRIC_KEYS:
+            raise ConfigError(
+                f"{path}.metric", f"unknown metric (allowed: {', '.join(METRIC_KEYS)})"
+            )
+        check_weights(self.weights, f"{path}.weights")
+        parse_constraints(list(self.constraints), f"{path}.constraints")
+        from policies.registry import make_policy
+
+        make_policy(self.reference, f"{path}.reference")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """A whole training run. Step counts are environment steps summed over the ``n_envs``."""
 
     name: str
     algo: Algo
-    total_timesteps: int = field(gt=0)
-    policy: Literal["MlpPolicy"] = "MlpPolicy"
+    total_timesteps: int = field(ge=0)
+    policy: Literal["MlpPolicy", "PairScorer"] = "MlpPolicy"
     description: str = ""
     hyperparams: dict[str, Any] = dataclasses.field(default_factory=dict)
     env: EnvOptions = EnvOptions()
     n_envs: int = field(1, ge=1, le=64)
+    vec_env: Literal["auto", "subproc", "dummy"] = "auto"
     checkpoint_every: int = field(0, ge=0)
     eval_every: int = field(0, ge=0)
     eval_seeds: tuple[int, ...] = field(
@@ -151,8 +240,11 @@ class TrainConfig:
         parse=_parse_seeds,
     )
     seed: int = field(0, ge=0)
+    seeds: tuple[int, ...] | None = None
     torch_threads: int = field(1, ge=1)
     output: str = ""
+    imitation: ImitationOptions | None = None
+    selection: SelectionOptions | None = None
 
     @property
     def out_name(self) -> str:
@@ -171,6 +263,14 @@ class TrainConfig:
             if key == "policy_kwargs":
                 if not isinstance(value, dict):
                     raise ConfigError(f"{pre}hyperparams.{key}", "must be a table")
+                if self.policy == "PairScorer":
+                    for k in value:
+                        if k not in PAIR_SCORER_KWARGS:
+                            raise ConfigError(
+                                f"{pre}hyperparams.policy_kwargs.{k}",
+                                f"not an option of PairScorer "
+                                f"(allowed: {', '.join(PAIR_SCORER_KWARGS)})",
+                            )
                 act = value.get("activation_fn")
                 if act is not None and act not in ACTIVATIONS:
                     raise ConfigError(
@@ -188,6 +288,33 @@ class TrainConfig:
                 )
             if s in train:
                 raise ConfigError(f"{pre}eval_seeds[{i}]", f"{s} is also a training seed")
+        if self.policy == "PairScorer":
+            if self.env.version != "v1":
+                raise ConfigError(f"{pre}env.version", "the PairScorer policy reads layout v1")
+            if self.algo not in ("PPO", "MaskablePPO"):
+                raise ConfigError(f"{pre}algo", "the PairScorer policy is for PPO or MaskablePPO")
+        if self.total_timesteps == 0 and self.imitation is None:
+            raise ConfigError(f"{pre}total_timesteps", "must be > 0 without [imitation]")
+        if self.imitation is not None and self.algo not in ("PPO", "MaskablePPO"):
+            raise ConfigError(f"{pre}imitation", "behaviour cloning initialises PPO/MaskablePPO")
+        for i, s in enumerate(self.seeds or ()):
+            if s < 0:
+                raise ConfigError(f"{pre}seeds[{i}]", f"must be ≥ 0, not {s}")
+        if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"{pre}seeds", "must not repeat a seed")
+        if self.selection is not None:
+            if self.env.train_seeds is None:
+                raise ConfigError(
+                    f"{pre}env.train_seeds",
+                    "is required with [selection]: validation instances must be left out of it",
+                )
+            for i, s in enumerate(self.selection.seeds):
+                families.require_train_seed(s, f"{pre}selection.seeds[{i}]")
+                if s in train:
+                    raise ConfigError(
+                        f"{pre}selection.seeds[{i}]",
+                        f"{s} is also in env.train_seeds (validation must be held out)",
+                    )
 
     # ------------------------------------------------------------------ derived
     def algo_kwargs(self) -> dict[str, Any]:
@@ -207,9 +334,9 @@ class TrainConfig:
         return kwargs
 
     def env_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``ClusterEnv`` (training split)."""
+        """Keyword arguments of the environment class (:meth:`env_class`; training split)."""
         e = self.env
-        return {
+        kwargs: dict[str, Any] = {
             "scenario": e.scenario,
             "episode_seconds": e.episode_seconds,
             "reward_weights": e.weights(),
@@ -218,6 +345,21 @@ class TrainConfig:
             "skip_idle_rounds": e.skip_idle_rounds,
             "seed_split": "train",
         }
+        if e.version == "v1":
+            kwargs["mask_unmigratable"] = e.mask_unmigratable
+            kwargs["memory"] = dict(e.memory)
+        return kwargs
+
+    def env_class(self) -> Any:
+        """``ClusterEnv`` (v0) or ``ClusterEnvV1`` (v1)."""
+        from pvegym.env import ENV_CLASSES
+
+        return ENV_CLASSES[self.env.version]
+
+    @property
+    def run_seeds(self) -> tuple[int, ...]:
+        """The training seeds: ``seeds`` if given, else ``(seed,)``."""
+        return self.seeds or (self.seed,)
 
     def resolved(self) -> dict[str, Any]:
         """The resolved config as plain JSON data, plus the space sizes a loader needs."""
@@ -262,6 +404,8 @@ def parse_train_config(data: dict[str, Any]) -> TrainConfig:
 __all__ = [
     "ALGOS",
     "EnvOptions",
+    "ImitationOptions",
+    "SelectionOptions",
     "TrainConfig",
     "algo_class",
     "allowed_hyperparams",

@@ -232,7 +232,7 @@ class Constraint:
 _CONSTRAINT = re.compile(r"^\s*([a-z_0-9]+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
 
 
-def _parse_constraints(value: Any, path: str) -> tuple[Constraint, ...]:
+def parse_constraints(value: Any, path: str) -> tuple[Constraint, ...]:
     if not isinstance(value, list):
         raise ConfigError(path, f'must be a list like ["failed_repeats <= 0"], not {value!r}')
     out = []
@@ -345,7 +345,7 @@ class StudyConfig:
     policy: PolicySpec = PolicySpec()
     description: str = ""
     extends: str | None = None
-    constraints: tuple[Constraint, ...] = field((), parse=_parse_constraints)
+    constraints: tuple[Constraint, ...] = field((), parse=parse_constraints)
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec = field(PrunerSpec(), parse=_parse_pruner)  # noqa: RUF009 (frozen, immutable)
     n_trials: int = field(100, ge=1)
