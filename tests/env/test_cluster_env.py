@@ -8,13 +8,13 @@ import pytest
 from stable_baselines3.common.monitor import Monitor
 
 import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
+from policies.registry import make_policy
 from pvegym.env.cluster_env import (
     GLOBAL_FEATURES,
     GUEST_FEATURES,
     NODE_FEATURES,
     ClusterEnv,
 )
-from policies.registry import make_policy
 from pvegym.errors import ConfigError
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
