@@ -70,6 +70,7 @@ _N_GUESTS, _N_HACPU, _N_HAMEM, _N_IN, _N_PR = (
     _NF["incoming"],
     _NF["pressure_rounds"],
 )
+_CPU_LOG, _MEM_LOG, _DURATION_LOG = L.GUEST_CPU_LOG, L.GUEST_MEM_LOG, L.DURATION_LOG
 _GF = L.GU_INDEX
 _G_BACKOFF = _GF["backoff"]
 _G_CONTAINER = _GF["container"]
@@ -112,6 +113,14 @@ def _unit(x: float) -> float:
     if not x > 0.0:
         return 0.0
     return 1.0 if x > 1.0 else x
+
+
+@njit(cache=True, inline="always")
+def _log_unit(x: float, scale: tuple[float, float]) -> float:
+    """``log(1 + x/x0) / log(1 + max/x0)`` clipped to [0, 1] (``layout``'s log scales)."""
+    if not x > 0.0:
+        return 0.0
+    return _unit(math.log1p(x / scale[0]) / math.log1p(scale[1] / scale[0]))
 
 
 @njit(cache=True, inline="always")
@@ -226,8 +235,8 @@ def encode_v1(
         guestf[_G_RUNNING, i] = 1.0 if running[c] and guest_src[guest_rows[G_RUN], c] > 0.0 else 0.0
         guestf[_G_CONTAINER, i] = guest_static[S_CONTAINER, i]
         guestf[_G_MIGRATABLE, i] = guest_static[S_MIGRATABLE, i]
-        guestf[_G_MAXCPU, i] = _unit(maxcpu / L.GUEST_CPU_SCALE)
-        guestf[_G_MAXMEM, i] = _unit(maxmem / L.GUEST_MEM_SCALE)
+        guestf[_G_MAXCPU, i] = _log_unit(maxcpu, _CPU_LOG)
+        guestf[_G_MAXMEM, i] = _log_unit(maxmem, _MEM_LOG)
         guestf[_G_CPU, i] = _unit(cpu / maxcpu)
         guestf[_G_MEM, i] = _unit(mem / maxmem)
         guestf[_G_MEMHOST, i] = _unit(memhost / maxmem)
@@ -252,7 +261,7 @@ def encode_v1(
             guestf[_G_SOURCE_CPU_AFTER, i] = _unit((ncpu[node] - cpu) / node_cap[0, node])
         if 0 <= tgt < n_n:
             nodef[_N_IN, tgt] = 1.0
-        guestf[_G_TRANSFER_S, i] = _unit(memhost * inv_bw / L.TRANSFER_SCALE_S)
+        guestf[_G_TRANSFER_S, i] = _log_unit(memhost * inv_bw, _DURATION_LOG)
         state = mem_guest[LAST_STATE, i]
         guestf[_G_LAST_OK, i] = 1.0 if state == STATE_OK else 0.0
         guestf[_G_LAST_FAILED, i] = 1.0 if state == STATE_FAILED else 0.0
@@ -262,7 +271,7 @@ def encode_v1(
             if mem_failures[i, k] > -1e300 and t - mem_failures[i, k] < window:
                 fails += 1.0
         guestf[_G_FAILURES, i] = _unit(fails / L.FAILURES_SCALE)
-        guestf[_G_LAST_DURATION, i] = _unit(mem_guest[LAST_DURATION, i] / L.TRANSFER_SCALE_S)
+        guestf[_G_LAST_DURATION, i] = _log_unit(mem_guest[LAST_DURATION, i], _DURATION_LOG)
         longest = 0.0
         for n in range(n_n):
             back = mem_pair[BACKOFF_UNTIL, i, n] - t

@@ -42,11 +42,13 @@ MiB = float(2**20)
 VERSION = "v1"
 
 # --------------------------------------------------------------------------------------- scales
-CORES_SCALE = 128.0  # node cores
-NODE_MEM_SCALE = 1024.0 * GiB  # node memory, bytes
-GUEST_CPU_SCALE = 64.0  # guest vCPUs
-GUEST_MEM_SCALE = 256.0 * GiB  # guest memory, bytes
-TRANSFER_SCALE_S = 600.0  # predicted/observed motion durations, seconds
+# Linear: ``x / scale``. Logarithmic, for quantities spanning orders of magnitude where a network
+# must tell 1 GiB from 4 GiB as well as 64 from 256: ``log(1 + x/x0) / log(1 + max/x0)``.
+CORES_SCALE = 128.0  # node cores (linear)
+NODE_MEM_SCALE = 1024.0 * GiB  # node memory, bytes (linear)
+GUEST_CPU_LOG = (1.0, 256.0)  # guest vCPUs: x0, max (log)
+GUEST_MEM_LOG = (1.0 * GiB, 1024.0 * GiB)  # guest memory, bytes (log)
+DURATION_LOG = (10.0, 3600.0)  # predicted/observed motion durations, seconds (log)
 PRESSURE_ROUNDS_SCALE = 6.0  # consecutive CRM rounds above the pressure gate
 FAILURES_SCALE = 4.0  # failed motions of a guest within the memory window
 AFTER_SCALE = 2.0  # what-if load of a target (fraction of its capacity) is stored halved
@@ -90,8 +92,8 @@ GUEST_FEATURES: tuple[str, ...] = (
     "running",
     "container",  # a container (relocate: stop, move, start) rather than a VM (live migration)
     "migratable",  # no local resource pins it (every motion of it fails otherwise)
-    "maxcpu",  # vCPUs / 64
-    "maxmem",  # bytes / 256 GiB
+    "maxcpu",  # vCPUs, log scale GUEST_CPU_LOG
+    "maxmem",  # bytes, log scale GUEST_MEM_LOG
     "cpu",  # cores / vCPUs
     "mem",  # balloon view / maxmem
     "memhost",  # host footprint / maxmem
@@ -102,13 +104,13 @@ GUEST_FEATURES: tuple[str, ...] = (
     "cpu_node_share",  # cores / its node's cores: what moving it takes off the node
     "memhost_node_share",  # memhost / its node's memory
     "source_cpu_after",  # its node's cpu without it / the node's cores
-    "transfer_s",  # memhost / migration bandwidth / 600 s: the first pre-copy pass
+    "transfer_s",  # memhost / migration bandwidth (s, the first pre-copy pass), log DURATION_LOG
     "last_ok",  # the last motion of it that ended succeeded
     "last_failed",  # ... failed or was aborted
     "motion_recency",  # 1 − (t − end of its last motion) / window, 0 if none within the window
     "failures",  # its failed motions within the window / 4
     "backoff",  # longest remaining failure backoff of it to any node / backoff cap
-    "last_duration",  # duration of its last successful motion (issue → end) / 600 s
+    "last_duration",  # its last successful motion, issue → end (s), log scale DURATION_LOG
 )
 PAIR_FEATURES: tuple[str, ...] = (
     "left_recency",  # 1 − (t − when it last left that node) / window: moving back oscillates

@@ -31,6 +31,7 @@ import torch as th
 from numpy.typing import NDArray
 
 from policies.registry import make_policy
+from pvegym.env import layout as L
 from pvegym.env.cluster_env import ClusterEnv
 from pvegym.learning.train_config import ImitationOptions
 
@@ -41,17 +42,19 @@ class Batch:
     action taken, the reward up to the next decision and whether the episode ended there."""
 
     obs: list[NDArray[np.float32]] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)  # importance weight of the sample
     masks: list[NDArray[np.bool_]] = field(default_factory=list)
     labels: list[int] = field(default_factory=list)
     taken: list[int] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     dones: list[bool] = field(default_factory=list)
+    infos: list[dict[str, Any]] = field(default_factory=list)  # each episode's final info
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def extend(self, other: Batch) -> None:
-        for name in ("obs", "masks", "labels", "taken", "rewards", "dones"):
+        for name in ("obs", "weights", "masks", "labels", "taken", "rewards", "dones", "infos"):
             getattr(self, name).extend(getattr(other, name))
 
 
@@ -92,9 +95,17 @@ def collect_episode(
     beta: float,
     rng: np.random.Generator,
     stats: CollectStats,
+    calm_keep: float = 1.0,
 ) -> Batch:
     """One episode on family instance ``instance``: the expert acts with probability ``beta`` at
-    each decision, the learner (``policy``'s argmax; ``None``: always the expert) otherwise."""
+    each decision, the learner (``policy``'s argmax; ``None``: always the expert) otherwise.
+
+    A *calm* decision — no online node's PSI some at the pressure gate (``pressure_max``), the
+    expert answering no motion — is kept as a sample with probability ``calm_keep`` and weight
+    ``1 / calm_keep`` (the loss stays unbiased; most rounds of a cluster are calm and teach one
+    thing, to wait). Rewards and the trajectory are those of every decision regardless."""
+    gate = env.memory_options.pressure_pct / 100.0 if hasattr(env, "memory_options") else 0.1
+    pmax = L.G_INDEX["pressure_max"]
     out = Batch()
     t0 = time.perf_counter()
     obs, _ = env.reset(seed=episode_seed, options={"instance_seed": instance})
@@ -131,6 +142,10 @@ def collect_episode(
                 decided = env.decode_action(action)
                 assert decided is not None
                 adopt(view, decided)
+            calm = label == 0 and obs[pmax] < gate
+            out.weights.append(
+                1.0 if not calm else (1.0 / calm_keep if rng.random() < calm_keep else 0.0)
+            )
             out.obs.append(obs)
             out.masks.append(mask)
             out.labels.append(label)
@@ -141,13 +156,14 @@ def collect_episode(
             stats.expert_moves += int(label != 0)
             stats.learner_moves += int(action != 0 and action != label)
             t0 = time.perf_counter()
-        obs, reward, _, truncated, _ = env.step(action)
+        obs, reward, _, truncated, info = env.step(action)
         stats.env_s += time.perf_counter() - t0
         pending += float(reward)
         first = False
         if truncated:
             out.rewards[-1] = pending
             out.dones[-1] = True
+            out.infos.append(info)
             stats.episodes += 1
             return out
 
@@ -156,13 +172,15 @@ def train_bc(
     policy: Any, data: Batch, opts: ImitationOptions, rng: np.random.Generator
 ) -> dict[str, float]:
     """``opts.epochs`` passes of masked cross-entropy toward the labels over all of ``data``."""
-    obs = th.as_tensor(np.stack(data.obs))
-    masks = th.as_tensor(np.stack(data.masks))
-    labels = th.as_tensor(np.asarray(data.labels, dtype=np.int64))
-    weights = th.where(labels > 0, opts.move_weight, 1.0).float()
+    keep = np.flatnonzero(np.asarray(data.weights) > 0.0)
+    obs = th.as_tensor(np.stack([data.obs[i] for i in keep]))
+    masks = th.as_tensor(np.stack([data.masks[i] for i in keep]))
+    labels = th.as_tensor(np.asarray(data.labels, dtype=np.int64)[keep])
+    sample_w = th.as_tensor(np.asarray(data.weights, dtype=np.float32)[keep])
+    weights = th.where(labels > 0, opts.move_weight, 1.0).float() * sample_w
     params = [p for n, p in policy.named_parameters() if not _is_value_param(n)]
     optim = th.optim.Adam(params, lr=opts.learning_rate)
-    n = len(data)
+    n = int(keep.size)
     policy.set_training_mode(True)
     loss_sum = 0.0
     for _ in range(opts.epochs):
@@ -190,6 +208,8 @@ def train_bc(
     moves = lab > 0
     return {
         "samples": float(n),
+        "decisions": float(len(data)),
+        "moved_when_expert_moved": float(np.mean(pred[moves] > 0)) if moves.any() else 1.0,
         "loss": loss_sum / max(n, 1),
         "accuracy": float(np.mean(pred == lab)),
         "move_recall": float(np.mean(pred[moves] == lab[moves])) if moves.any() else 1.0,
@@ -283,7 +303,15 @@ def dagger(
             ep_seed = int(rng.integers(0, 2**31 - 1))
             data.extend(
                 collect_episode(
-                    env, instance, ep_seed, expert, policy if it else None, beta, rng, stats
+                    env,
+                    instance,
+                    ep_seed,
+                    expert,
+                    policy if it else None,
+                    beta,
+                    rng,
+                    stats,
+                    opts.calm_keep,
                 )
             )
         collect_s = time.perf_counter() - t0

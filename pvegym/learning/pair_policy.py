@@ -106,7 +106,13 @@ class PairScorerNet(nn.Module):
     ``action_net`` is the identity), ``latent_dim_vf`` the value head's hidden size.
     """
 
-    def __init__(self, layout: dict[str, Any], hidden: int = 64, noop_prob: float = 0.9) -> None:
+    def __init__(
+        self,
+        layout: dict[str, Any],
+        hidden: int = 64,
+        noop_prob: float = 0.9,
+        pair_layers: int = 1,
+    ) -> None:
         super().__init__()
         if layout.get("version") != L.VERSION:
             raise ValueError(f"layout {layout.get('version')!r} is not {L.VERSION!r}")
@@ -123,9 +129,11 @@ class PairScorerNet(nn.Module):
         self.w_node = nn.Linear(hidden, hidden, bias=False)
         self.w_pair = nn.Linear(n_pf, hidden, bias=False)
         self.w_ctx = nn.Linear(hidden, hidden, bias=False)
-        # one hidden layer over (guest, node, pair, context) projections: the pair tensor is
-        # batch × guests × nodes × hidden, and a second hidden layer on it costs ~6× as much
-        self.score = nn.Sequential(nn.Linear(hidden, 1))
+        # hidden layers over the (guest, node, pair, context) projections: the pair tensor is
+        # batch × guests × nodes × hidden, and each layer beyond the first costs ~6× the first
+        if pair_layers < 1:
+            raise ValueError(f"pair_layers must be ≥ 1, not {pair_layers!r}")
+        self.score = _mlp([hidden] * pair_layers + [1], last_act=False)
         self.noop = _mlp([hidden, hidden, 1], last_act=False)
         self.value = _mlp([hidden, hidden])
         # start: every move scores 0 and noop log(K · p / (1 − p)) for K allowed moves
@@ -242,6 +250,7 @@ class PairScorerPolicy(_PairScorerMixin, ActorCriticPolicy):
         layout: dict[str, Any],
         hidden: int = 64,
         noop_prob: float = 0.9,
+        pair_layers: int = 1,
         **kwargs: Any,
     ) -> None:
         _check_spaces(observation_space, action_space, layout)
@@ -249,6 +258,7 @@ class PairScorerPolicy(_PairScorerMixin, ActorCriticPolicy):
             "layout": dict(layout),
             "hidden": int(hidden),
             "noop_prob": float(noop_prob),
+            "pair_layers": int(pair_layers),
         }
         kwargs.setdefault("ortho_init", False)
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
@@ -278,6 +288,7 @@ class MaskablePairScorerPolicy(_PairScorerMixin, MaskableActorCriticPolicy):
         layout: dict[str, Any],
         hidden: int = 64,
         noop_prob: float = 0.9,
+        pair_layers: int = 1,
         **kwargs: Any,
     ) -> None:
         _check_spaces(observation_space, action_space, layout)
@@ -285,6 +296,7 @@ class MaskablePairScorerPolicy(_PairScorerMixin, MaskableActorCriticPolicy):
             "layout": dict(layout),
             "hidden": int(hidden),
             "noop_prob": float(noop_prob),
+            "pair_layers": int(pair_layers),
         }
         kwargs.setdefault("ortho_init", False)
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)

@@ -67,6 +67,30 @@ def load_into(model: Any, path: Path) -> None:
     model.policy.load_state_dict(state)
 
 
+def calibrate(model: Any, selector: Any, cfg: TrainConfig, out: Path) -> None:
+    """Evaluate the clone at each ``selection.noop_offsets`` (added to its no-motion score) and
+    leave ``model`` at the best; every offset is a candidate (``clone+<offset>.zip``)."""
+    import torch as th
+
+    from pvegym.learning.selection import order_key
+
+    offsets = cfg.selection.noop_offsets if cfg.selection else (0.0,)
+    net = model.policy.mlp_extractor
+    base = float(net.noop_bias.detach())
+    best: tuple[tuple[float, ...], float] | None = None
+    for delta in offsets:
+        with th.no_grad():
+            net.noop_bias.fill_(base + delta)
+        path = out / f"clone{delta:+g}.zip"
+        model.save(str(path))
+        cand = selector.consider(model, 0, path, f"clone{delta:+g}")
+        if best is None or order_key(cand) < best[0]:
+            best = (order_key(cand), delta)
+    assert best is not None
+    with th.no_grad():
+        net.noop_bias.fill_(base + best[1])
+
+
 def _venv(cfg: TrainConfig, n_envs: int, monitor_dir: Path | None) -> Any:
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
@@ -135,7 +159,7 @@ def train_seed(cfg: TrainConfig, seed: int, out: Path, progress: bool) -> dict[s
                 model.save(str(bc_path))
                 write_json(out / "bc.json", imitation)
                 report["imitation"] = imitation
-            selector.consider(model, 0, bc_path, "clone")
+            calibrate(model, selector, cfg, out)
         # 3. fine-tune --------------------------------------------------------------------------
         t_ppo = time.perf_counter()
         ppo: dict[str, Any] = {"timesteps": 0}

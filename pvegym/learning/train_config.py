@@ -38,6 +38,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -62,7 +63,7 @@ _RESERVED = frozenset(
     {"self", "policy", "env", "seed", "verbose", "device", "tensorboard_log", "_init_setup_model"}
 )
 #: ``policy_kwargs`` a train file may give the PairScorer policy (its layout comes from the env)
-PAIR_SCORER_KWARGS = ("hidden", "noop_prob")
+PAIR_SCORER_KWARGS = ("hidden", "noop_prob", "pair_layers")
 #: ``policy_kwargs.activation_fn`` by name (TOML cannot hold a class)
 ACTIVATIONS = ("relu", "tanh", "elu", "leaky_relu", "silu")
 
@@ -158,7 +159,10 @@ class ImitationOptions:
     lets the expert act with probability ``beta^k`` at each decision and the learner otherwise
     (its argmax action, as deployed). Every visited decision state is labelled with the expert's
     answer, and the policy is trained on all data so far for ``epochs`` passes (cross-entropy
-    over the masked actions; a sample whose label is a move weighs ``move_weight``). Then
+    over the masked actions; a sample whose label is a move weighs ``move_weight``: moves are
+    rare, and without it the argmax of a calibrated policy is almost always no motion). Calm
+    decisions (no node at the pressure gate, the expert waiting) are subsampled to ``calm_keep``
+    with weight ``1 / calm_keep``. Then
     ``value_episodes`` episodes of the learner alone fit the value function to their discounted
     returns for ``value_epochs`` passes, so that PPO starts with a critic of the cloned policy.
     """
@@ -172,6 +176,7 @@ class ImitationOptions:
     batch_size: int = field(256, ge=1)
     learning_rate: float = field(1e-3, gt=0.0)
     move_weight: float = field(1.0, gt=0.0)
+    calm_keep: float = field(1.0, gt=0.0, le=1.0)
     value_episodes: int = field(8, ge=0)
     value_epochs: int = field(10, ge=0)
 
@@ -193,6 +198,11 @@ class SelectionOptions:
     — the mean of the cost ``weights`` (default: the reward's); ``"wins"`` — the number of
     instances on which ``metric`` is strictly below the ``reference`` policy's, ties broken by
     the cost. The best seed's selected model becomes the run's ``model.zip``.
+
+    ``noop_offsets`` calibrate the clone's operating point: each offset is added to the no-motion
+    score (the PairScorer's ``noop_bias``: larger waits more), the clone is evaluated with each,
+    and PPO starts from the best. Cloning with ``move_weight`` > 1 shifts the threshold at which
+    the argmax moves; this puts it back where validation says.
     """
 
     seeds: tuple[int, ...] = field(parse=_parse_seeds)
@@ -202,9 +212,13 @@ class SelectionOptions:
     metric: str = "guest_stall_s"
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     constraints: tuple[str, ...] = ()
+    noop_offsets: tuple[float, ...] = (0.0,)
 
     def validate(self, path: str) -> None:
         from pvegym.sim.metrics import METRIC_KEYS
+
+        if not self.noop_offsets or any(not math.isfinite(x) for x in self.noop_offsets):
+            raise ConfigError(f"{path}.noop_offsets", "must be a non-empty list of numbers")
         from pvegym.tuning.study_config import parse_constraints
 
         if not self.seeds:

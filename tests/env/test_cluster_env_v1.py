@@ -236,9 +236,11 @@ def test_what_if_pair_features() -> None:
     assert _feature(env, obs, "pair", "cpu_after")[g, own] == pytest.approx(
         view.node_cpu[own] / view.node_maxcpu[own] / 2.0, rel=1e-6
     )
+    x0, top = L.DURATION_LOG
+    seconds = view.guest_memhost[g] / env.memory_options.bandwidth_bps
     assert math.isclose(
         _feature(env, obs, "guest", "transfer_s")[g],
-        min(view.guest_memhost[g] / env.memory_options.bandwidth_bps / 600.0, 1.0),
+        min(math.log1p(seconds / x0) / math.log1p(top / x0), 1.0),
         rel_tol=1e-6,
     )
 
