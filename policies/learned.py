@@ -80,6 +80,7 @@ class ModelInfo:
     version: str = "v0"
     mask_unmigratable: bool = False
     memory: tuple[tuple[str, float], ...] = ()
+    mask_headroom: float | None = None
 
     def memory_options(self) -> MemoryOptions:
         return MemoryOptions(**dict(self.memory))
@@ -130,6 +131,7 @@ def resolve_model(model: str, path: str = "model") -> ModelInfo:
             str(env.get("version", "v0")),
             bool(env.get("mask_unmigratable", False)),
             tuple(sorted((str(k), float(v)) for k, v in (env.get("memory") or {}).items())),
+            None if env.get("mask_headroom") is None else float(env["mask_headroom"]),
         )
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ConfigError(path, f"{cfg_path} is not a pvegym train config: {err!r}") from None
@@ -230,6 +232,7 @@ class LearnedPolicy:
                 info.episode_seconds,
                 info.memory_options(),
                 info.mask_unmigratable,
+                mask_headroom=info.mask_headroom,
             )
 
     def reset(self, seed: int | None = None) -> None:

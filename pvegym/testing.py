@@ -132,12 +132,23 @@ def _mask_vs_motion_possible(env: ClusterEnv, rng: np.random.Generator, where: s
     pinned = ~np.asarray(env.view.guest_migratable, dtype=bool)
     if not getattr(env, "mask_unmigratable", False):
         pinned[:] = False
+    # ... and targets without memory room (telemetry, ``mask_headroom``)
+    headroom = getattr(env, "mask_headroom", None)
+    full = np.zeros((n_real_g, n_real_n), dtype=bool)
+    if headroom is not None:
+        v = env.view
+        with np.errstate(invalid="ignore"):
+            full = (
+                np.asarray(v.node_mem)[None, :] + np.asarray(v.guest_memhost)[:, None]
+                > (1.0 - headroom) * np.asarray(v.node_maxmem)[None, :]
+            )
     for a in actions:
         g, n = divmod(a - 1, mn)
         expect = (
             g < n_real_g
             and n < n_real_n
             and not pinned[g]
+            and not full[g, n]
             and sim.motion_possible(int(sim.ha_idx[g]), n)
         )
         if bool(mask[a]) != expect:

@@ -348,7 +348,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         moved = False
         if a:
             g, n = divmod(a - 1, self.max_nodes)
-            if g < self._n_guests and n < self._n_nodes:
+            if g < self._n_guests and n < self._n_nodes and self._option_allows(g, n):
                 moved = sim.commit_index(self._ha_list[g], n)  # False: not possible now
             else:
                 sim.commit(None)
@@ -446,11 +446,11 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         allowed = np.ascontiguousarray(
             sim.node_allowed[self._ha_idx] & cl.node_online[None, :] & self._mask_guests()[:, None]
         )
-        self._mask_args = (
+        self._mask_args: tuple[Any, ...] = (
             self._grid, allowed, self._ha_idx, sim.svc_place, sim.svc_started,
             sim.neg_ptr, sim.neg_idx,
         )  # fmt: skip
-        self._fill_mask = entry_point(fill_mask, *self._mask_args)
+        self._fill_mask: Any = entry_point(fill_mask, *self._mask_args)
         # fill_mask writes only the real cells: action 0 and the padding are set once here
         self._mask[:] = False
         self._mask[0] = True
@@ -459,6 +459,11 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         # reset, before any decision), so the episode's rewards sum to minus its final cost
         self._last_cost = 0.0
         self._setup_observation()
+
+    def _option_allows(self, g: int, n: int) -> bool:
+        """Whether the environment's own mask options (none in v0) leave guest ``g`` → node
+        ``n`` in: what they mask is a counted no-op like what the HA manager refuses."""
+        return True
 
     def _mask_guests(self) -> NDArray[np.bool_]:
         """HA guests (view order) the mask may offer at all this episode (all, in v0)."""

@@ -12,7 +12,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 
 from pvegym.env.cluster_env import ClusterEnv
-from pvegym.env.encoding_v1 import encode_v1
+from pvegym.env.encoding_v1 import encode_v1, fill_mask_v1
 from pvegym.env.layout import Layout, MemoryOptions
 from pvegym.env.memory import MotionMemory
 from pvegym.errors import ConfigError
@@ -69,13 +69,17 @@ class ClusterEnvV1(ClusterEnv):
 
     As v0. ``mask_unmigratable=True`` also masks every motion of a guest that telemetry marks as
     not migratable (a local resource: its motions fail after the precheck) — what a balancer that
-    checks migratability first never tries.
+    checks migratability first never tries; ``mask_headroom`` masks targets without memory room.
 
     ## Arguments
 
     Those of ``Cluster-v0``, plus:
 
     * ``mask_unmigratable`` — see above (default ``False``: the agent must learn it).
+    * ``mask_headroom`` — with a value ≥ 0, also mask targets whose memory in use plus the
+      guest's host footprint (telemetry) exceeds ``1 − mask_headroom`` of their memory: the LRM's
+      precheck refuses a target without room (0), a margin keeps it out of reclaim (guest-centric
+      keeps 0.05). Default ``None``: off.
     * ``memory`` — :class:`~pvegym.env.layout.MemoryOptions` or a dict of its fields (window,
       backoff, pressure gate, migration bandwidth).
     """
@@ -85,10 +89,16 @@ class ClusterEnvV1(ClusterEnv):
         scenario: str | Scenario = "small",
         *,
         mask_unmigratable: bool = False,
+        mask_headroom: float | None = None,
         memory: MemoryOptions | Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         self.mask_unmigratable = bool(mask_unmigratable)
+        if mask_headroom is not None and not (
+            isinstance(mask_headroom, int | float) and 0.0 <= float(mask_headroom) < 1.0
+        ):
+            raise ConfigError("mask_headroom", f"must be in [0, 1) or none, not {mask_headroom!r}")
+        self.mask_headroom = None if mask_headroom is None else float(mask_headroom)
         self.memory_options = memory_options(memory)
         super().__init__(scenario, **kwargs)
 
@@ -131,6 +141,18 @@ class ClusterEnvV1(ClusterEnv):
         self._encode_v1: Any = entry_point(
             encode_v1, *self._enc_args_v1, 0.0, 0.0, False, False, False
         )
+        # the mask with the memory-room check (telemetry: NaN when switched off fails open)
+        off = self.scenario.telemetry.disabled
+        nan_g = np.full(cl.n_guests, np.nan)
+        self._mask_args_v1: tuple[Any, ...] = (
+            *self._mask_args,
+            np.full(self._n_nodes, np.nan) if "node_mem" in off else cl.node_mem,
+            cl.node_maxmem,
+            nan_g if "guest_memhost" in off else cl.memhost,
+            -1.0 if self.mask_headroom is None else self.mask_headroom,
+        )
+        self._mask_args = self._mask_args_v1
+        self._fill_mask = entry_point(fill_mask_v1, *self._mask_args_v1)
         # the pressure the memory counts: telemetry (NaN when switched off), as the view shows it
         cs, ms, _ = cl.node_avg10()
         nan = np.full(self._n_nodes, np.nan)
@@ -139,6 +161,11 @@ class ClusterEnvV1(ClusterEnv):
             nan if "node_cpu_some" in self.scenario.telemetry.disabled else cs,
             nan if "node_mem_some" in self.scenario.telemetry.disabled else ms,
         )
+
+    def _option_allows(self, g: int, n: int) -> bool:
+        if self.mask_unmigratable or self.mask_headroom is not None:
+            return bool(self.action_masks()[1 + g * self.max_nodes + n])
+        return True
 
     def _on_round(self) -> None:
         mem = self.memory

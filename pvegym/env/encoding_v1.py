@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit
 
 from pvegym.env import layout as L
+from pvegym.env.encoding import fill_mask
 from pvegym.env.memory import (
     BACKOFF_UNTIL,
     FAIL_T,
@@ -313,4 +314,37 @@ def encode_v1(
         glob[_GL_MISSING + k] = 1.0 if disabled[k] else 0.0
 
 
-__all__ = ["encode_v1"]
+@njit(cache=True)
+def fill_mask_v1(
+    grid: np.ndarray,  # (max_guests, max_nodes) bool, C order: rows < guests, columns < nodes written
+    allowed: np.ndarray,  # (guests, nodes) bool: online, node affinity, migratability (static)
+    ha_idx: np.ndarray,
+    svc_place: np.ndarray,  # (2, guests) node, target (−1: none)
+    svc_started: np.ndarray,
+    neg_ptr: np.ndarray,
+    neg_idx: np.ndarray,
+    node_mem: np.ndarray,  # (n,) bytes in use (telemetry; NaN: unknown)
+    node_maxmem: np.ndarray,  # (n,) bytes
+    memhost: np.ndarray,  # (G,) guest host footprint, bytes (telemetry; NaN: unknown)
+    headroom: float,  # fraction of a target's memory that must stay free; < 0: no check
+) -> bool:
+    """:func:`pvegym.env.encoding.fill_mask`, then (``headroom ≥ 0``) without targets whose
+    memory in use plus the guest's footprint exceeds ``(1 − headroom)`` of their memory — the
+    LRM's precheck refuses a target without room (``headroom`` 0), and a margin keeps the target
+    out of reclaim. Unknown telemetry (NaN) fails open. Returns whether any motion is valid."""
+    any_valid = fill_mask(grid, allowed, ha_idx, svc_place, svc_started, neg_ptr, neg_idx)
+    if headroom < 0.0 or not any_valid:
+        return any_valid
+    g_n, n_n = allowed.shape
+    any_valid = False
+    for i in range(g_n):
+        need = memhost[ha_idx[i]]
+        row = grid[i]
+        for n in range(n_n):
+            if row[n] and node_mem[n] + need > (1.0 - headroom) * node_maxmem[n]:
+                row[n] = False
+            any_valid = any_valid or row[n]
+    return any_valid
+
+
+__all__ = ["encode_v1", "fill_mask_v1"]

@@ -44,10 +44,12 @@ class ViewEncoderV1:
         memory: MemoryOptions | None = None,
         mask_unmigratable: bool = False,
         round_s: float = 10.0,
+        mask_headroom: float | None = None,
     ) -> None:
         self.layout = Layout(max_nodes, max_guests)
         self.options = memory or MemoryOptions()
         self.mask_unmigratable = mask_unmigratable
+        self.mask_headroom = mask_headroom
         self.episode_len_s = max(1, round(episode_seconds / round_s)) * round_s
         self._opts = np.array(
             [self.options.window_s, self.options.backoff_cap_s, 1.0 / self.options.bandwidth_bps]
@@ -168,10 +170,17 @@ class ViewEncoderV1:
         mask = mask_from_view(
             view, self.layout.max_nodes, self.layout.max_guests, self._partners[1]
         )
+        g, n, mn = len(view.sids), len(view.node_names), self.layout.max_nodes
+        grid = mask[1:].reshape(self.layout.max_guests, mn)
         if self.mask_unmigratable:
-            g, mn = len(view.sids), self.layout.max_nodes
-            grid = mask[1:].reshape(self.layout.max_guests, mn)
             grid[:g] &= np.asarray(view.guest_migratable, dtype=bool)[:, None]
+        if self.mask_headroom is not None:
+            node_mem = np.asarray(view.node_mem, dtype=np.float64)
+            memhost = np.asarray(view.guest_memhost, dtype=np.float64)
+            limit = (1.0 - self.mask_headroom) * np.asarray(view.node_maxmem, dtype=np.float64)
+            with np.errstate(invalid="ignore"):  # NaN telemetry: no check (fail open)
+                full = node_mem[None, :] + memhost[:, None] > limit[None, :]
+            grid[:g, :n] &= ~full
         return mask
 
 

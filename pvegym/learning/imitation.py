@@ -207,8 +207,8 @@ def train_bc(
     lab = labels.numpy()
     moves = lab > 0
     return {
-        "samples": float(n),
-        "decisions": float(len(data)),
+        "dataset_samples": float(n),
+        "dataset_decisions": float(len(data)),
         "moved_when_expert_moved": float(np.mean(pred[moves] > 0)) if moves.any() else 1.0,
         "loss": loss_sum / max(n, 1),
         "accuracy": float(np.mean(pred == lab)),
@@ -216,8 +216,8 @@ def train_bc(
         "move_precision": float(np.mean(pred[pred > 0] == lab[pred > 0]))
         if (pred > 0).any()
         else 1.0,
-        "expert_moves": float(moves.sum()),
-        "learner_moves": float((pred > 0).sum()),
+        "dataset_expert_moves": float(moves.sum()),
+        "dataset_clone_moves": float((pred > 0).sum()),
     }
 
 

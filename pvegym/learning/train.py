@@ -246,6 +246,7 @@ def model_info(cfg: TrainConfig, path: Path | None = None) -> Any:
         cfg.env.version,
         cfg.env.mask_unmigratable,
         tuple(sorted(cfg.env.memory.items())),
+        cfg.env.mask_headroom,
     )
 
 

@@ -99,12 +99,13 @@ class EnvOptions:
     ``scenario`` is a family (each episode draws an instance from ``train_seeds``) or a named
     scenario / TOML file (then ``train_seeds`` are episode seeds). ``episode_seconds`` is simulated
     time per episode (``"1h"`` accepted). ``version`` picks the observation (``v0``: the flat
-    layout of the first agents; ``v1``: :mod:`pvegym.env.layout`); ``mask_unmigratable`` and
-    ``memory`` are ``Cluster-v1`` options.
+    layout of the first agents; ``v1``: :mod:`pvegym.env.layout`); ``mask_unmigratable``,
+    ``mask_headroom`` and ``memory`` are ``Cluster-v1`` options.
     """
 
     version: Literal["v0", "v1"] = "v0"
     mask_unmigratable: bool = False
+    mask_headroom: float | None = field(None, ge=0.0, lt=1.0)
     memory: dict[str, float] = dataclasses.field(default_factory=dict)
 
     scenario: str = "small"
@@ -117,9 +118,12 @@ class EnvOptions:
 
     def validate(self, path: str) -> None:
         check_weights(self.reward_weights, f"{path}.reward_weights", additive_only=True)
-        if self.version == "v0" and (self.mask_unmigratable or self.memory):
+        if self.version == "v0" and (
+            self.mask_unmigratable or self.memory or self.mask_headroom is not None
+        ):
             raise ConfigError(
-                f"{path}.version", "mask_unmigratable and memory are options of v1, not v0"
+                f"{path}.version",
+                "mask_unmigratable, mask_headroom and memory are options of v1, not v0",
             )
         from pvegym.env.cluster_env_v1 import memory_options
 
@@ -361,6 +365,7 @@ class TrainConfig:
         }
         if e.version == "v1":
             kwargs["mask_unmigratable"] = e.mask_unmigratable
+            kwargs["mask_headroom"] = e.mask_headroom
             kwargs["memory"] = dict(e.memory)
         return kwargs
 

@@ -80,6 +80,7 @@ def test_conformance_v1_with_skipping_masking_and_noop_twin() -> None:
         env_class=ClusterEnvV1,
         skip_idle_rounds=True,
         mask_unmigratable=True,
+        mask_headroom=0.05,
         reward_baseline="noop",
         reward_scale=10.0,
     )
@@ -97,6 +98,7 @@ def _check_view_encoder(env: ClusterEnvV1, seed: int, move_prob: float) -> tuple
         env.memory_options,
         env.mask_unmigratable,
         env.sim.round_s,
+        env.mask_headroom,
     )
     step = 0
     while True:
@@ -115,9 +117,10 @@ def _check_view_encoder(env: ClusterEnvV1, seed: int, move_prob: float) -> tuple
             return int(info["moves"]), int(info["moves_failed"])
 
 
-@pytest.mark.parametrize("mask_unmigratable", [False, True])
-def test_view_encoder_equals_environment_on_small(mask_unmigratable: bool) -> None:
-    env = ClusterEnvV1("small", mask_unmigratable=mask_unmigratable)
+@pytest.mark.parametrize("masks", [(False, None), (True, 0.05)])
+def test_view_encoder_equals_environment_on_small(masks: tuple[bool, float | None]) -> None:
+    mask_unmigratable, headroom = masks
+    env = ClusterEnvV1("small", mask_unmigratable=mask_unmigratable, mask_headroom=headroom)
     moves = failed = 0
     for seed in (1_000_001, 1_000_002):
         m, f = _check_view_encoder(env, seed, 0.1)
@@ -214,6 +217,31 @@ def test_mask_unmigratable_removes_exactly_the_pinned_guests() -> None:
     assert (~migratable).any() and grid_a[~migratable].any()
     assert not grid_b[~migratable].any()
     assert np.array_equal(grid_a[migratable], grid_b[migratable])
+
+
+def test_mask_headroom_removes_targets_without_room() -> None:
+    """A target is masked exactly when its memory in use plus the guest's footprint passes
+    (1 − headroom) of its memory; with no headroom mask the mask is v0's."""
+    plain = ClusterEnvV1("small")
+    roomy = ClusterEnvV1("small", mask_headroom=0.3)
+    removed = 0
+    for seed in (1_000_001, 1_000_006):
+        plain.reset(seed=seed)
+        roomy.reset(seed=seed)
+        view = plain.view
+        a, b = plain.action_masks(), roomy.action_masks()
+        g, n = len(view.sids), len(view.node_names)
+        grid_a = a[1:].reshape(plain.max_guests, plain.max_nodes)[:g, :n]
+        grid_b = b[1:].reshape(plain.max_guests, plain.max_nodes)[:g, :n]
+        full = (
+            np.asarray(view.node_mem)[None, :] + np.asarray(view.guest_memhost)[:, None]
+            > 0.7 * np.asarray(view.node_maxmem)[None, :]
+        )
+        assert np.array_equal(grid_b, grid_a & ~full)
+        removed += int((grid_a & full).sum())
+    assert removed > 0
+    with pytest.raises(ConfigError, match="mask_headroom"):
+        ClusterEnvV1("small", mask_headroom=1.0)
 
 
 def test_what_if_pair_features() -> None:
