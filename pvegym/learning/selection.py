@@ -110,6 +110,11 @@ def score(
         max(c.violation(sums[c.metric]), 0.0)
         for c in parse_constraints(list(sel.constraints), "constraints")
     )
+    for metric, factor in sel.relative.items():
+        mine = float(np.mean([float(r[metric]) for r in rows]))
+        theirs = float(np.mean([float(r[metric]) for r in reference]))
+        if mine > factor * theirs:
+            violation += (mine - factor * theirs) / max(abs(theirs), 1e-9)
     ours = np.array([float(r[sel.metric]) for r in rows])
     ref = np.array([float(r[sel.metric]) for r in reference])
     wins, losses = int(np.sum(ours < ref)), int(np.sum(ours > ref))

@@ -201,7 +201,9 @@ class SelectionOptions:
     among feasible ones (else the least violating) the best by ``objective`` is kept: ``"cost"``
     — the mean of the cost ``weights`` (default: the reward's); ``"wins"`` — the number of
     instances on which ``metric`` is strictly below the ``reference`` policy's, ties broken by
-    the cost. The best seed's selected model becomes the run's ``model.zip``.
+    the cost. ``relative`` constraints bound a metric's mean by a factor of the reference's
+    (``{ migration_bytes = 1.1 }``: at most 10 % more bytes than the reference); their violation
+    is the relative excess. The best seed's selected model becomes the run's ``model.zip``.
 
     ``noop_offsets`` calibrate the clone's operating point: each offset is added to the no-motion
     score (the PairScorer's ``noop_bias``: larger waits more), the clone is evaluated with each,
@@ -216,6 +218,7 @@ class SelectionOptions:
     metric: str = "guest_stall_s"
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     constraints: tuple[str, ...] = ()
+    relative: dict[str, float] = dataclasses.field(default_factory=dict)
     noop_offsets: tuple[float, ...] = (0.0,)
 
     def validate(self, path: str) -> None:
@@ -232,6 +235,9 @@ class SelectionOptions:
                 f"{path}.metric", f"unknown metric (allowed: {', '.join(METRIC_KEYS)})"
             )
         check_weights(self.weights, f"{path}.weights")
+        for key, factor in check_weights(self.relative, f"{path}.relative").items():
+            if factor <= 0.0:
+                raise ConfigError(f"{path}.relative.{key}", f"must be > 0, not {factor!r}")
         parse_constraints(list(self.constraints), f"{path}.constraints")
         from policies.registry import make_policy
 

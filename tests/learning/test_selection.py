@@ -87,3 +87,11 @@ def test_score_counts_paired_wins_and_puts_infeasible_last() -> None:
     cheap = score(_rows([1.0, 1.0, 30.0]), ref, cost_cfg)  # one win, lower mean cost
     winner = score(_rows([9.0, 9.0, 30.0]), ref, cost_cfg)  # two wins, higher mean cost
     assert order_key(cheap) < order_key(winner)
+
+
+def test_relative_constraints_bound_a_mean_by_the_references() -> None:
+    cfg = _cfg(relative={"guest_stall_s": 1.1})
+    ref = _rows([10.0, 10.0])
+    assert score(_rows([11.0, 11.0]), ref, cfg)["feasible"]
+    over = score(_rows([12.0, 12.0]), ref, cfg)
+    assert not over["feasible"] and over["violation"] == pytest.approx(0.1)
