@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 from policies.registry import make_policy
 from pvegym.env import layout as L
 from pvegym.env.cluster_env import ClusterEnv
+from pvegym.learning.pair_policy import greedy_actions
 from pvegym.learning.train_config import ImitationOptions
 
 
@@ -78,11 +79,11 @@ class CollectStats:
 def learner_actions(
     policy: Any, obs: NDArray[np.float32], masks: NDArray[np.bool_]
 ) -> NDArray[np.int64]:
-    """The policy's argmax actions over the masked logits (a batch)."""
+    """The policy's deterministic actions (a batch) under ``masks``, as deployed: the pair
+    scorer's :func:`~pvegym.learning.pair_policy.greedy_actions`."""
     with th.no_grad():
-        logits = policy.mlp_extractor.forward_actor(th.as_tensor(obs))
-        logits = th.where(th.as_tensor(masks), logits, th.full_like(logits, -th.inf))
-        out: NDArray[np.int64] = logits.argmax(dim=1).numpy()
+        logits = policy._masked_logits(th.as_tensor(obs), masks)
+        out: NDArray[np.int64] = greedy_actions(logits).numpy()
     return out
 
 

@@ -15,7 +15,15 @@ goes where is a property of the guest, its node and the target, the same for eve
   ``P(noop) = noop_prob`` (0.9): a fresh or cloned policy does not start by moving at random in
   most rounds, and the bias does not depend on the cluster's size.
 * **value** — from its own embeddings and context (the PPO value loss does not move the features
-  the policy was cloned with).
+  the policy was cloned with). Only the value sees ``time_frac``: an episode ends, a cluster does
+  not, so the actor's choice must not depend on how far into the training episode it is (a
+  deployed agent runs for days; the field scenarios run up to 8 h against 1 h training episodes).
+* **deterministic action: act, then choose** — the most probable single action is a poor
+  deterministic rule here: a policy that is 80 % sure some move is due, spread over ten similar
+  moves, has its largest single probability on no motion (the first agents' argmax was no motion
+  in every state for this reason). :func:`greedy_actions` moves when the probability of moving at
+  all exceeds that of waiting (``logsumexp`` of the move scores > the noop score), and then takes
+  the most probable move. Sampled actions are the distribution's.
 * **structural mask** — moves the observation itself rules out (padding, an offline or absent
   node, the guest's own node, a guest not ``started``, a busy pipeline) get a score of −10⁹, so
   plain PPO (no action mask) works too; MaskablePPO applies the environment's mask on top
@@ -150,6 +158,10 @@ class PairScorerNet(nn.Module):
         self._node_g = L.GU_INDEX["node"]
         self._started_g = L.GU_INDEX["started"]
         self._active = L.G_INDEX["motion_active"]
+        keep = th.ones(len(L.GLOBAL_FEATURES))
+        keep[L.G_INDEX["time_frac"]] = 0.0
+        self._actor_globals: th.Tensor
+        self.register_buffer("_actor_globals", keep, persistent=False)
 
     # ------------------------------------------------------------------ decoding
     def _split(self, x: th.Tensor) -> dict[str, th.Tensor]:
@@ -184,8 +196,9 @@ class PairScorerNet(nn.Module):
     # ------------------------------------------------------------------ heads
     def forward_actor(self, features: th.Tensor) -> th.Tensor:
         d = self._split(features)
+        glob = d["glob"] * self._actor_globals
         e_n, e_g, ctx = self.pi_sets(
-            d["glob"], d["nodes"], d["guests_src"], d["node_present"], d["guest_present"]
+            glob, d["nodes"], d["guests_src"], d["node_present"], d["guest_present"]
         )
         h = th.relu(
             self.w_guest(e_g)[:, :, None, :]
@@ -212,8 +225,17 @@ class PairScorerNet(nn.Module):
         return self.forward_actor(features), self.forward_critic(features)
 
 
+def greedy_actions(logits: th.Tensor) -> th.Tensor:
+    """Deterministic actions from (masked) logits ``[batch, 1 + moves]``: no motion unless moving
+    at all is more probable than waiting, else the most probable move."""
+    move = logits[:, 1:]
+    act = th.logsumexp(move, dim=1) > logits[:, 0]
+    return th.where(act, move.argmax(dim=1) + 1, th.zeros_like(act, dtype=th.long))
+
+
 class _PairScorerMixin:
-    """What the PPO and MaskablePPO variants share: the extractor and an identity action net."""
+    """What the PPO and MaskablePPO variants share: the extractor, an identity action net and the
+    deterministic rule of :func:`greedy_actions`."""
 
     pair_kwargs: dict[str, Any]
     mlp_extractor: Any
@@ -224,6 +246,14 @@ class _PairScorerMixin:
 
     def _finish_build(self) -> None:
         self.action_net = nn.Identity()
+
+    def _masked_logits(self, observation: th.Tensor, action_masks: Any) -> th.Tensor:
+        features = self.extract_features(observation)  # type: ignore[attr-defined]
+        logits: th.Tensor = self.mlp_extractor.forward_actor(features)
+        if action_masks is not None:
+            m = th.as_tensor(action_masks, dtype=th.bool, device=logits.device)
+            logits = th.where(m.reshape(logits.shape), logits, th.full_like(logits, -th.inf))
+        return logits
 
 
 def _check_spaces(
@@ -276,6 +306,11 @@ class PairScorerPolicy(_PairScorerMixin, ActorCriticPolicy):
         data.update(self.pair_kwargs)
         return data
 
+    def _predict(self, observation: Any, deterministic: bool = False) -> th.Tensor:
+        if deterministic:
+            return greedy_actions(self._masked_logits(observation, None))
+        return super()._predict(observation, deterministic)
+
 
 class MaskablePairScorerPolicy(_PairScorerMixin, MaskableActorCriticPolicy):
     """The pair scorer for MaskablePPO."""
@@ -314,6 +349,13 @@ class MaskablePairScorerPolicy(_PairScorerMixin, MaskableActorCriticPolicy):
         data.update(self.pair_kwargs)
         return data
 
+    def _predict(
+        self, observation: Any, deterministic: bool = False, action_masks: Any = None
+    ) -> th.Tensor:
+        if deterministic:
+            return greedy_actions(self._masked_logits(observation, action_masks))
+        return super()._predict(observation, deterministic, action_masks)
+
 
 #: policy name -> class per algorithm family (``"maskable"`` for MaskablePPO, ``"plain"`` else):
 #: a train file names a policy, a loader resolves the class by that name (no pickled classes).
@@ -345,5 +387,6 @@ __all__ = [
     "PairScorerNet",
     "PairScorerPolicy",
     "action_probabilities",
+    "greedy_actions",
     "policy_class",
 ]
