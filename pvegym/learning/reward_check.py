@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--agent", action="append", default=[], help="a trained model (run name or .zip)"
     )
+    p.add_argument("--save", default=None, help="write the episodes (metrics, returns) as JSON")
     args = p.parse_args(argv)
     weight_sets: dict[str, dict[str, float]] = {
         "v0 reward": V0_REWARD,
@@ -200,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     env_name = list(weight_sets)[-1]
     rows = episodes(instances, weight_sets[env_name], args.agent)
     print("\n".join(correlations(rows, weight_sets, env_name)))
+    if args.save:
+        import json
+
+        with open(args.save, "w") as fh:
+            json.dump(rows, fh, default=float)
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     return 0
 

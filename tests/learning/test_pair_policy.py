@@ -18,6 +18,7 @@ from pvegym.learning.pair_policy import (
     PairScorerNet,
     PairScorerPolicy,
     action_probabilities,
+    greedy_actions,
     policy_class,
 )
 
@@ -205,3 +206,17 @@ def test_wrong_observation_layout_is_refused() -> None:
         )
     with pytest.raises(ValueError, match="v0"):
         PairScorerNet({"version": "v0", "max_nodes": 4, "max_guests": 40})
+
+
+def test_greedy_action_moves_when_moving_at_all_is_more_probable() -> None:
+    # noop 0.3; five moves 0.14 each: noop is the single most probable action, moving is 70 %
+    p = th.tensor([[0.3] + [0.14] * 5, [0.6] + [0.08] * 5])
+    logits = th.log(p)
+    assert logits[0].argmax() == 0
+    acts = greedy_actions(logits).tolist()
+    assert acts[0] in range(1, 6)
+    assert acts[1] == 0
+    # masked moves (−inf) take no part
+    masked = logits.clone()
+    masked[0, 1:4] = -th.inf
+    assert greedy_actions(masked).tolist()[0] == 0
