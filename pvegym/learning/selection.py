@@ -103,8 +103,10 @@ def score(
     sel = cfg.selection
     assert sel is not None
     weights = sel.weights or cfg.env.weights()
-    sums = {
-        k: float(sum(r[k] for r in rows)) for k in rows[0] if isinstance(rows[0][k], int | float)
+    sums = {  # counts and totals (a metric without a value, such as a latency, is left out)
+        k: float(sum(float(r[k]) for r in rows if r.get(k) is not None))
+        for k in rows[0]
+        if k != "seed"
     }
     violation = sum(
         max(c.violation(sums[c.metric]), 0.0)

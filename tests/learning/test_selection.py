@@ -68,6 +68,7 @@ def _rows(stall: list[float], failed: int = 0) -> list[dict[str, float]]:
             "churn_moves": 0,
             "migration_bytes": 0.0,
             "downtime_s": 0.0,
+            "evacuation_latency_s": None,  # no value: left out of the sums
         }
         for s in stall
     ]
