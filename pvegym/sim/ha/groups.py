@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, TypedDict, cast
 
-from pvegym.sim.ha.perl import PerlDie, lc, to_str, truthy
+from pvegym.sim.ha.perl import to_str, truthy
 from pvegym.sim.ha.rules import NodePriority, Rule, RulesConfig, get_next_ordinal
 from pvegym.sim.ha.rules_formats import (
     HA_GROUP_ID,
@@ -45,7 +45,6 @@ from pvegym.sim.ha.section_config import (
     PluginData,
     SectionConfig,
     Warn,
-    pve_verify_configid,
     split_list,
 )
 
@@ -124,16 +123,7 @@ class Groups(SectionConfig):
 
     @classmethod
     def parse_section_header(cls, line: str) -> tuple[str, str, str | None, dict[str, Any]] | None:
-        header = super().parse_section_header(line)
-        if header is None:
-            return None
-        kind, group, _, config = header
-        errmsg = None
-        try:
-            pve_verify_configid(group)
-        except PerlDie as err:
-            errmsg = err.message
-        return lc(kind), group, errmsg, config
+        return cls.parse_configid_section_header(line)
 
     @classmethod
     def parse_config(

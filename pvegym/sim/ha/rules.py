@@ -29,6 +29,8 @@ Public API (class methods of ``Rules``; ``nodes`` is the cluster's node list):
   disabled rules are left out, non-strict node affinity adds the other nodes at priority −1.
 * ``Rules.get_check_arguments(rules) -> CheckArguments``, ``Rules.register_check(check, collect)``,
   ``Rules.register_transform(transform)``, ``Rules.lookup(type)``, ``Rules.lookup_types()``.
+* ``collect_rules(message)``, ``collect_conflicts({kind: message})`` — the ``collect_errors``
+  functions of upstream's checks (every message is filed under the rule's ``resources``).
 * ``foreach_rule(rules, func, sid=None, type=None, exclude_disabled_rules=False, sorted=None)`` —
   calls ``func(rule, ruleid)`` for each matching rule (by ``order`` if ``sorted`` is given).
 * ``get_next_ordinal(rules) -> int`` — upstream's "next" ordinal: the *smallest* ``order`` + 1.
@@ -49,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypedDict, cast
 
-from pvegym.sim.ha.perl import PerlDie, lc, truthy
+from pvegym.sim.ha.perl import truthy
 from pvegym.sim.ha.rules_formats import HA_RESOURCE_ID_LIST, HA_RULE_ID, pve_verify_ha_resource_id
 from pvegym.sim.ha.rules_helpers import (
     HashSet,
@@ -66,7 +68,6 @@ from pvegym.sim.ha.section_config import (
     Warn,
     decode_text,
     encode_text,
-    pve_verify_configid,
     split_list,
 )
 
@@ -212,16 +213,7 @@ class Rules(SectionConfig):
 
     @classmethod
     def parse_section_header(cls, line: str) -> tuple[str, str, str | None, dict[str, Any]] | None:
-        header = super().parse_section_header(line)
-        if header is None:
-            return None
-        kind, ruleid, _, config = header
-        errmsg = None
-        try:
-            pve_verify_configid(ruleid)
-        except PerlDie as err:
-            errmsg = err.message
-        return lc(kind), ruleid, errmsg, config
+        return cls.parse_configid_section_header(line)
 
     @classmethod
     def parse_config(cls, filename: str, raw: bytes | str, warn: Warn | None = None) -> RulesConfig:
@@ -361,6 +353,28 @@ def get_next_ordinal(rules: RulesConfig) -> int:
     return int(current or 0) + 1
 
 
+def collect_rules(message: str) -> CollectFunc:
+    """A ``collect_errors`` for checks returning rule ids: each rule gets ``message``."""
+
+    def collect(ruleids: list[str], errors: RuleErrors) -> None:
+        for ruleid in ruleids:
+            errors.setdefault(ruleid, {}).setdefault("resources", []).append(message)
+
+    return collect
+
+
+def collect_conflicts(messages: Mapping[str, str]) -> CollectFunc:
+    """A ``collect_errors`` for checks returning ``(kind, ruleid)``: the rule gets
+    ``messages[kind]`` (upstream files every rule check's message under ``resources``)."""
+
+    def collect(conflicts: list[tuple[str, str]], errors: RuleErrors) -> None:
+        for kind, ruleid in conflicts:
+            if kind in messages:
+                errors.setdefault(ruleid, {}).setdefault("resources", []).append(messages[kind])
+
+    return collect
+
+
 # --- inter-plugin rule checks --------------------------------------------------------------------
 
 
@@ -395,20 +409,6 @@ def check_single_priority_node_affinity_in_resource_affinity_rules(
     return _sorted_conflicts(conflicts)
 
 
-def _collect_single_priority(conflicts: list[tuple[str, str]], errors: RuleErrors) -> None:
-    for kind, ruleid in conflicts:
-        if kind == "node-affinity":
-            message = (
-                "resources are in a resource affinity rule and cannot be in"
-                " a node affinity rule with multiple priorities"
-            )
-        elif kind == "resource-affinity":
-            message = "resources are in node affinity rules with multiple priorities"
-        else:
-            continue
-        errors.setdefault(ruleid, {}).setdefault("resources", []).append(message)
-
-
 def check_single_node_affinity_per_positive_resource_affinity_rule(
     positive_rules: Mapping[str, Rule], node_affinity_rules: Mapping[str, Rule]
 ) -> list[tuple[str, str]]:
@@ -426,21 +426,6 @@ def check_single_node_affinity_per_positive_resource_affinity_rule(
             conflicts.extend(("positive", r) for r in entry["ruleids"])
             conflicts.extend(("node-affinity", r) for r in paired)
     return _sorted_conflicts(conflicts)
-
-
-def _collect_single_node_affinity(conflicts: list[tuple[str, str]], errors: RuleErrors) -> None:
-    for kind, ruleid in conflicts:
-        if kind == "positive":
-            message = "resources are in multiple node affinity rules"
-        elif kind == "node-affinity":
-            message = (
-                "at least one resource is in a positive resource affinity"
-                " rule and there are other resources in at least one"
-                " other node affinity rule already"
-            )
-        else:
-            continue
-        errors.setdefault(ruleid, {}).setdefault("resources", []).append(message)
 
 
 def check_negative_resource_affinity_node_affinity_consistency(
@@ -467,40 +452,44 @@ def check_negative_resource_affinity_node_affinity_consistency(
     return _sorted_conflicts(conflicts)
 
 
-def _collect_negative_consistency(conflicts: list[tuple[str, str]], errors: RuleErrors) -> None:
-    for kind, ruleid in conflicts:
-        if kind == "negative":
-            message = (
-                "two or more resources are restricted to less nodes than available to the resources"
-            )
-        elif kind == "node-affinity":
-            message = (
-                "at least one resource is in a negative resource affinity"
-                " rule and this rule would restrict these to less nodes"
-                " than available to the resources"
-            )
-        else:
-            continue
-        errors.setdefault(ruleid, {}).setdefault("resources", []).append(message)
-
-
 Rules.register_check(
     lambda args: check_single_priority_node_affinity_in_resource_affinity_rules(
         args["resource_affinity_rules"], args["node_affinity_rules"]
     ),
-    _collect_single_priority,
+    collect_conflicts(
+        {
+            "node-affinity": "resources are in a resource affinity rule and cannot be in"
+            " a node affinity rule with multiple priorities",
+            "resource-affinity": "resources are in node affinity rules with multiple priorities",
+        }
+    ),
 )
 Rules.register_check(
     lambda args: check_single_node_affinity_per_positive_resource_affinity_rule(
         args["positive_rules"], args["node_affinity_rules"]
     ),
-    _collect_single_node_affinity,
+    collect_conflicts(
+        {
+            "positive": "resources are in multiple node affinity rules",
+            "node-affinity": "at least one resource is in a positive resource affinity"
+            " rule and there are other resources in at least one"
+            " other node affinity rule already",
+        }
+    ),
 )
 Rules.register_check(
     lambda args: check_negative_resource_affinity_node_affinity_consistency(
         args["negative_rules"], args["node_affinity_rules"]
     ),
-    _collect_negative_consistency,
+    collect_conflicts(
+        {
+            "negative": "two or more resources are restricted to less nodes than"
+            " available to the resources",
+            "node-affinity": "at least one resource is in a negative resource affinity"
+            " rule and this rule would restrict these to less nodes"
+            " than available to the resources",
+        }
+    ),
 )
 
 

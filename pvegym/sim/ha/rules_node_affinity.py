@@ -32,6 +32,7 @@ from pvegym.sim.ha.rules import (
     NodeAffinityEntry,
     NodePriority,
     Rule,
+    RuleErrors,
     Rules,
     RulesConfig,
     foreach_rule,
@@ -142,7 +143,7 @@ def check_single_resource_reference(
 
 
 def _collect_single_resource_reference(
-    conflicts: list[tuple[str, str]], errors: dict[str, dict[str, list[str]]]
+    conflicts: list[tuple[str, str]], errors: RuleErrors
 ) -> None:
     for ruleid, sid in conflicts:
         errors.setdefault(ruleid, {}).setdefault("resources", []).append(

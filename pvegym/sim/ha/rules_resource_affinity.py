@@ -40,9 +40,10 @@ from pvegym.sim.ha.rules import (
     CheckArguments,
     ResourceAffinityCompiled,
     Rule,
-    RuleErrors,
     Rules,
     RulesConfig,
+    collect_conflicts,
+    collect_rules,
     foreach_rule,
     get_next_ordinal,
 )
@@ -118,10 +119,6 @@ class ResourceAffinity(Rules):
 # --- checks ----------------------------------------------------------------------------------------
 
 
-def _push(errors: RuleErrors, ruleid: str, message: str) -> None:
-    errors.setdefault(ruleid, {}).setdefault("resources", []).append(message)
-
-
 def check_resource_affinity_resources_count(
     resource_affinity_rules: Mapping[str, Rule],
 ) -> list[str]:
@@ -129,21 +126,11 @@ def check_resource_affinity_resources_count(
     return sorted(r for r, rule in resource_affinity_rules.items() if len(rule["resources"]) < 2)
 
 
-def _collect_resources_count(ruleids: list[str], errors: RuleErrors) -> None:
-    for ruleid in ruleids:
-        _push(errors, ruleid, "rule is ineffective as there are less than two resources")
-
-
 def check_negative_resource_affinity_resources_count(
     negative_rules: Mapping[str, Rule], nodes: list[str]
 ) -> list[str]:
     """Negative rules with more resources than the cluster has nodes."""
     return sorted(r for r, rule in negative_rules.items() if len(rule["resources"]) > len(nodes))
-
-
-def _collect_negative_resources_count(ruleids: list[str], errors: RuleErrors) -> None:
-    for ruleid in ruleids:
-        _push(errors, ruleid, "rule defines more resources than available nodes")
 
 
 def check_inter_resource_affinity_rules_consistency(
@@ -161,37 +148,26 @@ def check_inter_resource_affinity_rules_consistency(
     return sorted(conflicts)
 
 
-def _collect_inter_consistency(conflicts: list[tuple[str, str]], errors: RuleErrors) -> None:
-    for kind, ruleid in conflicts:
-        if kind == "positive":
-            _push(
-                errors,
-                ruleid,
-                "rule shares two or more resources with a negative resource affinity rule",
-            )
-        elif kind == "negative":
-            _push(
-                errors,
-                ruleid,
-                "rule shares two or more resources with a positive resource affinity rule",
-            )
-
-
 ResourceAffinity.register_check(
     lambda args: check_resource_affinity_resources_count(args["resource_affinity_rules"]),
-    _collect_resources_count,
+    collect_rules("rule is ineffective as there are less than two resources"),
 )
 ResourceAffinity.register_check(
     lambda args: check_negative_resource_affinity_resources_count(
         args["negative_rules"], args["nodes"]
     ),
-    _collect_negative_resources_count,
+    collect_rules("rule defines more resources than available nodes"),
 )
 ResourceAffinity.register_check(
     lambda args: check_inter_resource_affinity_rules_consistency(
         args["positive_rules"], args["negative_rules"]
     ),
-    _collect_inter_consistency,
+    collect_conflicts(
+        {
+            "positive": "rule shares two or more resources with a negative resource affinity rule",
+            "negative": "rule shares two or more resources with a positive resource affinity rule",
+        }
+    ),
 )
 
 

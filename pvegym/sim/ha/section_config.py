@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypedDict
 from urllib.parse import quote_from_bytes
 
-from pvegym.sim.ha.perl import ASCII, PerlDie, numify, split, to_str, truthy
+from pvegym.sim.ha.perl import ASCII, PerlDie, lc, numify, split, to_str, truthy
 
 #: a JSON schema of one property, as upstream writes it (``type``, ``format``, ``optional``, ...)
 PropertySchema = dict[str, Any]
@@ -383,6 +383,23 @@ class SectionConfig:
         if not m:
             return None
         return m.group(1), m.group(2), None, {}
+
+    @classmethod
+    def parse_configid_section_header(
+        cls, line: str
+    ) -> tuple[str, str, str | None, Section] | None:
+        """``parse_section_header`` as ``Rules.pm`` and ``Groups.pm`` override it: the type is
+        lower-cased and an id that is not a ``pve-configid`` skips the section."""
+        header = SectionConfig.parse_section_header(line)
+        if header is None:
+            return None
+        kind, section_id, _, config = header
+        errmsg = None
+        try:
+            pve_verify_configid(section_id)
+        except PerlDie as err:
+            errmsg = err.message
+        return lc(kind), section_id, errmsg, config
 
     @classmethod
     def format_section_header(
