@@ -14,7 +14,7 @@ from policies.upstream import UpstreamPolicy
 from pvegym.harness import read_testdir, replay, replay_dir
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream-tests"
-DIRS = sorted(p for p in DATA.iterdir() if p.is_dir())
+DIRS = sorted(p for p in DATA.iterdir() if p.is_dir() and p.name.startswith("test-"))
 LINE = re.compile(
     r"^info\s+(\d+)\s+\S+/crm: auto rebalance - (?:migrate|relocate) (\S+) to (\S+) "
     r"\(expected change for imbalance from ([\d.]+) to ([\d.]+)\)$"
