@@ -53,7 +53,9 @@ def test_different_seeds_give_different_workloads(cli: RunCli) -> None:
 def test_human_summary(cli: RunCli) -> None:
     code, out, _ = cli("simulate", "--scenario", "idle-night", "--duration", "1h")
     assert code == 0
-    assert "scenario idle-night" in out and "node cpu stall" in out
+    assert "scenario idle-night" in out
+    for key in METRIC_KEYS:  # every registered metric has a line
+        assert f"  {key} " in out
 
 
 @pytest.mark.parametrize(

@@ -25,22 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from pvegym.sim.metrics import MoveRecord
+from pvegym.sim.metrics import ABLATION, MoveRecord, metrics_in
 from pvegym.sim.scenario import TelemetrySettings
 from pvegym.sim.scenarios import FIELD_SCENARIOS, PRESSURE_ONSET_S, load_scenario
 from pvegym.sim.simulation import Simulation
-
-#: Metrics shown in the table (``MODEL.md`` §9 names).
-TABLE_METRICS = (
-    "moves",
-    "moves_failed",
-    "failed_repeats",
-    "oscillations",
-    "max_moves_one_guest",
-    "churn_moves",
-    "stall_cpu_s",
-    "evacuation_latency_s",
-)
 
 #: The switches of :class:`policies.patched.PatchedPolicy.Config`, with the seed's patch numbers.
 PATCHES = (
@@ -265,7 +253,7 @@ def ablate(
                         flush=True,
                     )
             means: dict[str, float | None] = {}
-            for key in TABLE_METRICS:
+            for key in metrics_in(ABLATION):
                 vals = [e.metrics[key] for e in eps if e.metrics[key] is not None]
                 means[key] = float(np.mean(vals)) if vals else None
             n_ok = sum(1 for p in passes if p)
@@ -295,7 +283,8 @@ def _cell(v: float | None) -> str:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The ablation table (markdown)."""
-    head = ["scenario", "policy", *TABLE_METRICS, "target (≥ 8/10)"]
+    shown = metrics_in(ABLATION)
+    head = ["scenario", "policy", *shown, "target (≥ 8/10)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if r["target_holds"] is None:
@@ -303,7 +292,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         else:
             mark = "✓" if r["target_holds"] else "✗"
             target = f"{mark} {r['target_passes']}/{r['seeds']}"
-        cells = [r["scenario"], r["policy"], *(_cell(r["means"][k]) for k in TABLE_METRICS)]
+        cells = [r["scenario"], r["policy"], *(_cell(r["means"][k]) for k in shown)]
         lines.append("| " + " | ".join([*cells, target]) + " |")
     lines.append("")
     lines.append(

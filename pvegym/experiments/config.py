@@ -233,7 +233,7 @@ class Experiment:
     policies: tuple[PolicyEntry, ...]
     description: str = ""
     extends: str | None = None
-    metrics: tuple[str, ...] = field(METRIC_KEYS)
+    metrics: tuple[str, ...] = dataclasses.field(default_factory=lambda: tuple(METRIC_KEYS))
     episode: EpisodeOptions = EpisodeOptions()
     report: ReportOptions = ReportOptions()
     output: str = ""

@@ -47,6 +47,7 @@ from pvegym.experiments.record import (
     save_record,
     write_json_atomic,
 )
+from pvegym.sim.metrics import extra_metrics
 from pvegym.sim.simulation import Simulation
 
 CELL_FORMAT = "pvegym-cell/1"  # bump to invalidate every finished cell (e.g. a new cell layout)
@@ -75,6 +76,7 @@ class Row:
 def plan(exp: Experiment) -> list[Row]:
     """Every scenario entry × seed × policy entry, in the experiment's order (the CSV's order)."""
     code = model_fingerprint()
+    extra = extra_metrics()
     rows: list[Row] = []
     for s_idx, entry in enumerate(exp.scenarios):
         overrides = entry.overrides()
@@ -90,6 +92,8 @@ def plan(exp: Experiment) -> list[Row]:
                 "overrides": overrides,
                 "duration": float(duration),
             }
+            if extra:  # metrics registered at run time: a cell computed without them lacks them
+                base["extra_metrics"] = list(extra)
             for pol in exp.policies:
                 params = dict(sorted(pol.params.items()))
                 config = {**base, "policy": pol.name, "params": params}

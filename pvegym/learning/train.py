@@ -132,7 +132,9 @@ def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
         env: gymnasium.Env[Any, Any] = TimedEnv(ClusterEnv(**cfg.env_kwargs()))
         family = families.is_family(cfg.env.scenario)
         env = TrainSeeds(env, cfg.env.train_seeds, family)
-        return Monitor(env, str(monitor_file) if monitor_file else None, info_keywords=METRIC_KEYS)
+        return Monitor(
+            env, str(monitor_file) if monitor_file else None, info_keywords=tuple(METRIC_KEYS)
+        )
 
     return make
 
