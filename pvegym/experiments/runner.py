@@ -47,6 +47,7 @@ from pvegym.experiments.record import (
     save_record,
     write_json_atomic,
 )
+from pvegym.sim.layout import T_IMBALANCE
 from pvegym.sim.metrics import extra_metrics
 from pvegym.sim.simulation import Simulation
 
@@ -170,7 +171,7 @@ class Trace:
         self.mem_pct.append(100.0 * cl.node_mem / cl.node_maxmem)
         self.cpu_some.append(cpu_some.copy())
         self.mem_some.append(mem_some.copy())
-        self.imbalance.append(float(cl.totals[4]))
+        self.imbalance.append(float(cl.totals[T_IMBALANCE]))
 
     def arrays(self, sim: Simulation) -> dict[str, np.ndarray]:
         moves = sim.metrics.moves

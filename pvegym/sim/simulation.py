@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.metrics import Metrics, MoveRecord
@@ -122,8 +123,9 @@ class Simulation:
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
         # where each service is and where it is going (-1: nowhere), rows of one array so that
         # compiled code takes them as one argument
-        self.svc_place = np.empty((2, cl.n_guests), dtype=np.int64)
-        self.svc_node, self.svc_target = self.svc_place
+        self.svc_place = np.empty((L.SVC_ROWS, cl.n_guests), dtype=np.int64)
+        self.svc_node = self.svc_place[L.SVC_NODE]
+        self.svc_target = self.svc_place[L.SVC_TARGET]
         self.svc_node[:] = cl.home
         self.svc_target[:] = -1
         self.cmds: dict[int, tuple[str, int]] = {}
@@ -196,8 +198,15 @@ class Simulation:
         if self.jobs:
             self._lrm(t0, t1)
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
-        stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _ = cl.totals.tolist()
-        self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
+        tot = cl.totals
+        self.metrics.add_round(
+            dt,
+            float(tot[L.T_STALL_CPU]),
+            float(tot[L.T_STALL_MEM]),
+            float(tot[L.T_GUEST_STALL]),
+            float(tot[L.T_SHORTFALL]),
+            float(tot[L.T_IMBALANCE]),
+        )
         self.t = t1
 
     def _carry_pauses(self, dt: float) -> None:
@@ -476,7 +485,7 @@ class Simulation:
     def _no_true_pressure(self) -> bool:
         """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
         counts as pressure): the round kernel keeps the peak (NaN if any is NaN)."""
-        return bool(self.cluster.totals[6] < CHURN_PRESSURE_PCT)
+        return bool(self.cluster.totals[L.T_PEAK_SOME] < CHURN_PRESSURE_PCT)
 
     def _queue(self, g: int, target: int) -> None:
         """``queue_resource_motion``: the service and its positive partners (not already there)."""
