@@ -18,6 +18,7 @@ import optuna
 import pytest
 
 from policies import make_policy
+from pvegym.sim import catalog
 from pvegym.sim.metrics import (
     ABLATION,
     GLANCE,
@@ -32,7 +33,6 @@ from pvegym.sim.metrics import (
     register_metric,
     unregister_metric,
 )
-from pvegym.sim.scenarios import load_scenario
 from pvegym.sim.simulation import Simulation
 from pvegym.tuning.study import run_study
 from pvegym.tuning.study_config import load_study_config
@@ -124,14 +124,14 @@ def test_registration_is_checked() -> None:
 
 @pytest.mark.parametrize(
     ("scenario", "sets"),
-    [("failure-loop", []), ("nonconverging-migration", ["migration.qemu_server=patched"])],
+    [("failure-loop", {}), ("nonconverging-migration", {"migration.qemu_server": "patched"})],
 )
-def test_additive_metrics_add_up_round_by_round(scenario: str, sets: list[str]) -> None:
+def test_additive_metrics_add_up_round_by_round(scenario: str, sets: dict[str, str]) -> None:
     """Each additive built-in metric measured on the running record after every round: an
     accumulation of non-negative per-round contributions (never decreasing — bytes of a running
     migration count as they are sent and stay counted when it ends or aborts), whose last value
     is the episode's result."""
-    sim = Simulation(load_scenario(scenario, sets), 0)
+    sim = Simulation(catalog.scenario(scenario, overrides=sets), 0)
     policy = make_policy("upstream")
     policy.reset(0)
     specs = additive_metrics()

@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.sim import catalog
 from pvegym.sim.metrics import ABLATION, MoveRecord, metrics_in
 from pvegym.sim.scenario import TelemetrySettings
-from pvegym.sim.scenarios import FIELD_SCENARIOS, PRESSURE_ONSET_S, load_scenario
+from pvegym.sim.scenarios import FIELD_SCENARIOS, PRESSURE_ONSET_S
 from pvegym.sim.simulation import Simulation
 
 #: The switches of :class:`policies.patched.PatchedPolicy.Config`, with the seed's patch numbers.
@@ -97,7 +98,7 @@ def run_episode(
     seed: int,
     params: dict[str, Any] | None = None,
     qemu_server: str | None = None,
-    overrides: list[str] | tuple[str, ...] = (),
+    overrides: dict[str, Any] | None = None,
     telemetry_off: tuple[str, ...] = (),
 ) -> Episode:
     """One episode of a named scenario (its own duration), recording node PSI every round.
@@ -107,10 +108,10 @@ def run_episode(
     """
     from policies import make_policy
 
-    sets = list(overrides)
+    sets = dict(overrides or {})
     if qemu_server is not None:
-        sets.append(f"migration.qemu_server={qemu_server}")
-    scn = load_scenario(scenario, sets)
+        sets["migration.qemu_server"] = qemu_server
+    scn = catalog.scenario(scenario, seed, sets)
     if telemetry_off:
         scn = replace(scn, telemetry=TelemetrySettings(disabled=tuple(telemetry_off)))
         scn.validate("")

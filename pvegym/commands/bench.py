@@ -164,12 +164,12 @@ def day_seconds(rounds: int) -> tuple[float, str]:
     """Wall seconds of ``rounds`` rounds of ``Simulation.run`` on ``bench-small`` instance 0 with
     the ``patched`` balancer."""
     from policies import make_policy
-    from pvegym.sim.families import family_scenario
+    from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
 
     name = "patched"
     policy = make_policy(name)
-    sim = Simulation(family_scenario("bench-small", 0), seed=0)
+    sim = Simulation(catalog.scenario("bench-small", 0), seed=0)
     sim.run(policy, 10 * sim.round_s)  # warm-up (JIT)
     t0 = time.perf_counter()
     sim.run(policy, rounds * sim.round_s)

@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from pvegym.errors import ConfigError
+from pvegym.sim import catalog
 from pvegym.sim.metrics import metric_specs
-from pvegym.sim.scenarios import load_scenario
 from pvegym.sim.simulation import Simulation
 from pvegym.units import parse_duration
 
@@ -18,10 +18,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--scenario",
         required=True,
-        help="a named scenario (see `pvegym scenarios`) or a .toml file",
+        help="a named scenario or family (see `pvegym scenarios`) or a .toml file",
     )
     p.add_argument("--policy", default="noop", help="a named policy (see `pvegym policies`)")
-    p.add_argument("--seed", type=int, default=0, help="episode seed (workload noise, LRM timing)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="episode seed (workload noise, LRM timing); for a family also the instance",
+    )
     p.add_argument(
         "--duration", default=None, help="simulated time, e.g. 20m, 8h (default: the scenario's)"
     )
@@ -61,10 +66,10 @@ def simulate(
     """Run one episode; the ``simulate --json`` document."""
     from policies import make_policy
 
-    sets = list(overrides)
+    sets = catalog.parse_overrides(overrides, "--set")
     if qemu_server is not None:
-        sets.append(f"migration.qemu_server={qemu_server}")
-    scn = load_scenario(scenario, sets)
+        sets["migration.qemu_server"] = qemu_server
+    scn = catalog.resolve(scenario, seed, sets, name_key="--scenario", set_key="--set").scenario
     pol = make_policy(policy, "--policy", **(params or {}))
     seconds = None if duration is None else parse_duration(duration, "--duration")
     if seconds is not None and seconds <= 0:

@@ -31,7 +31,7 @@ import pvegym
 from pvegym.experiments.config import Experiment
 from pvegym.experiments.record import write_json_atomic
 from pvegym.provenance import git_commit, package_versions
-from pvegym.sim import families
+from pvegym.sim import catalog
 from pvegym.sim.metrics import GLANCE, METRIC_KEYS, metric_spec, metric_specs, metrics_in
 
 if TYPE_CHECKING:
@@ -196,11 +196,7 @@ def _num(v: Any) -> float:
 
 
 def _about(name: str) -> str:
-    if families.is_family(name):
-        return f"randomized family: {families.FAMILIES[name].description}"
-    from pvegym.sim.scenarios import describe, names
-
-    return describe(name) if name in names() else name
+    return catalog.describe(name)
 
 
 # ------------------------------------------------------------------------------------------ summary.md

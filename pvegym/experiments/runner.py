@@ -34,12 +34,7 @@ from tqdm import tqdm
 
 from policies.registry import artifact_fingerprint
 from pvegym.experiments import plots, report
-from pvegym.experiments.config import (
-    Experiment,
-    build_policy,
-    resolve_scenario,
-    sha256_json,
-)
+from pvegym.experiments.config import Experiment, build_policy, sha256_json
 from pvegym.experiments.record import (
     EpisodeRecord,
     model_fingerprint,
@@ -47,6 +42,7 @@ from pvegym.experiments.record import (
     save_record,
     write_json_atomic,
 )
+from pvegym.sim import catalog
 from pvegym.sim.layout import T_IMBALANCE
 from pvegym.sim.metrics import extra_metrics
 from pvegym.sim.simulation import Simulation
@@ -82,7 +78,11 @@ def plan(exp: Experiment) -> list[Row]:
     for s_idx, entry in enumerate(exp.scenarios):
         overrides = entry.overrides()
         for k, seed in enumerate(entry.seeds):
-            scn, data = resolve_scenario(entry.name, seed, overrides, f"scenarios[{s_idx}]")
+            where = f"scenarios[{s_idx}]"
+            res = catalog.resolve(
+                entry.name, seed, overrides, name_key=f"{where}.name", set_key=f"{where}.set"
+            )
+            scn, data = res.scenario, res.data
             duration = entry.duration or exp.episode.duration or scn.duration
             base = {
                 "format": CELL_FORMAT,
@@ -197,7 +197,7 @@ class Trace:
 def evaluate_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
     """Run one cell's episode: (the cell document, its per-round trace or None)."""
     c = cell.config
-    scn, _ = resolve_scenario(c["scenario"], c["seed"], c["overrides"])
+    scn = catalog.scenario(c["scenario"], c["seed"], c["overrides"])
     policy = build_policy(c["policy"], c["params"])
     sim = Simulation(scn, c["seed"])
     trace = Trace() if cell.trace else None

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from pvegym.sim import catalog
 from pvegym.sim import layout as L
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.kernel import cluster_round
-from pvegym.sim.scenarios import load_scenario
 
 
 def _cluster() -> ClusterState:
-    return ClusterState(load_scenario("contended-3node"), np.random.default_rng(3))
+    return ClusterState(catalog.scenario("contended-3node"), np.random.default_rng(3))
 
 
 def test_rows_are_the_named_attributes() -> None:
