@@ -12,18 +12,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from pvegym.experiments.cells import Row
 from pvegym.experiments.config import Experiment
 from pvegym.experiments.report import Summary
 from pvegym.sim.metrics import metric_spec
-
-if TYPE_CHECKING:
-    from pvegym.experiments.runner import Row
 
 OUTCOME_COLORS = {
     "succeeded": "#2ca02c",

@@ -23,19 +23,17 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 import pvegym
+from pvegym.experiments.cells import Row, RunStats
 from pvegym.experiments.config import Experiment
 from pvegym.experiments.record import write_json_atomic
 from pvegym.provenance import git_commit, package_versions
 from pvegym.sim import catalog
 from pvegym.sim.metrics import GLANCE, METRIC_KEYS, metric_spec, metric_specs, metrics_in
-
-if TYPE_CHECKING:
-    from pvegym.experiments.runner import Row, RunStats
 
 REFERENCES = ("noop", "upstream")  # policy labels every other policy is compared with
 

@@ -43,6 +43,7 @@ from optuna.trial import FrozenTrial, TrialState
 import pvegym
 from pvegym.experiments import plots as exp_plots
 from pvegym.experiments import report as exp_report
+from pvegym.experiments.cells import Row, read_cell, read_trace
 from pvegym.experiments.config import (
     Experiment,
     PolicyEntry,
@@ -50,14 +51,7 @@ from pvegym.experiments.config import (
     ScenarioEntry,
 )
 from pvegym.experiments.record import write_json_atomic
-from pvegym.experiments.runner import (
-    Row,
-    evaluate_cells,
-    plan,
-    read_cell,
-    read_trace,
-    unique_cells,
-)
+from pvegym.experiments.runner import evaluate_cells, plan, unique_cells
 from pvegym.provenance import git_commit
 from pvegym.sim.metrics import HEADLINE, METRIC_KEYS, metrics_in
 from pvegym.tuning.objective import instance_value

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from pvegym.experiments import runner
+from pvegym.experiments.cells import Cell
 from pvegym.experiments.config import (
     Experiment,
     build_policy,
     load_experiment,
 )
-from pvegym.experiments.runner import Cell, evaluate_cell, plan, run_experiment, unique_cells
+from pvegym.experiments.runner import evaluate_cell, plan, run_experiment, unique_cells
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.simulation import Simulation

@@ -1,6 +1,6 @@
 """MODEL §10: the five field scenarios hold their targets in ≥ 8 of 10 seeds.
 
-Targets are judged by :func:`pvegym.commands.ablate.check_target` (the single definition the
+Targets are judged by :func:`pvegym.experiments.ablation.check_target` (the single definition the
 ``ablate`` command uses too); each scenario runs for its own duration. ``nonconverging-migration``
 runs with ``--qemu-server unpatched`` for upstream and ``patched`` for patched.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pvegym.commands.ablate import check_target, needed, qemu_server_for, run_episode
+from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
 from pvegym.sim import catalog
 from pvegym.sim.scenarios import FIELD_SCENARIOS
 
