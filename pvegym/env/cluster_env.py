@@ -19,8 +19,7 @@ from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import TELEMETRY_FIELDS, Scenario
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
-
-GiB = float(2**30)
+from pvegym.units import GiB
 
 #: Cost weights of the reward (``MODEL.md`` §9). Units: ``stall`` per node-second of cpu + memory
 #: some-pressure, ``shortfall`` per core·second of CPU not received, ``moves`` per motion issued,

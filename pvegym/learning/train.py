@@ -49,8 +49,8 @@ from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
 from pvegym.errors import ConfigError
 from pvegym.learning.train_config import TrainConfig, algo_class
 from pvegym.sim.metrics import METRIC_KEYS
+from pvegym.units import GiB
 
-GiB = float(2**30)
 CHECKPOINT_PREFIX = "ckpt"
 #: metrics drawn in the learning curve (besides the episode return)
 CURVE_METRICS = ("moves", "moves_failed", "stall_cpu_s", "cpu_shortfall_core_s", "imbalance_mean")

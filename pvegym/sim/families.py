@@ -38,9 +38,7 @@ from pvegym.sim.scenario import (
     Scenario,
 )
 from pvegym.sim.workload import Component
-
-GiB = 2**30
-MiB = 2**20
+from pvegym.units import GiB, MiB
 
 ScenarioData = dict[str, Any]
 

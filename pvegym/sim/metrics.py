@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
+from pvegym.units import GiB
+
 Better = Literal["lower", "higher"] | None
 
 #: Tables that show a chosen subset of the metrics (``MetricSpec.tables``): the "at a glance" table
@@ -365,7 +367,7 @@ BUILTIN: tuple[MetricSpec, ...] = (
     MetricSpec(
         "migration_bytes", "B", "lower", "bytes sent by live migrations (one running counts)",
         True, lambda m: m.migration_bytes + m.in_flight()[0],
-        report_unit="GiB", report_scale=2.0**-30,
+        report_unit="GiB", report_scale=1.0 / GiB,
     ),
     MetricSpec(
         "migration_seconds", "s", "lower", "time spent migrating (one running counts)", True,

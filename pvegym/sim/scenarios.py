@@ -17,9 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pvegym.errors import ConfigError
-
-GiB = 2**30
-MiB = 2**20
+from pvegym.units import GiB, MiB
 
 ScenarioData = dict[str, Any]
 _REGISTRY: dict[str, Callable[[], ScenarioData]] = {}

@@ -20,8 +20,7 @@ from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.scenarios import scenario_data
 from pvegym.sim.view import Motion
-
-GiB = 2**30
+from pvegym.units import GiB
 
 
 def _random_episode(env: ClusterEnv, seed: int, steps: int) -> dict[str, Any]:

@@ -15,9 +15,8 @@ from pvegym.sim.families import family_scenario
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import MotionResult
+from pvegym.units import GiB
 
-GiB = 2**30
-MiB = 2**20
 LOCAL_FAILURES = {"local resource", "not enough memory on target"}
 
 
