@@ -28,10 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pvegym.sim.ha import constraints as ha_rules
 from pvegym.sim.ha.crm import CRM
+from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.lrm import LRM, LRMProcess
-from pvegym.sim.ha.tools import HAError, perl_true, pve_verify_ha_resource_id
+from pvegym.sim.ha.perl import PerlDie, truthy
+from pvegym.sim.ha.rules import Rules
+from pvegym.sim.ha.rules_formats import pve_verify_ha_resource_id
+
+#: where upstream's harness keeps the cluster file system (named in parser warnings)
+STATUSDIR = "status"
 
 WATCHDOG_TIMEOUT = 60  # s (Hardware.pm ``$watchdog_timeout``)
 MAX_SIM_TIME = 10000  # s (TestHardware.pm ``$max_sim_time``)
@@ -57,7 +62,7 @@ DEFAULT_SERVICE_CONFIG = {
 DEFAULT_NODE_VERSION = "9.0.0~2"
 
 
-class SimulationError(HAError):
+class SimulationError(PerlDie):
     """A ``die`` that ends upstream's simulation (``exit simulation - <message>``)."""
 
 
@@ -119,11 +124,11 @@ class Hardware:
             return default
         raw = self.files.get(name)
         if raw is None:
-            raise HAError(f"unable to open file '{name}' - No such file or directory")
+            raise PerlDie(f"unable to open file '{name}' - No such file or directory")
         try:
             return json.loads(raw)
         except json.JSONDecodeError as err:
-            raise HAError(f"malformed JSON string in '{name}': {err.msg}") from None
+            raise PerlDie(f"malformed JSON string in '{name}': {err.msg}") from None
 
     def write_json(self, name: str, data: Any) -> None:
         self.files[name] = _encode(data)
@@ -145,14 +150,14 @@ class Hardware:
         ``disabled`` (``enabled`` → ``started``), failback 1, max_restart 1, max_relocate 1."""
         conf: dict[str, dict[str, Any]] = self.read_json("service_config")
         for sid, d in conf.items():
-            if not perl_true(d.get("node")):
+            if not truthy(d.get("node")):
                 raise SimulationError(f"service '{sid}' without assigned node!")
             typ, sep, name = sid.partition(":")
             if not sep or typ not in ("vm", "ct", "fa") or not name.isdigit() or not name.isascii():
                 raise SimulationError("implement me")
             d["type"] = typ
             d["name"] = name
-            if not perl_true(d.get("state")):
+            if not truthy(d.get("state")):
                 d["state"] = "disabled"
             if d["state"] == "enabled":  # backward compatibility
                 d["state"] = "started"
@@ -168,7 +173,7 @@ class Hardware:
             delete = changes[sid].get("delete")
             sconf = conf.get(sid)
             if sconf is None:
-                raise HAError(f"no such resource '{sid}'")
+                raise PerlDie(f"no such resource '{sid}'")
             # sic: upstream iterates ``%$param`` as a list, keys *and* values: every value also
             # becomes a key (set to its value in ``$param``, usually undef)
             for k in [x for kv in param.items() for x in kv]:
@@ -223,9 +228,9 @@ class Hardware:
     def change_service_location(self, sid: str, current_node: str, new_node: str) -> None:
         conf = self.read_service_config()
         if sid not in conf:
-            raise HAError(f"no such service '{sid}'")
+            raise PerlDie(f"no such service '{sid}'")
         if current_node != conf[sid]["node"]:
-            raise HAError(
+            raise PerlDie(
                 f"current_node for '{sid}' does not match ({current_node} != {conf[sid]['node']})"
             )
         conf[sid]["node"] = new_node
@@ -234,21 +239,21 @@ class Hardware:
     def service_has_lock(self, sid: str) -> str | None:
         conf = self.read_service_config()
         if sid not in conf:
-            raise HAError(f"no such service '{sid}'")
+            raise PerlDie(f"no such service '{sid}'")
         lock = conf[sid].get("lock")
-        return lock if perl_true(lock) else None
+        return lock if truthy(lock) else None
 
     def lock_service(self, sid: str, lock: str | None) -> None:
         conf = self.read_service_config()
         if sid not in conf:
             raise SimulationError(f"no such service '{sid}'")
-        conf[sid]["lock"] = lock if perl_true(lock) else "backup"
+        conf[sid]["lock"] = lock if truthy(lock) else "backup"
         self.write_service_config(conf)
 
     def unlock_service(self, sid: str, lock: str | None = None) -> str | None:
         conf = self.read_service_config()
         if sid not in conf:
-            raise HAError(f"no such service '{sid}'")
+            raise PerlDie(f"no such service '{sid}'")
         current = conf[sid].get("lock")
         if current is None:
             return None
@@ -270,17 +275,21 @@ class Hardware:
         return data
 
     def read_rules_config(self) -> Any:
-        return ha_rules.parse_config(self.files.get("rules_config", ""))
+        """``Rules->parse_config`` of the rules file (``''`` if missing), rule defaults set."""
+        rules = Rules.parse_config(f"{STATUSDIR}/rules_config", self.files.get("rules_config", ""))
+        for rule in rules["ids"].values():
+            Rules.set_rule_defaults(rule)
+        return rules
 
     def write_rules_config(self, rules: Any) -> None:
-        self.files["rules_config"] = ha_rules.write_config(rules)
+        self.files["rules_config"] = Rules.write_config(f"{STATUSDIR}/rules_config", rules)
 
     def read_group_config(self) -> Any:
-        return ha_rules.parse_groups(self.files.get("groups", ""))
+        return Groups.parse_config(f"{STATUSDIR}/groups", self.files.get("groups", ""))
 
     def delete_group_config(self) -> None:
         if "groups" not in self.files:
-            raise HAError("failed to remove group config: No such file or directory")
+            raise PerlDie("failed to remove group config: No such file or directory")
         del self.files["groups"]
 
     def read_service_status(self, node: str) -> dict[str, Any]:
@@ -292,7 +301,7 @@ class Hardware:
     def _read_stats(self, which: str) -> dict[str, Any] | None:
         try:
             return self.read_json(f"{which}_service_stats")
-        except HAError as err:
+        except PerlDie as err:
             self.log("error", f"loading {which} service stats failed - {err}")
             return None
 
@@ -389,7 +398,7 @@ class Hardware:
         said ``fail``."""
         cstatus = self.read_hardware_status_nolock()
         res = ((cstatus.get(node) or {}).get("cfs") or {}).get(state)
-        return res is None or perl_true(res)
+        return res is None or truthy(res)
 
     # ------------------------------------------------------------------ daemons
 
@@ -433,7 +442,7 @@ class Hardware:
         d: NodeDaemons | None = None
         node = sid = ""
         if cmd == "service":
-            sid = pve_verify_ha_resource_id(objid)
+            sid = str(pve_verify_ha_resource_id(objid))
         else:
             node = objid
             d = self.nodes.get(node)
@@ -533,7 +542,7 @@ class Hardware:
         if action in ("started", "disabled", "stopped", "ignored"):
             self.set_service_state(sid, action)
         elif action in ("migrate", "relocate"):
-            if not perl_true(param):
+            if not truthy(param):
                 raise SimulationError(
                     f"sim_hardware_cmd: missing target node for '{action}' command"
                 )
@@ -543,8 +552,8 @@ class Hardware:
                 raise SimulationError(f"sim_hardware_cmd: missing timeout for '{action}' command")
             self.queue_crm_commands_nolock(f"{action} {sid} {param}")
         elif action == "add":
-            state = params[1] if len(params) > 1 and perl_true(params[1]) else "started"
-            running: Any = params[2] if len(params) > 2 and perl_true(params[2]) else 0
+            state = params[1] if len(params) > 1 and truthy(params[1]) else "started"
+            running: Any = params[2] if len(params) > 2 and truthy(params[2]) else 0
             self.add_service(sid, {"state": state, "node": param}, running)
         elif action in ("set-static-stats", "set-dynamic-stats"):
             if not params:
@@ -568,7 +577,7 @@ class Hardware:
             which = "static" if action == "set-static-stats" else "dynamic"
             self._set_service_stats(which, sid, new)
         elif action == "manual-migrate":
-            if not perl_true(param):
+            if not truthy(param):
                 raise SimulationError(
                     f"sim_hardware_cmd: missing target node for '{action}' command"
                 )
@@ -623,16 +632,16 @@ class Hardware:
         self.wdcounter += 1
         wfh = f"WD:{node}:{self.wdcounter}"
         if wfh in self.watchdog_status:
-            raise HAError("internal error")
+            raise PerlDie("internal error")
         self.watchdog_status[wfh] = {"node": node, "update_time": self.get_time()}
         return wfh
 
     def _watchdog(self, wfh: str) -> dict[str, Any]:
         wd = self.watchdog_status.get(wfh)
         if wd is None:
-            raise HAError(f"no such watchdog handle '{wfh}'")
+            raise PerlDie(f"no such watchdog handle '{wfh}'")
         if self.get_time() - wd["update_time"] > WATCHDOG_TIMEOUT:
-            raise HAError("watchdog expired")
+            raise PerlDie("watchdog expired")
         return wd
 
     def watchdog_close(self, wfh: str) -> None:
@@ -662,7 +671,7 @@ class Hardware:
         stats = self._cluster_service_stats()
         try:
             usage_stats = self.read_json("static_service_stats")
-        except HAError as err:
+        except PerlDie as err:
             self.log("warning", f"unable to update static service stats cache - {err}")
             usage_stats = {}
         for sid in stats:
@@ -677,7 +686,7 @@ class Hardware:
         for sid in sorted(stats):
             if static.get(sid) is None or dynamic.get(sid) is None:
                 # upstream dereferences the missing entry and dies
-                raise HAError("Can't use an undefined value as a HASH reference")
+                raise PerlDie("Can't use an undefined value as a HASH reference")
             usage = {**static[sid], **dynamic[sid]}
             stats[sid]["usage"] = usage
             if _perl_number(usage.get("cpu")) > _perl_number(usage.get("maxcpu")):
@@ -709,17 +718,17 @@ class Hardware:
         node_service_status = {n: self.read_service_status(n) for n in cstatus}
         for sid in sorted(service_conf):
             node = service_conf[sid]["node"]
-            if not perl_true((node_service_status.get(node) or {}).get(sid)):
+            if not truthy((node_service_status.get(node) or {}).get(sid)):
                 continue
             usage = service_stats[sid]["usage"]
             cpu, mem = usage.get("cpu"), usage.get("mem")
             if cpu is None:
-                raise HAError(f"unknown cpu load for '{sid}'")
+                raise PerlDie(f"unknown cpu load for '{sid}'")
             stats[node]["cpu"] += cpu
             if stats[node]["cpu"] > stats[node]["maxcpu"]:
                 self.log("warning", f"overcommitted cpu on '{node}'")
             if mem is None:
-                raise HAError(f"unknown memory usage for '{sid}'")
+                raise PerlDie(f"unknown memory usage for '{sid}'")
             stats[node]["mem"] += mem
             if stats[node]["mem"] > stats[node]["maxmem"]:
                 self.log("warning", f"overcommitted mem on '{node}'")

@@ -14,8 +14,8 @@ from typing import Any
 from pvegym.harness.hardware import Hardware, SimulationError
 from pvegym.harness.sim_resources import plugin_for
 from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.resources import ResourcePlugin
-from pvegym.sim.ha.tools import HAError
 from pvegym.sim.view import Balancer
 
 LOCK_TIMEOUT = 120  # s (Sim/Env.pm ``lock_timeout``)
@@ -87,7 +87,7 @@ class SimEnv(HAEnv):
     # ------------------------------------------------------------------ cluster file system
     def _assert_cfs_can_rw(self, emsg: str = "cfs connection refused - not mounted?") -> None:
         if not self.hardware.get_cfs_state(self._nodename, "rw"):
-            raise HAError(emsg)
+            raise PerlDie(emsg)
 
     def read_manager_status(self) -> dict[str, Any]:
         self._assert_cfs_can_rw()
@@ -266,7 +266,7 @@ class SimEnv(HAEnv):
     def parse_sid(self, sid: str) -> tuple[str, str, str]:
         m = _SID.fullmatch(sid)
         if not m:
-            raise HAError(f"unable to parse service id '{sid}'")
+            raise PerlDie(f"unable to parse service id '{sid}'")
         return sid, m.group(1), m.group(2)
 
     def resource_plugin(self, service_type: str) -> ResourcePlugin | None:

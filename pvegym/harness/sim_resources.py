@@ -14,8 +14,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.ha.perl import truthy
 from pvegym.sim.ha.resources import ResourcePlugin
-from pvegym.sim.ha.tools import perl_true
 
 if TYPE_CHECKING:
     from pvegym.harness.hardware import Hardware
@@ -37,7 +37,7 @@ class SimResource:
 
     def check_running(self, haenv: HAEnv, id: str) -> bool:
         ss = self.hardware.read_service_status(haenv.nodename())
-        return perl_true(ss.get(f"{self.type_name}:{id}"))
+        return truthy(ss.get(f"{self.type_name}:{id}"))
 
     def start(self, haenv: HAEnv, id: str) -> None:
         sid = f"{self.type_name}:{id}"
@@ -107,7 +107,7 @@ class VirtCT(SimResource):
 
     def migrate(self, haenv: HAEnv, id: str, target: str, online: bool) -> bool:
         ss = self.hardware.read_service_status(haenv.nodename())
-        if online and perl_true(ss.get(f"ct:{id}")):
+        if online and truthy(ss.get(f"ct:{id}")):
             haenv.log("warn", "unable to live migrate running container, fallback to relocate")
             online = False
         return super().migrate(haenv, id, target, online)

@@ -15,8 +15,8 @@ from typing import Any
 from pvegym.harness.hardware import MAX_SIM_TIME, Hardware, NodeDaemons, SimulationError
 from pvegym.harness.sim_env import SimEnv
 from pvegym.sim.ha.lrm import LRM
+from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.scheduler import SchedulerError
-from pvegym.sim.ha.tools import HAError
 
 _DELAY = re.compile(r"delay\s+(\d+)\s*")
 _SKIP_ROUND = re.compile(r"skip-round\s+(lrm|crm)(?:\s+(\d+))?\s*")
@@ -55,7 +55,7 @@ class TestHardware(Hardware):
         self.log("info", "starting simulation")
         try:
             self.run()
-        except (HAError, SchedulerError) as err:
+        except (PerlDie, SchedulerError) as err:
             self.log("err", f"exit simulation - {err}\n ")
         else:
             self.log("info", "exit simulation - done")

@@ -17,7 +17,6 @@ import pytest
 import pvegym.cli
 from policies.upstream import UpstreamPolicy
 from pvegym.harness import first_difference, read_testdir, replay, replay_dir
-from pvegym.sim.ha import manager as ha_manager
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream-tests"
 DIRS = sorted(p for p in DATA.iterdir() if p.is_dir() and p.name.startswith("test-"))
@@ -25,8 +24,6 @@ LINE = re.compile(
     r"^info\s+(\d+)\s+\S+/crm: auto rebalance - (?:migrate|relocate) (\S+) to (\S+) "
     r"\(expected change for imbalance from ([\d.]+) to ([\d.]+)\)$"
 )
-#: directories that need the rules port (``rules_config``/``groups``), merged from the rules stream
-NEEDS_RULES = {d.name for d in DIRS if (d / "rules_config").exists() or (d / "groups").exists()}
 
 
 def expected_decisions(d: Path) -> list[tuple[int, str, str, str, str]]:
@@ -46,11 +43,6 @@ def decisions(result) -> list[tuple[int, str, str, str, str]]:
     ]
 
 
-def _rules_pending(d: Path) -> None:
-    if d.name in NEEDS_RULES and not hasattr(ha_manager.rules, "RULES_PORT"):
-        pytest.skip("needs the rules port (pvegym.sim.ha.rules)")
-
-
 def test_all_directories_present():
     assert len(DIRS) == 110
     assert (DATA / "README.md").exists() and (DATA / "LICENSE-NOTICE").exists()
@@ -58,7 +50,6 @@ def test_all_directories_present():
 
 @pytest.mark.parametrize("d", DIRS, ids=[d.name for d in DIRS])
 def test_log_equals_log_expect(d: Path):
-    _rules_pending(d)
     result = replay_dir(d)
     expected = (d / "log.expect").read_text()
     assert first_difference(expected, result.log_text()) is None

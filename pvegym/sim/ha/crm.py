@@ -18,8 +18,9 @@ from typing import Any
 
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.manager import Manager
+from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.scheduler import SchedulerError
-from pvegym.sim.ha.tools import HAError, count_fenced_services
+from pvegym.sim.ha.tools import count_fenced_services
 
 VALID_STATES = {
     "wait_for_quorum": "cluster is not quorate, waiting",
@@ -61,7 +62,7 @@ class CRM:
 
     def set_local_status(self, new: dict[str, Any]) -> None:
         if new["state"] not in VALID_STATES:
-            raise HAError(f"invalid state '{new['state']}'")
+            raise PerlDie(f"invalid state '{new['state']}'")
         haenv = self.haenv
         old = self.status
         # important: only update if really changed
@@ -89,7 +90,7 @@ class CRM:
                     # over as new master while the stack is already fully disarmed
                     try:
                         ms: dict[str, Any] | None = haenv.read_manager_status()
-                    except HAError:
+                    except PerlDie:
                         ms = None
                     if ms and ms.get("disarm") and ms["disarm"].get("state") == "disarmed":
                         haenv.log("info", "taking over as disarmed master, skipping watchdog")
@@ -115,7 +116,7 @@ class CRM:
     def _get_manager_status_guarded(self) -> dict[str, Any] | None:
         try:
             return self.haenv.read_manager_status()
-        except HAError as err:
+        except PerlDie as err:
             self.haenv.log("err", f"could not read manager status: {err}")
             return None
 
@@ -142,7 +143,7 @@ class CRM:
         if not allow_no_service:
             try:
                 conf, _ = haenv.read_service_config()
-            except HAError as err:
+            except PerlDie as err:
                 haenv.log("err", f"could not read service config: {err}")
                 return False
             if not conf:
@@ -181,7 +182,7 @@ class CRM:
             return False
         try:
             conf, _ = haenv.read_service_config()
-        except HAError as err:
+        except PerlDie as err:
             haenv.log("err", f"could not read service config: {err}")
             return False
         if not conf:
@@ -247,7 +248,7 @@ class CRM:
         elif state == "master":
             manager = self.manager
             if manager is None:
-                raise HAError("no manager")
+                raise PerlDie("no manager")
             starttime = haenv.get_time()
             shutdown = False
             try:
@@ -277,7 +278,7 @@ class CRM:
                         haenv.log("info", "re-arming HA stack")
                         self.disarmed = False
                         # watchdog will be re-opened by get_protected_ha_manager_lock next round
-            except (HAError, SchedulerError) as err:
+            except (PerlDie, SchedulerError) as err:
                 haenv.log("err", f"got unexpected error - {err}")
             if shutdown:
                 return False
@@ -293,5 +294,5 @@ class CRM:
                 return False
             # wait until we get master
         else:
-            raise HAError(f"got unexpected status '{state}'")
+            raise PerlDie(f"got unexpected status '{state}'")
         return True

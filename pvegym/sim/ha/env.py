@@ -12,7 +12,7 @@ The methods are upstream's, grouped:
   ``loop_end_hook`` around each daemon iteration, ``log(level, msg)``, ``send_notification``.
 * **cluster file system** (``/etc/pve``) — manager status, LRM status per node, CRM command queue,
   service (resource) config, rules and groups config, datacenter settings. Reads return a snapshot
-  the caller may modify; a failing file system raises :class:`~pvegym.sim.ha.tools.HAError`
+  the caller may modify; a failing file system raises :class:`~pvegym.sim.ha.tools.PerlDie`
   (upstream: ``die "cfs connection refused - not mounted?"``).
 * **membership and locks** — ``get_node_info`` (online per node, quorate), ``quorate``,
   ``cluster_state_update``, the manager lock and one agent lock per node (``get_*`` acquires or
@@ -32,10 +32,13 @@ keeps it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pvegym.sim.ha.resources import Job, ResourcePlugin
-from pvegym.sim.view import Balancer
+from pvegym.sim.view import Balancer, ClusterView
+
+if TYPE_CHECKING:
+    from pvegym.sim.ha.manager import Manager
 
 
 class HAEnv(ABC):
@@ -189,9 +192,9 @@ class HAEnv(ABC):
         """``(sid, type, name)`` of ``type:name`` (``Sim/Env.pm parse_sid``)."""
         typ, sep, name = sid.partition(":")
         if not sep or not typ or not name or any(c.isspace() for c in sid):
-            from pvegym.sim.ha.tools import HAError
+            from pvegym.sim.ha.perl import PerlDie
 
-            raise HAError(f"unable to parse service id '{sid}'")
+            raise PerlDie(f"unable to parse service id '{sid}'")
         return sid, typ, name
 
     @abstractmethod
@@ -221,3 +224,11 @@ class HAEnv(ABC):
         """A fresh balancer for a new active Manager (its memory does not survive a CRM
         failover); ``None``: no automatic rebalancing."""
         return None
+
+    def balancer_view(self, manager: Manager) -> ClusterView:
+        """The view the Manager's balancer decides on this round. Default: built from the
+        Manager's usage, service status and rules (:mod:`pvegym.sim.ha.balancer_view`); an
+        environment with its own telemetry (pvegym's cluster model) may build it directly."""
+        from pvegym.sim.ha.balancer_view import cluster_view
+
+        return cluster_view(manager)

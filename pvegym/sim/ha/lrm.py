@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.ha.perl import PerlDie, truthy
 from pvegym.sim.ha.resources import Job, await_result, run_in_place
 from pvegym.sim.ha.tools import (
-    EINVALID_PARAMETER,
     ERROR,
     ETRY_AGAIN,
     EUNKNOWN_COMMAND,
@@ -36,10 +36,8 @@ from pvegym.sim.ha.tools import (
     EWRONG_NODE,
     IGNORED,
     SUCCESS,
-    HAError,
     count_active_services,
     count_fenced_services,
-    perl_true,
 )
 
 VALID_STATES = {
@@ -175,8 +173,8 @@ class LRM:
         self.shutdown_request = haenv.get_time()
         try:
             if not self.update_lrm_status():
-                raise HAError("not quorate?")
-        except HAError as err:
+                raise PerlDie("not quorate?")
+        except PerlDie as err:
             haenv.log("err", f"unable to update lrm status file - {err}")
 
     # ------------------------------------------------------------------ status
@@ -186,7 +184,7 @@ class LRM:
 
     def set_local_status(self, new: dict[str, Any]) -> None:
         if new["state"] not in VALID_STATES:
-            raise HAError(f"invalid state '{new['state']}'")
+            raise PerlDie(f"invalid state '{new['state']}'")
         old = self.status
         # important: only update if really changed
         if old["state"] == new["state"]:
@@ -207,7 +205,7 @@ class LRM:
         }
         try:
             haenv.write_lrm_status(lrm_status)
-        except HAError as err:
+        except PerlDie as err:
             haenv.log("err", f"unable to write lrm status file - {err}")
             return False
         return True
@@ -216,7 +214,7 @@ class LRM:
         haenv = self.haenv
         try:
             ms = haenv.read_manager_status()
-        except HAError as err:
+        except PerlDie as err:
             haenv.log("err", f"updating service status from manager failed: {err}")
             return False
         self.service_status = ms.get("service_status") or {}
@@ -388,7 +386,7 @@ class LRM:
             shutdown = False
             try:
                 shutdown = self._active_round()
-            except HAError as err:
+            except PerlDie as err:
                 haenv.log("err", f"got unexpected error - {err}")
             self.update_lrm_status()
             if shutdown:
@@ -440,7 +438,7 @@ class LRM:
                 return False
             haenv.sleep_until(starttime + 5)
         else:
-            raise HAError(f"got unexpected status '{state}'")
+            raise PerlDie(f"got unexpected status '{state}'")
         return True
 
     def _active_round(self) -> bool:
@@ -534,7 +532,7 @@ class LRM:
         forked worker exits ``POSIX::_exit(-1)``, the in-place call returns -1)."""
         try:
             return (yield from self.exec_resource_agent(sid, service_config, cmd, params))
-        except HAError as err:
+        except PerlDie as err:
             self.haenv.log("err", str(err))
             return -1
 
@@ -727,7 +725,7 @@ class LRM:
         if cmd in ("migrate", "relocate", "request_start_balance"):
             target = params.get("target")
             if target is None:
-                raise HAError(f"{cmd} '{sid}' failed - missing target")
+                raise PerlDie(f"{cmd} '{sid}' failed - missing target")
             if service_config.get("node") == target:
                 return SUCCESS  # already there
             if cmd == "request_start_balance" and running:
@@ -738,7 +736,7 @@ class LRM:
             online = cmd == "migrate"
             res = yield from await_result(plugin.migrate(haenv, ident, target, online))
             # something went wrong if service is still on this node
-            if not perl_true(res):
+            if not truthy(res):
                 haenv.log("err", f"service {sid} not moved (migration error)")
                 return ERROR
             return SUCCESS
@@ -755,6 +753,3 @@ def _num(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return 0.0
-
-
-__all__ = ["EINVALID_PARAMETER", "LRM", "LRMProcess"]

@@ -21,28 +21,33 @@ Hash order: where upstream iterates a Perl hash without sorting and the order ca
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from typing import Any
 
-import numpy as np
-
-from pvegym.sim.ha import constraints as rules
 from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.ha.groups import migrate_groups_to_resources, migrate_groups_to_rules
 from pvegym.sim.ha.node_status import NodeStatus
+from pvegym.sim.ha.perl import PerlDie, truthy
+from pvegym.sim.ha.rules import CompiledRules, Rules
+from pvegym.sim.ha.rules_node_affinity import get_node_affinity
+from pvegym.sim.ha.rules_resource_affinity import (
+    apply_negative_resource_affinity,
+    apply_positive_resource_affinity,
+    get_affinitive_resources,
+    get_resource_affinity,
+    is_allowed_on_node,
+)
 from pvegym.sim.ha.scheduler import SchedulerError
 from pvegym.sim.ha.tools import (
     ERROR,
     EWRONG_NODE,
     IGNORED,
     SUCCESS,
-    HAError,
     count_active_services,
     has_min_version,
-    perl_true,
 )
 from pvegym.sim.ha.usage import BasicUsage, DynamicUsage, StaticUsage, Usage
-from pvegym.sim.view import Balancer, ClusterView
+from pvegym.sim.view import Balancer
 
 VALID_SERVICE_STATES = frozenset(
     {
@@ -91,7 +96,7 @@ def compute_new_uuid(state: str) -> str:
 
 
 def select_service_node(
-    compiled_rules: dict[str, Any],
+    compiled_rules: CompiledRules,
     online_node_usage: Usage,
     sid: str,
     service_conf: dict[str, Any],
@@ -105,7 +110,7 @@ def select_service_node(
     where the service failed).
     """
     if node_preference not in ("none", "best-score", "try-next"):
-        raise HAError(f"'{node_preference}' is not a valid node_preference for select_service_node")
+        raise PerlDie(f"'{node_preference}' is not a valid node_preference for select_service_node")
     sd = ss[sid]
     current_node: str = sd["node"]
     tried_nodes = sd.get("failed_nodes")
@@ -114,19 +119,19 @@ def select_service_node(
     resource_affinity = compiled_rules["resource-affinity"]
 
     online_nodes = {n: 1 for n in online_node_usage.list_nodes()}
-    allowed_nodes, pri_nodes = rules.get_node_affinity(node_affinity, sid, online_nodes)
+    allowed_nodes, pri_nodes = get_node_affinity(node_affinity, sid, online_nodes)
     if not pri_nodes:
         return None
 
-    together, separate = rules.get_resource_affinity(resource_affinity, sid, ss, online_nodes)
+    together, separate = get_resource_affinity(resource_affinity, sid, ss, online_nodes)
 
     # stay on current node if possible (avoids random migrations)
     if (
         node_preference == "none"
-        and not perl_true(service_conf.get("failback"))
+        and not truthy(service_conf.get("failback"))
         and current_node in allowed_nodes
         and allowed_nodes[current_node]
-        and rules.is_allowed_on_node(together, separate, current_node)
+        and is_allowed_on_node(together, separate, current_node)
     ):
         return current_node
 
@@ -135,8 +140,8 @@ def select_service_node(
         for node in tried_nodes or []:
             pri_nodes.pop(node, None)
 
-    rules.apply_negative_resource_affinity(separate, pri_nodes)
-    rules.apply_positive_resource_affinity(together, pri_nodes)
+    apply_negative_resource_affinity(separate, pri_nodes)
+    apply_positive_resource_affinity(together, pri_nodes)
 
     if maintenance_fallback is not None and pri_nodes.get(maintenance_fallback):
         return maintenance_fallback
@@ -173,7 +178,7 @@ class Manager:
         # rounds the imbalance threshold was exceeded: kept by the balancer (in memory only, not
         # persisted across a CRM failover)
         self.group_migration_round = 3  # wait a little bit
-        self.compiled_rules: dict[str, Any] | None = None
+        self.compiled_rules: CompiledRules | None = None
         self.groups: Any = None
         self.online_node_usage: Usage = BasicUsage(haenv)
         self.all_lrms_disarmed = False
@@ -205,16 +210,16 @@ class Manager:
             v = crs_cfg.get(key)
             return default if v is None else v
 
-        self.rebalance_on_request_start = perl_true(crs_cfg.get("ha-rebalance-on-start"))
+        self.rebalance_on_request_start = truthy(crs_cfg.get("ha-rebalance-on-start"))
         self.auto_rebalance = {
-            "enable": perl_true(crs_cfg.get("ha-auto-rebalance")),
+            "enable": truthy(crs_cfg.get("ha-auto-rebalance")),
             "threshold": defined_or("ha-auto-rebalance-threshold", 0.3),
             "method": defined_or("ha-auto-rebalance-method", "bruteforce"),
             "hold_duration": defined_or("ha-auto-rebalance-hold-duration", 3),
             "margin": defined_or("ha-auto-rebalance-margin", 0.1),
         }
         old_mode = self.crs_scheduler
-        new_mode = crs_cfg.get("ha") if perl_true(crs_cfg.get("ha")) else "basic"
+        new_mode = crs_cfg.get("ha") if truthy(crs_cfg.get("ha")) else "basic"
         if old_mode is None:
             if new_mode != "basic":
                 haenv.log("info", f"using scheduler mode '{new_mode}'")
@@ -233,7 +238,7 @@ class Manager:
         balancer = self.balancer
         if balancer is None:
             return
-        motion = balancer.decide(self.cluster_view())
+        motion = balancer.decide(self.haenv.balancer_view(self))
         if motion is None:
             return
         sid, target = motion.sid, motion.target
@@ -245,80 +250,6 @@ class Manager:
         change = f"expected change for imbalance from {before:.2f} to {after:.2f}"
         self.haenv.log("info", f"auto rebalance - {task} {sid} to {target} ({change})")
         self.queue_resource_motion(cmd, task, sid, target)
-
-    def cluster_view(self) -> ClusterView:
-        """What the balancer sees this round: the usage the Manager just computed (node stats,
-        service stats, online nodes), the service states *before* this round's state machine,
-        the compiled rules, and whether a motion is queued or running."""
-        usage = self.online_node_usage
-        ss = self.ss
-        node_names = tuple(self.ns.list_nodes())
-        index = {n: i for i, n in enumerate(node_names)}
-        online = set(usage.list_nodes())
-        node_stats: dict[str, dict[str, Any]] = getattr(usage, "node_stats", {}) or {}
-        service_stats: dict[str, dict[str, Any]] = getattr(usage, "service_stats", {}) or {}
-        n = len(node_names)
-        maxcpu = np.full(n, np.nan)
-        maxmem = np.full(n, np.nan)
-        cpu = np.zeros(n)
-        mem = np.zeros(n)
-        for i, name in enumerate(node_names):
-            st = node_stats.get(name)
-            if not st:
-                continue
-            maxcpu[i] = float(int(st.get("maxcpu") or 0))
-            maxmem[i] = float(int(st.get("maxmem") or 0))
-            cpu[i] = float(st.get("cpu") or 0.0)
-            mem[i] = float(st.get("mem") or 0.0)
-        sids = tuple(sorted(ss))
-        g = len(sids)
-
-        def stat(sid: str, key: str) -> float:
-            u = (service_stats.get(sid) or {}).get("usage") or {}
-            v = u.get(key)
-            return float(v) if isinstance(v, int | float) else math.nan
-
-        nan_n = np.full(n, np.nan)
-        nan_g = np.full(g, np.nan)
-        gmem = np.array([stat(s, "mem") for s in sids], dtype=np.float64)
-        return ClusterView(
-            t=float(self.haenv.get_time()),
-            node_names=node_names,
-            node_online=np.array([x in online for x in node_names], dtype=bool),
-            node_maxcpu=maxcpu,
-            node_maxmem=maxmem,
-            node_cpu=cpu,
-            node_mem=mem,
-            node_cpu_some=nan_n,
-            node_mem_some=nan_n.copy(),
-            node_mem_full=nan_n.copy(),
-            sids=sids,
-            guest_node=np.array(
-                [index.get(str(ss[s].get("node")), -1) for s in sids], dtype=np.int64
-            ),
-            guest_target=np.array(
-                [
-                    index.get(ss[s]["target"], -1) if ss[s].get("target") is not None else -1
-                    for s in sids
-                ],
-                dtype=np.int64,
-            ),
-            guest_state=tuple(str(ss[s].get("state")) for s in sids),
-            guest_running=np.array([perl_true(ss[s].get("running")) for s in sids], dtype=bool),
-            guest_maxcpu=np.array([stat(s, "maxcpu") for s in sids], dtype=np.float64),
-            guest_maxmem=np.array([stat(s, "maxmem") for s in sids], dtype=np.float64),
-            guest_cpu=np.array([stat(s, "cpu") for s in sids], dtype=np.float64),
-            guest_mem=gmem,
-            guest_memhost=gmem.copy(),
-            guest_cpu_some=nan_g,
-            guest_cpu_full=nan_g.copy(),
-            guest_mem_some=nan_g.copy(),
-            guest_mem_full=nan_g.copy(),
-            guest_migratable=np.ones(g, dtype=bool),
-            rules=rules.view_rules(self.compiled_rules, node_names),
-            motion_active=self.any_resource_motion_queued_or_running(),
-            mode=self.crs_scheduler or "basic",
-        )
 
     # ------------------------------------------------------------------ status
 
@@ -350,7 +281,7 @@ class Manager:
                     for node in online_nodes:
                         scheduler.add_node(node)
                     online_node_usage = scheduler
-                except (HAError, SchedulerError) as err:
+                except (PerlDie, SchedulerError) as err:
                     haenv.log(
                         "warning",
                         f"fallback to 'basic' scheduler mode, init for '{mode}' failed - {err}",
@@ -384,15 +315,15 @@ class Manager:
         the usage updated, the change logged."""
         sd = self.ss.get(sid)
         if sd is None:
-            raise HAError(f"no such service '{sid}")
+            raise PerlDie(f"no such service '{sid}")
         old_state = sd.get("state")
         old_node = sd.get("node")
         old_failed_nodes = sd.get("failed_nodes")
         old_maintenance_node = sd.get("maintenance_node")
         if old_state == new_state:
-            raise HAError("no state change")
+            raise PerlDie("no state change")
         if new_state not in VALID_SERVICE_STATES:
-            raise HAError(f"invalid CRM service state '{new_state}'")
+            raise PerlDie(f"invalid CRM service state '{new_state}'")
         sd.clear()
         sd["state"] = new_state
         sd["node"] = old_node
@@ -423,7 +354,7 @@ class Manager:
         _, typ, name = haenv.parse_sid(sid)
         plugin = haenv.resource_plugin(typ)
         if plugin is None:  # should not happen
-            raise HAError(f"unknown resource type '{typ}'")
+            raise PerlDie(f"unknown resource type '{typ}'")
         removed = plugin.remove_locks(haenv, name, list(REMOVABLE_LOCKS), fenced_node)
         if removed:
             haenv.log(
@@ -450,8 +381,9 @@ class Manager:
         """Queue ``task`` for ``sid`` and its positive-affinity partners, unless a negative-affinity
         partner is on (or moving to) ``target``."""
         haenv, ss = self.haenv, self.ss
-        resource_affinity = (self.compiled_rules or rules.empty_compiled())["resource-affinity"]
-        together, separate = rules.get_affinitive_resources(resource_affinity, sid)
+        assert self.compiled_rules is not None
+        resource_affinity = self.compiled_rules["resource-affinity"]
+        together, separate = get_affinitive_resources(resource_affinity, sid)
 
         for csid in sorted(separate):
             csd = ss.get(csid)
@@ -607,7 +539,7 @@ class Manager:
         groups = self.haenv.read_group_config()
         if not groups:
             return True
-        return len(rules.groups_ids(groups)) < 1
+        return len(groups.get("ids") or {}) < 1
 
     @staticmethod
     def _is_lrm_active_or_idle(ss: dict[str, Any], node: str, lrm_state: str) -> bool:
@@ -619,35 +551,35 @@ class Manager:
     def _assert_cluster_can_migrate_ha_groups(self) -> None:
         haenv, ns, ss = self.haenv, self.ns, self.ss
         if not haenv.quorate():
-            raise HAError("cluster is not quorate")
+            raise PerlDie("cluster is not quorate")
         nodelist = ns.list_nodes()
         if not nodelist:
-            raise HAError("node list is empty")
+            raise PerlDie("node list is empty")
         for node in nodelist:
             if not node:
-                raise HAError("node with empty name")
+                raise PerlDie("node with empty name")
             node_status = ns.get_node_state(node)
             haenv.log("notice", f"ha groups migration: node '{node}' is in state '{node_status}'")
             if node_status != "online":
-                raise HAError(f"node '{node}' is not online")
+                raise PerlDie(f"node '{node}' is not online")
             lrm = haenv.read_lrm_status(node)
             lrm_state, lrm_mode = lrm.get("state"), lrm.get("mode")
             if not lrm_state or not lrm_mode:
-                raise HAError(f"could not retrieve state for lrm '{node}'")
+                raise PerlDie(f"could not retrieve state for lrm '{node}'")
             haenv.log(
                 "notice",
                 f"ha groups migration: lrm '{node}' is in state '{lrm_state}' and mode '{lrm_mode}'",
             )
             if not self._is_lrm_active_or_idle(ss, node, lrm_state):
-                raise HAError(f"lrm '{node}' is not in state 'active' or 'idle'")
+                raise PerlDie(f"lrm '{node}' is not in state 'active' or 'idle'")
             if lrm_mode != "active":
-                raise HAError(f"lrm '{node}' is not in mode 'active'")
+                raise PerlDie(f"lrm '{node}' is not in mode 'active'")
             node_version = haenv.get_node_version(node)
             if not node_version:
-                raise HAError(f"could not retrieve version from node '{node}'")
+                raise PerlDie(f"could not retrieve version from node '{node}'")
             haenv.log("notice", f"ha groups migration: node '{node}' has version '{node_version}'")
             if not has_min_version(node_version, HA_RULES_MINVERSION):
-                raise HAError(
+                raise PerlDie(
                     f"node '{node}' needs at least pve-manager version '{HA_RULES_MINVERSION}'"
                 )
 
@@ -659,25 +591,25 @@ class Manager:
             groups = haenv.read_group_config()
             rules_cfg = haenv.read_rules_config()
             # write changes to rules config whenever possible so users can modify migrated rules
-            rules.migrate_groups_to_rules(rules_cfg, groups, resources)
+            migrate_groups_to_rules(rules_cfg, groups, resources)
             haenv.write_rules_config(rules_cfg)
             haenv.log("notice", "ha groups migration: migration to rules config successful")
 
-            rules.migrate_groups_to_resources(groups, resources)
+            migrate_groups_to_resources(groups, resources)
             changes: dict[str, dict[str, Any]] = {}
             for sid in sorted(resources):
                 # prevent unnecessary updates for HA resources that do not change
                 if resources[sid].get("group") is None:
                     continue
                 changes[sid] = {"param": {}, "delete": "group"}
-                if not perl_true(resources[sid].get("failback")):
+                if not truthy(resources[sid].get("failback")):
                     changes[sid]["param"]["failback"] = 0
             haenv.update_service_config(changes)
             haenv.log("notice", "ha groups migration: migration to resources config successful")
 
             haenv.delete_group_config()
             haenv.log("notice", "ha groups migration: group config deletion successful")
-        except HAError as err:
+        except PerlDie as err:
             haenv.log("err", f"abort ha groups migration: {err}")
             return False
         return True
@@ -814,22 +746,22 @@ class Manager:
         self.recompute_online_node_usage()
 
         new_rules = haenv.read_rules_config()
-        rules.migrate_groups_to_resources(self.groups, sc)
+        migrate_groups_to_resources(self.groups, sc)
 
         if (
             self.compiled_rules is None
             or has_changed_nodelist
-            or rules.digest(new_rules) != self.last_rules_digest
-            or rules.digest(self.groups) != self.last_groups_digest
+            or new_rules.get("digest") != self.last_rules_digest
+            or self.groups.get("digest") != self.last_groups_digest
             or (services_digest and services_digest != self.last_services_digest)
         ):
-            rules.migrate_groups_to_rules(new_rules, self.groups, sc)
+            migrate_groups_to_rules(new_rules, self.groups, sc)
             nodes = ns.list_nodes()
-            for msg in rules.transform(new_rules, nodes):
+            for msg in Rules.transform(new_rules, nodes):
                 haenv.log("info", msg)
-            self.compiled_rules = rules.compile(new_rules, nodes)
-            self.last_rules_digest = rules.digest(new_rules)
-            self.last_groups_digest = rules.digest(self.groups)
+            self.compiled_rules = Rules.compile(new_rules, nodes)
+            self.last_rules_digest = new_rules.get("digest")
+            self.last_groups_digest = self.groups.get("digest")
             self.last_services_digest = services_digest
 
         self.update_crm_commands()
@@ -880,7 +812,7 @@ class Manager:
                 elif last_state == "error":
                     self.next_state_error(sid, cd, sd, lrm_res)
                 else:
-                    raise HAError(f"unknown service state '{last_state}'")
+                    raise PerlDie(f"unknown service state '{last_state}'")
 
                 lrm_mode = lrm_modes.get(sd["node"]) if sd.get("node") else None
                 if lrm_mode == "restart" and sd.get("state") in (

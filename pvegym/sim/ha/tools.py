@@ -21,19 +21,7 @@ EINVALID_PARAMETER = 6
 EUNKNOWN_SERVICE = 7  # service not found
 IGNORED = 8  # action was ignored for some good reason
 
-_HA_RESOURCE_ID = re.compile(r"^[a-z]+:\S+$")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.|-)(\d+)(?:~(\d+))?")
-
-
-class HAError(Exception):
-    """A Perl ``die`` of the HA stack: the message is what upstream logs after ``$@``."""
-
-
-def pve_verify_ha_resource_id(sid: str) -> str:
-    """``pve_verify_ha_resource_id`` (Tools.pm L34–42): ``<type>:<name>``."""
-    if not _HA_RESOURCE_ID.match(sid):
-        raise HAError("value does not look like a valid ha resource id")
-    return sid
 
 
 def count_fenced_services(ss: Mapping[str, Any], node: str) -> int:
@@ -102,16 +90,3 @@ def has_min_version(version: str, min_version: str) -> bool:
         and rev is not None
         and rev < min_rev_v
     )
-
-
-def perl_true(value: Any) -> bool:
-    """Perl truthiness: ``undef``, ``""``, ``"0"`` and 0 are false (``"0.0"`` and ``"00"`` are true)."""
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return value not in ("", "0")
-    if isinstance(value, bool | int | float):
-        return value != 0
-    if isinstance(value, dict | list):
-        return True
-    return bool(value)

@@ -10,6 +10,8 @@ recovered on (lower is better) and, in ``static``/``dynamic`` mode, feeds the ba
 * ``dynamic``: the nodes' measured usage; starting services at their configured size.
 
 Errors of the scheduler are logged as upstream logs them and the call falls back as upstream does.
+Which nodes a service puts load on is ``get_used_service_nodes`` (``Usage.pm``; ported with the
+resource-affinity rules that call it, :mod:`pvegym.sim.ha.rules_resource_affinity`).
 """
 
 from __future__ import annotations
@@ -18,38 +20,14 @@ from typing import Any
 
 from pvegym.sim import crs
 from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.ha.perl import PerlDie
+from pvegym.sim.ha.rules_resource_affinity import get_used_service_nodes
 from pvegym.sim.ha.scheduler import (
     CompactMigrationCandidate,
     DynamicScheduler,
     SchedulerError,
     StaticScheduler,
 )
-from pvegym.sim.ha.tools import HAError
-
-#: states whose service puts load on its current node (``get_used_service_nodes``)
-_CURRENT_STATES = frozenset(
-    {"started", "request_stop", "fence", "freeze", "error", "recovery", "migrate", "relocate"}
-)
-_TARGET_STATES = frozenset({"migrate", "relocate", "request_start_balance"})
-
-
-def get_used_service_nodes(
-    online_nodes: set[str] | dict[str, Any], sd: dict[str, Any]
-) -> tuple[str | None, str | None]:
-    """``(current, target)`` nodes the service puts load on (Usage.pm L106–133)."""
-    state = sd.get("state")
-    if state in ("stopped", "request_start"):
-        return None, None
-    current = target = None
-    if state in _CURRENT_STATES:
-        node = sd.get("node")
-        if node in online_nodes:
-            current = node
-    if state in _TARGET_STATES:
-        t = sd.get("target")
-        if t is not None and t in online_nodes:
-            target = t
-    return current, target
 
 
 class Usage:
@@ -77,7 +55,7 @@ class Usage:
 
     def add_service_usage(self, sid: str, sd: dict[str, Any]) -> None:
         """Add ``sid``'s usage to the online nodes its service data ``sd`` puts load on."""
-        online_nodes = set(self.list_nodes())
+        online_nodes = dict.fromkeys(self.list_nodes(), 1)
         current, target = get_used_service_nodes(online_nodes, sd)
         # a service does only have the 'running' flag in 'started' state
         state = sd.get("state")
@@ -209,17 +187,17 @@ class _SchedulerUsage(Usage):
     def get_service_usage(self, sid: str) -> dict[str, Any]:
         usage = (self.service_stats.get(sid) or {}).get("usage")
         if usage is None:
-            raise HAError(f"did not get {self.mode} service usage information for '{sid}'")
+            raise PerlDie(f"did not get {self.mode} service usage information for '{sid}'")
         return usage
 
     def _check_node_stats(self, nodename: str) -> dict[str, Any]:
         stats = self.node_stats.get(nodename)
         if not stats:
-            raise HAError(f"did not get {self.mode} node usage information for '{nodename}'")
+            raise PerlDie(f"did not get {self.mode} node usage information for '{nodename}'")
         if stats.get("maxcpu") is None:
-            raise HAError(f"{self.mode} node usage information for '{nodename}' missing cpu count")
+            raise PerlDie(f"{self.mode} node usage information for '{nodename}' missing cpu count")
         if stats.get("maxmem") is None:
-            raise HAError(f"{self.mode} node usage information for '{nodename}' missing memory")
+            raise PerlDie(f"{self.mode} node usage information for '{nodename}' missing memory")
         return stats
 
     def add_service(
@@ -239,7 +217,7 @@ class _SchedulerUsage(Usage):
                 "target-node": target_node,
             }
             self._scheduler_add(sid, service)
-        except (HAError, SchedulerError) as err:
+        except (PerlDie, SchedulerError) as err:
             self.haenv.log("warning", f"unable to add service '{sid}' - {err}")
 
     def _scheduler_add(self, sid: str, service: dict[str, Any]) -> None:
@@ -278,8 +256,8 @@ class StaticUsage(_SchedulerUsage):
     def __init__(self, haenv: HAEnv, service_stats: dict[str, dict[str, Any]]) -> None:
         try:
             node_stats = haenv.get_static_node_stats()
-        except HAError as err:
-            raise HAError(f"did not get static node usage information - {err}") from None
+        except PerlDie as err:
+            raise PerlDie(f"did not get static node usage information - {err}") from None
         super().__init__(haenv, service_stats, node_stats)
         self.scheduler = StaticScheduler()
         # services on each node: the fallback if scoring fails (never filled upstream either)
@@ -291,7 +269,7 @@ class StaticUsage(_SchedulerUsage):
         try:
             self.scheduler.add_node(nodename, int(stats["maxcpu"]), int(stats["maxmem"]))
         except SchedulerError as err:
-            raise HAError(
+            raise PerlDie(
                 f"initializing static node usage for '{nodename}' failed - {err}"
             ) from None
 
@@ -312,7 +290,7 @@ class StaticUsage(_SchedulerUsage):
     ) -> dict[str, float]:
         try:
             scores = self.scheduler.score_nodes_to_start_service(self.get_service_usage(sid))
-        except (HAError, SchedulerError) as err:
+        except (PerlDie, SchedulerError) as err:
             self.haenv.log(
                 "err",
                 f"unable to score nodes according to static usage for service '{sid}' - {err}",
@@ -331,8 +309,8 @@ class DynamicUsage(_SchedulerUsage):
     def __init__(self, haenv: HAEnv, service_stats: dict[str, dict[str, Any]]) -> None:
         try:
             node_stats = haenv.get_dynamic_node_stats()
-        except HAError as err:
-            raise HAError(f"did not get dynamic node usage information - {err}") from None
+        except PerlDie as err:
+            raise PerlDie(f"did not get dynamic node usage information - {err}") from None
         super().__init__(haenv, service_stats, node_stats)
         self.scheduler = DynamicScheduler()
 
@@ -341,7 +319,7 @@ class DynamicUsage(_SchedulerUsage):
         try:
             self.scheduler.add_node(nodename, stats)
         except SchedulerError as err:
-            raise HAError(
+            raise PerlDie(
                 f"initializing dynamic node usage for '{nodename}' failed - {err}"
             ) from None
 
@@ -356,11 +334,11 @@ class DynamicUsage(_SchedulerUsage):
     ) -> dict[str, float]:
         try:
             scores = self.scheduler.score_nodes_to_start_resource(self.get_service_usage(sid))
-        except (HAError, SchedulerError) as err:
+        except (PerlDie, SchedulerError) as err:
             self.haenv.log(
                 "err",
                 f"unable to score nodes according to dynamic usage for service '{sid}' - {err}",
             )
             # upstream then dereferences the undefined score list and dies
-            raise HAError(f"Can't use an undefined value as an ARRAY reference ({err})") from None
+            raise PerlDie(f"Can't use an undefined value as an ARRAY reference ({err})") from None
         return {node: -score for node, score in scores}
