@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.ha.perl import PerlDie
 
 #: seconds a node must be offline before its services are fenced (NodeStatus.pm ``$fence_delay``)
 FENCE_DELAY = 60
@@ -72,7 +73,7 @@ class NodeStatus:
 
     def _set_node_state(self, node: str, state: str) -> None:
         if state not in VALID_NODE_STATES:
-            raise ValueError(f"unknown node state '{state}'")
+            raise PerlDie(f"unknown node state '{state}'")
         last_state = self.get_node_state(node)
         if state == last_state:
             return
@@ -101,7 +102,7 @@ class NodeStatus:
                 if lrm_mode != "maintenance":
                     self._set_node_state(node, "online")
             else:
-                raise ValueError(f"detected unknown node state '{state}")
+                raise PerlDie(f"detected unknown node state '{state}")
 
         for node in sorted(self.status):
             d = node_info.get(node)
@@ -124,7 +125,7 @@ class NodeStatus:
                 if self.node_is_offline_delayed(node, GONE_DELETE_DELAY):
                     self._delete_node(node)
             else:
-                raise ValueError(f"detected unknown node state '{state}")
+                raise PerlDie(f"detected unknown node state '{state}")
 
     def _send_fence_state_email(self, subject_prefix: str, subject: str, node: str) -> None:
         """The fencing notification (NodeStatus.pm ``$send_fence_state_email``)."""
