@@ -67,7 +67,7 @@ class SimEnv(HAEnv):
             raise SimulationError(f"loop took too long ({delay:g} seconds)")
         self.cur_time += 1  # easier for simulation
 
-    def log(self, level: str, msg: str) -> None:
+    def write_log(self, level: str, msg: str) -> None:
         """``TestEnv::log``: debug is dropped, the level cut to 4 characters."""
         if level == "debug":
             return

@@ -37,6 +37,7 @@ class TestHardware(Hardware):
         files: dict[str, str],
         cmdlist: list[list[str]],
         balancer_factory: Callable[[SimEnv], Any] | None = None,
+        env_class: type[SimEnv] = SimEnv,
     ) -> None:
         base = Hardware.from_files(files)
         super().__init__(files=base.files, service_config=base.service_config)
@@ -46,8 +47,8 @@ class TestHardware(Hardware):
         self.cur_time = 0
         for node in sorted(self.read_hardware_status_nolock()):
             self.nodes[node] = NodeDaemons(
-                crm_env=SimEnv(node, self, "crm", balancer_factory),
-                lrm_env=SimEnv(node, self, "lrm", balancer_factory),
+                crm_env=env_class(node, self, "crm", balancer_factory),
+                lrm_env=env_class(node, self, "lrm", balancer_factory),
             )
 
     def simulate(self) -> None:

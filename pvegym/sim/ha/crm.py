@@ -20,7 +20,7 @@ from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.manager import Manager
 from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.scheduler import SchedulerError
-from pvegym.sim.ha.tools import count_fenced_services
+from pvegym.sim.ha.tools import QUIET_SERIAL_KEY, count_fenced_services
 
 VALID_STATES = {
     "wait_for_quorum": "cluster is not quorate, waiting",
@@ -49,6 +49,7 @@ class CRM:
         self.shutdown_request = False
         self.disarmed = False
         self.ha_manager_wd: str | None = None
+        self._fenced_memo: tuple[Any, int] = (None, 0)
         self.set_local_status({"state": "wait_for_quorum"})
 
     def request_shutdown(self) -> None:
@@ -130,8 +131,18 @@ class CRM:
         if manager_status is None:
             return False
         # there might be services to fence even if service config is completely empty
+        return not self._count_fenced_services(manager_status)
+
+    def _count_fenced_services(self, manager_status: dict[str, Any]) -> int:
+        """Services on this node to fence; memoized on the manager status's serial (steady
+        state, :data:`~pvegym.sim.ha.tools.QUIET_SERIAL_KEY`)."""
+        serial = manager_status.get(QUIET_SERIAL_KEY)
+        if serial is not None and self._fenced_memo[0] == serial:
+            return self._fenced_memo[1]
         ss = manager_status.get("service_status") or {}
-        return not count_fenced_services(ss, haenv.nodename())
+        count = count_fenced_services(ss, self.haenv.nodename())
+        self._fenced_memo = (serial, count)
+        return count
 
     def can_get_active(self, allow_no_service: bool = False) -> bool:
         """Quorate, no pending fence job, and something to do (services configured, …)."""

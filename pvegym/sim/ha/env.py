@@ -32,6 +32,7 @@ keeps it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from pvegym.sim.ha.resources import Job, ResourcePlugin
@@ -64,10 +65,33 @@ class HAEnv(ABC):
     def loop_end_hook(self) -> None:  # noqa: B027 - optional hook
         """Called at the end of every daemon iteration."""
 
-    @abstractmethod
+    #: log lines written through :meth:`log` so far (the steady-state check counts them)
+    log_count = 0
+
     def log(self, level: str, msg: str) -> None:
+        """Log ``msg`` (:meth:`write_log`) and count it."""
+        self.log_count += 1
+        self.write_log(level, msg)
+
+    @abstractmethod
+    def write_log(self, level: str, msg: str) -> None:
         """``level``: debug, info, notice, warn/warning, err, email …; a trailing newline is
         dropped (Perl ``chomp``)."""
+
+    def quiescence_token(self) -> Hashable | None:
+        """A value that changes whenever an input of this daemon's round may have changed, other
+        than the time and the *values* of the usage statistics; ``None`` (the default): unknown,
+        every round runs in full.
+
+        For the CRM: node membership and quorum, the cluster file system's state, every LRM's mode
+        and results, the service, rules, groups and datacenter configs, the CRM command queue, and
+        anything that decides whether the usage statistics are complete and valid. For an LRM: node
+        membership and quorum, the cluster file system's state, the service config and the running
+        state of this node's services (the manager status it reads carries the Manager's own
+        serial). With it the Manager and the LRM skip the work of a round whose inputs and state
+        are those of a round that changed nothing (see :mod:`pvegym.sim.ha.manager`).
+        """
+        return None
 
     def send_notification(
         self, template_name: str, properties: dict[str, Any], metadata: dict[str, Any]

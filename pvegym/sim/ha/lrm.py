@@ -21,6 +21,7 @@ place when ``max_workers`` is 0 (upstream's regression tests). A failed start is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +36,11 @@ from pvegym.sim.ha.tools import (
     EUNKNOWN_SERVICE_TYPE,
     EWRONG_NODE,
     IGNORED,
+    QUIET_SERIAL_KEY,
     SUCCESS,
     count_active_services,
     count_fenced_services,
+    frozen,
 )
 
 VALID_STATES = {
@@ -87,6 +90,11 @@ class LRM:
         self.service_status: dict[str, dict[str, Any]] = {}
         self.node_status = "unknown"
         self.ha_agent_wd: str | None = None
+        # steady state: the Manager's serial of the manager status read last, the values derived
+        # from it, and the (token, serial) of the last manage_resources that changed nothing
+        self._ms_serial: Any = None
+        self._memo: dict[str, tuple[Any, Any]] = {}
+        self._quiet_manage_key: Any = None
         self.set_local_status({"state": "wait_for_agent_lock"})
 
     # ------------------------------------------------------------------ requests
@@ -218,6 +226,7 @@ class LRM:
             haenv.log("err", f"updating service status from manager failed: {err}")
             return False
         self.service_status = ms.get("service_status") or {}
+        self._ms_serial = ms.get(QUIET_SERIAL_KEY)
         nodename = haenv.nodename()
         self.node_status = (ms.get("node_status") or {}).get(nodename) or "unknown"
         # FIXME (upstream): method name is a bit confusing for doing this
@@ -250,22 +259,48 @@ class LRM:
             haenv.sleep(1)
         return False
 
+    def _memoized(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, reused while the manager status carries the same serial (steady
+        state): the functions memoized are pure functions of the manager status."""
+        serial = self._ms_serial
+        if serial is None:
+            return compute()
+        hit = self._memo.get(name)
+        if hit is not None and hit[0] == serial:
+            return hit[1]
+        value = compute()
+        self._memo[name] = (serial, value)
+        return value
+
     def has_configured_service_on_local_node(self) -> bool:
         """Any service with this node as its node, whatever its requested state."""
         nodename = self.haenv.nodename()
-        return any(sd.get("node") and sd["node"] == nodename for sd in self.service_status.values())
+
+        def compute() -> bool:
+            return any(
+                sd.get("node") and sd["node"] == nodename for sd in self.service_status.values()
+            )
+
+        return bool(self._memoized("configured", compute))
 
     def is_fence_requested(self) -> bool:
         nodename = self.haenv.nodename()
-        fenced = count_fenced_services(self.service_status, nodename)
-        return bool(fenced) or self.node_status == "fence"
+
+        def compute() -> bool:
+            fenced = count_fenced_services(self.service_status, nodename)
+            return bool(fenced) or self.node_status == "fence"
+
+        return bool(self._memoized("fence", compute))
 
     def is_maintenance_requested(self) -> bool:
         """Shutdown maintenance or a manual request."""
         return self.mode == "maintenance"
 
     def active_service_count(self) -> int:
-        return count_active_services(self.service_status, self.haenv.nodename())
+        nodename = self.haenv.nodename()
+        return int(
+            self._memoized("active", lambda: count_active_services(self.service_status, nodename))
+        )
 
     # ------------------------------------------------------------------ the loop
 
@@ -537,7 +572,33 @@ class LRM:
             return -1
 
     def manage_resources(self) -> int:
-        """Queue the command the manager status asks for every service on this node."""
+        """Queue the command the manager status asks for every service on this node, run them.
+
+        Steady state: with the same :meth:`~HAEnv.quiescence_token` and manager status serial as
+        a call that queued, logged and changed nothing (its ``stopped`` jobs reported what they
+        had reported before), and no job pending, a call would do that again: it is skipped.
+        """
+        haenv = self.haenv
+        token = haenv.quiescence_token()
+        key = None if token is None or self._ms_serial is None else (token, self._ms_serial)
+        if key is not None and key == self._quiet_manage_key and not self.workers:
+            return 0
+        self._quiet_manage_key = None
+        logs0 = haenv.log_count
+        before = (frozen(self.results), dict(self.restart_tries)) if key is not None else None
+        idle_before = not self.workers
+        res = self._manage_resources()
+        if (
+            before is not None
+            and idle_before
+            and not self.workers
+            and haenv.log_count == logs0
+            and before == (frozen(self.results), self.restart_tries)
+        ):
+            self._quiet_manage_key = key
+        return res
+
+    def _manage_resources(self) -> int:
         nodename = self.haenv.nodename()
         ss = self.service_status
         for sid in list(self.restart_tries):

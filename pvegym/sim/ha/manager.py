@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Hashable
 from typing import Any
 
 from pvegym.sim.ha.env import HAEnv
@@ -42,8 +43,10 @@ from pvegym.sim.ha.tools import (
     ERROR,
     EWRONG_NODE,
     IGNORED,
+    QUIET_SERIAL_KEY,
     SUCCESS,
     count_active_services,
+    frozen,
     has_min_version,
 )
 from pvegym.sim.ha.usage import BasicUsage, DynamicUsage, StaticUsage, Usage
@@ -85,6 +88,8 @@ REMOVABLE_LOCKS = (
 )
 
 _uid_counter = itertools.count(1)
+
+_serials = itertools.count(1)
 
 
 def compute_new_uuid(state: str) -> str:
@@ -149,6 +154,7 @@ def select_service_node(
     if node_preference == "none" and pri_nodes.get(current_node):
         return current_node
 
+    online_node_usage.score_calls += 1
     scores = online_node_usage.score_nodes_to_start_service(sid, current_node)
     nodes = sorted(pri_nodes, key=lambda n: (scores.get(n, 0.0), n))
 
@@ -180,7 +186,10 @@ class Manager:
         self.group_migration_round = 3  # wait a little bit
         self.compiled_rules: CompiledRules | None = None
         self.groups: Any = None
-        self.online_node_usage: Usage = BasicUsage(haenv)
+        self._usage: Usage | None = None
+        # steady state: the token of the last settled round and its LRM results and modes
+        self._quiet_token: Hashable | None = None
+        self._quiet_lrm: tuple[dict[str, dict[str, Any]], dict[str, str]] = ({}, {})
         self.all_lrms_disarmed = False
         self.balancer: Balancer | None = haenv.new_balancer()
         if self.balancer is not None:
@@ -308,7 +317,15 @@ class Manager:
             sd: dict[str, Any] = {k: st[k] for k in ("node", "state", "running") if k in st}
             online_node_usage.add_service_usage(sid, sd)
 
-        self.online_node_usage = online_node_usage
+        self._usage = online_node_usage
+
+    @property
+    def online_node_usage(self) -> Usage:
+        """The round's node usage; built on first use in a quiet round."""
+        if self._usage is None:
+            self.recompute_online_node_usage()
+            assert self._usage is not None
+        return self._usage
 
     def change_service_state(self, sid: str, new_state: str, **params: Any) -> None:
         """``$change_service_state``: a new state (and params such as node, target), a new uid,
@@ -701,11 +718,38 @@ class Manager:
     # ------------------------------------------------------------------ the round
 
     def manage(self) -> None:
+        """One CRM round (``Manager::manage``).
+
+        **Steady state.** When the environment gives a :meth:`~HAEnv.quiescence_token` equal to
+        that of a *settled* round (one that changed no service, node or manager state, logged
+        nothing, had every node online and every service on a known node, and placed no service by
+        score), this round is *quiet*: the steps that are pure functions of those unchanged inputs
+        and state — reading the LRM results, the service, group and rules configs, adding and
+        removing services, rebuilding the usage, and the service state machine — would redo exactly
+        what the settled round did, which was nothing, so they are skipped. Everything else runs as
+        always: node status bookkeeping, the CRS settings, the CRM commands, the balancer, the
+        manager status. If the balancer moves a service, the round continues on the full path.
+        The usage is then built on first use (:attr:`online_node_usage`).
+        """
         haenv, ms, ns, ss = self.haenv, self.ms, self.ns, self.ss
+        token = haenv.quiescence_token()
+        quiet = token is not None and token == self._quiet_token
+        logs0 = haenv.log_count
+        before = None
+        if quiet:
+            self._usage = None  # this round's usage: built on first use
+        else:
+            self._quiet_token = None
+            self._set_serial(token)
+            if token is not None:
+                before = self._state_snapshot()
 
         node_info, _ = haenv.get_node_info()
         has_changed_nodelist = ns.check_for_changed_nodelist(node_info)
-        lrm_results, lrm_modes = self.read_lrm_status()
+        if quiet:
+            lrm_results, lrm_modes = self._quiet_lrm
+        else:
+            lrm_results, lrm_modes = self.read_lrm_status()
 
         ns.update(node_info, lrm_modes)
 
@@ -716,6 +760,46 @@ class Manager:
         self.update_crs_scheduler_mode()
         self.try_persistent_group_migration()
 
+        sc: dict[str, dict[str, Any]] = {}
+        if not quiet:
+            sc = self._read_services_and_rules(has_changed_nodelist)
+
+        self.update_crm_commands()
+
+        deferred: dict[str, int] | None = None
+        disarm = ms.get("disarm")
+        if disarm:
+            deferred = self.handle_disarm(disarm, ss, lrm_modes)
+            if not deferred:
+                return  # disarm active and progressing, skip normal service state machine
+            # disarm deferred - fall through but only process services in transient states
+        else:
+            # no new migrations while a disarm is pending or deferred
+            self.load_balance()
+
+        if quiet:
+            if haenv.log_count == logs0:
+                self.flush_master_status()
+                return  # the state machine would change nothing: the settled round's result
+            # the balancer queued a motion: the rest of the round runs on the full path
+            self._quiet_token = None
+            self._set_serial(token)
+            lrm_results, lrm_modes = self.read_lrm_status()
+            sc, _ = haenv.read_service_config()
+            migrate_groups_to_resources(self.groups, sc)
+
+        self._state_machine(sc, lrm_results, lrm_modes, deferred)
+
+        if before is not None and self._settled(before, logs0):
+            self._quiet_token = token
+            self._quiet_lrm = (lrm_results, lrm_modes)
+        self.flush_master_status()
+
+    def _read_services_and_rules(self, has_changed_nodelist: bool) -> dict[str, dict[str, Any]]:
+        """The service config (with new and stale services applied to the service status), the
+        round's node usage and the compiled rules (recompiled when anything they depend on
+        changed); returns the service config."""
+        haenv, ms, ns, ss = self.haenv, self.ms, self.ns, self.ss
         sc, services_digest = haenv.read_service_config()
         self.groups = haenv.read_group_config()  # update
 
@@ -763,20 +847,17 @@ class Manager:
             self.last_rules_digest = new_rules.get("digest")
             self.last_groups_digest = self.groups.get("digest")
             self.last_services_digest = services_digest
+        return sc
 
-        self.update_crm_commands()
-
-        deferred: dict[str, int] | None = None
-        disarm = ms.get("disarm")
-        if disarm:
-            deferred = self.handle_disarm(disarm, ss, lrm_modes)
-            if not deferred:
-                return  # disarm active and progressing, skip normal service state machine
-            # disarm deferred - fall through but only process services in transient states
-        else:
-            # no new migrations while a disarm is pending or deferred
-            self.load_balance()
-
+    def _state_machine(
+        self,
+        sc: dict[str, dict[str, Any]],
+        lrm_results: dict[str, dict[str, Any]],
+        lrm_modes: dict[str, str],
+        deferred: dict[str, int] | None,
+    ) -> None:
+        """The service state machine, repeated until no state changes, with fencing."""
+        haenv, ns, ss = self.haenv, self.ns, self.ss
         self.all_lrms_disarmed = False
 
         while True:
@@ -856,7 +937,56 @@ class Manager:
             if not repeat:
                 break
 
-        self.flush_master_status()
+    # ------------------------------------------------------------------ steady state
+
+    def _set_serial(self, token: Hashable | None) -> None:
+        """A new serial for the manager status: the LRMs' memos of it are stale. Written only
+        where the environment supports steady state (``token`` is not ``None``)."""
+        if token is None:
+            self.ms.pop(QUIET_SERIAL_KEY, None)
+        else:
+            self.ms[QUIET_SERIAL_KEY] = next(_serials)
+
+    def _state_snapshot(self) -> Any:
+        """Everything a round may change in the Manager (but the nodes' last online times)."""
+        ms = self.ms
+        # the uids are left out: every round gives each started service whose start the LRM
+        # confirmed a new one, so that its LRM checks again that it runs (next_state_started);
+        # a quiet round skips that check, which the quiescence token makes redundant
+        services = {sid: {k: v for k, v in sd.items() if k != "uid"} for sid, sd in self.ss.items()}
+        return frozen(
+            (
+                services,
+                self.ns.status,
+                ms.get("node_request"),
+                ms.get("disarm"),
+                self.crs_scheduler,
+                self.group_migration_round,
+                self.last_rules_digest,
+                self.last_groups_digest,
+                self.last_services_digest,
+            )
+        )
+
+    def _settled(self, before: Any, logs0: int) -> bool:
+        """The round changed nothing and its outcome depends on neither time nor scores."""
+        ns, ms = self.ns, self.ms
+        if self.haenv.log_count != logs0 or ms.get("disarm"):
+            return False
+        # the clock: fencing and the deletion of gone nodes wait on it, and so does every service
+        # on a node that is not online (node_is_offline_delayed)
+        if any(state in ("fence", "gone") for state in ns.status.values()):
+            return False
+        online = ns.status
+        for sd in self.ss.values():
+            if online.get(str(sd.get("node"))) != "online":
+                return False
+            target = sd.get("target")
+            if target is not None and online.get(target) != "online":
+                return False
+        if self._usage is not None and self._usage.score_calls:
+            return False  # a placement by score: scores follow the usage statistics
+        return self._state_snapshot() == before
 
     # ------------------------------------------------------------------ next states
     # $cd: service configuration data (read only); $sd: service status data (read only).

@@ -90,3 +90,18 @@ def has_min_version(version: str, min_version: str) -> bool:
         and rev is not None
         and rev < min_rev_v
     )
+
+
+#: key of the manager status that carries the Manager's serial where the environment supports the
+#: steady state (:meth:`~pvegym.sim.ha.env.HAEnv.quiescence_token`): a new value whenever the
+#: service, node or manager state may have changed; the LRMs memoize on it
+QUIET_SERIAL_KEY = "pvegym-serial"
+
+
+def frozen(value: Any) -> Any:
+    """A deep, comparable (hashable) copy of JSON-like data."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(frozen(v) for v in value)
+    return value

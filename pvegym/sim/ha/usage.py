@@ -35,6 +35,8 @@ class Usage:
 
     def __init__(self, haenv: HAEnv) -> None:
         self.haenv = haenv
+        #: nodes scored for a placement this round (the Manager's steady-state check reads it)
+        self.score_calls = 0
 
     def add_node(self, nodename: str) -> None:
         raise NotImplementedError
