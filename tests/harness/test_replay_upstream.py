@@ -183,3 +183,30 @@ def test_bad_input_exit_2(
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert needle in err
+
+
+def test_replay_runs_the_model_layers_ha_manager(monkeypatch, capsys):
+    """One implementation: ``pvegym replay-upstream`` goes through the model layer's round entry
+    points (``Manager.manage``, ``LRM.do_one_iteration``) — the harness adds only hardware."""
+    from pvegym.sim.ha.lrm import LRM
+    from pvegym.sim.ha.manager import Manager
+
+    calls = {"manage": 0, "lrm": 0}
+    manage, lrm = Manager.manage, LRM.do_one_iteration
+
+    def counted_manage(self):
+        calls["manage"] += 1
+        return manage(self)
+
+    def counted_lrm(self):
+        calls["lrm"] += 1
+        return lrm(self)
+
+    monkeypatch.setattr(Manager, "manage", counted_manage)
+    monkeypatch.setattr(LRM, "do_one_iteration", counted_lrm)
+    d = DATA / "test-crs-dynamic-auto-rebalance2"
+    assert _cli(monkeypatch, ["replay-upstream", str(d), "--log"]) == 0
+    assert "auto rebalance - migrate vm:101 to node2" in capsys.readouterr().out
+    # 30 CRM rounds of the master (t = 20 ... 600) and 3 LRMs per loop
+    assert calls["manage"] == 30
+    assert calls["lrm"] == 3 * 30
