@@ -249,10 +249,11 @@ def _check_datacenter(data: Any) -> dict[str, Any]:
     for key in ha:
         if key != "shutdown_policy":
             raise ConfigError(f"datacenter.cfg.ha.{key}", "unknown key (allowed: shutdown_policy)")
-    if "shutdown_policy" in ha and ha["shutdown_policy"] not in SHUTDOWN_POLICIES:
+    # an unknown policy is understood: the LRM logs it and falls back to conditional
+    if "shutdown_policy" in ha and not isinstance(ha["shutdown_policy"], str):
         raise ConfigError(
             "datacenter.cfg.ha.shutdown_policy",
-            f"unknown policy {ha['shutdown_policy']!r} (allowed: {', '.join(SHUTDOWN_POLICIES)})",
+            f"must be a string ({', '.join(SHUTDOWN_POLICIES)}), got {ha['shutdown_policy']!r}",
         )
     crs = _obj(d.get("crs", {}), "datacenter.cfg.crs")
     p = "datacenter.cfg.crs"
@@ -268,9 +269,10 @@ def _check_datacenter(data: Any) -> dict[str, Any]:
     for key in crs:
         if key not in allowed:
             raise ConfigError(f"{p}.{key}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
-    if crs.get("ha", "basic") not in CRS_MODES:
+    # an unknown mode is understood: the Manager logs it and schedules as 'basic'
+    if not isinstance(crs.get("ha", "basic"), str):
         raise ConfigError(
-            f"{p}.ha", f"unknown scheduler mode {crs['ha']!r} (allowed: {', '.join(CRS_MODES)})"
+            f"{p}.ha", f"must be a string ({', '.join(CRS_MODES)}), got {crs['ha']!r}"
         )
     for key in ("ha-rebalance-on-start", "ha-auto-rebalance"):
         if crs.get(key, 0) not in (0, 1, True, False, "0", "1"):

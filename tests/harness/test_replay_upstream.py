@@ -164,8 +164,9 @@ def test_cli_shows_first_difference(tmp_path: Path, monkeypatch, capsys):
         ("cmdlist", '[["power node1 on", "frobnicate node1"]]', "cmdlist[0][1]"),
         ("cmdlist", '[["power node7 on"]]', "cmdlist[0][0]"),
         ("cmdlist", '[["service vm:101 set-dynamic-stats cpu lots"]]', "cmdlist[0][0]"),
-        ("datacenter.cfg", '{"crs": {"ha": "fancy"}}', "datacenter.cfg.crs.ha"),
-        ("datacenter.cfg", '{"ha": {"shutdown_policy": "panic"}}', "datacenter.cfg.ha"),
+        ("datacenter.cfg", '{"crs": {"ha": 3}}', "datacenter.cfg.crs.ha"),
+        ("datacenter.cfg", '{"crs": {"ha-auto-rebalance-treshold": 0.2}}', "treshold"),
+        ("datacenter.cfg", '{"ha": {"shutdown_policy": ["panic"]}}', "datacenter.cfg.ha"),
         (
             "dynamic_service_stats",
             '{"vm:101": {"cpu": "lots"}}',
@@ -210,3 +211,17 @@ def test_replay_runs_the_model_layers_ha_manager(monkeypatch, capsys):
     # 30 CRM rounds of the master (t = 20 ... 600) and 3 LRMs per loop
     assert calls["manage"] == 30
     assert calls["lrm"] == 3 * 30
+
+
+def test_unknown_modes_are_handled_as_upstream_does(tmp_path: Path):
+    """An unknown scheduler mode and shutdown policy are not errors upstream: the Manager logs
+    "got unknown scheduler mode 'fancy', using 'basic'" every round, the LRM "unknown shutdown
+    policy 'panic', fall back to conditional"."""
+    d = _copy(tmp_path, "test-shutdown-policy1")
+    (d / "datacenter.cfg").write_text(
+        '{"crs": {"ha": "fancy"}, "ha": {"shutdown_policy": "panic"}}'
+    )
+    messages = [e.message for e in replay_dir(d).log]
+    assert "using scheduler mode 'fancy'" in messages
+    assert "got unknown scheduler mode 'fancy', using 'basic'" in messages
+    assert "unknown shutdown policy 'panic', fall back to conditional" in messages
