@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.perl import truthy
-from pvegym.sim.ha.resources import ResourcePlugin
+from pvegym.sim.ha.resources import AgentEnv, ResourcePlugin
 
 if TYPE_CHECKING:
     from pvegym.harness.hardware import Hardware
@@ -35,11 +34,11 @@ class SimResource:
     def exists(self, id: str) -> bool:
         return True  # in the virtual cluster every virtual guest exists
 
-    def check_running(self, haenv: HAEnv, id: str) -> bool:
+    def check_running(self, haenv: AgentEnv, id: str) -> bool:
         ss = self.hardware.read_service_status(haenv.nodename())
         return truthy(ss.get(f"{self.type_name}:{id}"))
 
-    def start(self, haenv: HAEnv, id: str) -> None:
+    def start(self, haenv: AgentEnv, id: str) -> None:
         sid = f"{self.type_name}:{id}"
         nodename = haenv.nodename()
         ss = self.hardware.read_service_status(nodename)
@@ -51,7 +50,7 @@ class SimResource:
         ss[sid] = 1
         self.hardware.write_service_status(nodename, ss)
 
-    def shutdown(self, haenv: HAEnv, id: str, timeout: Any = None) -> None:
+    def shutdown(self, haenv: AgentEnv, id: str, timeout: Any = None) -> None:
         sid = f"{self.type_name}:{id}"
         nodename = haenv.nodename()
         ss = self.hardware.read_service_status(nodename)
@@ -63,7 +62,7 @@ class SimResource:
         ss[sid] = 0
         self.hardware.write_service_status(nodename, ss)
 
-    def migrate(self, haenv: HAEnv, id: str, target: str, online: bool) -> bool:
+    def migrate(self, haenv: AgentEnv, id: str, target: str, online: bool) -> bool:
         sid = f"{self.type_name}:{id}"
         nodename = haenv.nodename()
         ss = self.hardware.read_service_status(nodename)
@@ -88,7 +87,7 @@ class SimResource:
         return sid not in ss
 
     def remove_locks(
-        self, haenv: HAEnv, id: str, locks: list[str], service_node: str
+        self, haenv: AgentEnv, id: str, locks: list[str], service_node: str
     ) -> str | None:
         sid = f"{self.type_name}:{id}"
         for lock in locks:
@@ -105,7 +104,7 @@ class VirtVM(SimResource):
 class VirtCT(SimResource):
     type_name = "ct"
 
-    def migrate(self, haenv: HAEnv, id: str, target: str, online: bool) -> bool:
+    def migrate(self, haenv: AgentEnv, id: str, target: str, online: bool) -> bool:
         ss = self.hardware.read_service_status(haenv.nodename())
         if online and truthy(ss.get(f"ct:{id}")):
             haenv.log("warn", "unable to live migrate running container, fallback to relocate")
@@ -138,7 +137,7 @@ class VirtFail(SimResource):
     def exists(self, id: str) -> bool:
         return bool(decode_fail_id(id)[3])
 
-    def _fails(self, haenv: HAEnv, what: str, id: str, failures: int, limit: int) -> bool:
+    def _fails(self, haenv: AgentEnv, what: str, id: str, failures: int, limit: int) -> bool:
         tries = self.hardware.fail_tries[what]
         if limit == 0 or haenv.nodename() == f"node{limit}":
             tries[id] = tries.get(id, 0) + 1
@@ -147,18 +146,18 @@ class VirtFail(SimResource):
         tries[id] = 0  # reset counts
         return False
 
-    def start(self, haenv: HAEnv, id: str) -> None:
+    def start(self, haenv: AgentEnv, id: str) -> None:
         start_failures, _, _, _, limit = decode_fail_id(id)
         if self._fails(haenv, "start", id, start_failures, limit):
             return
         super().start(haenv, id)
 
-    def shutdown(self, haenv: HAEnv, id: str, timeout: Any = None) -> None:
+    def shutdown(self, haenv: AgentEnv, id: str, timeout: Any = None) -> None:
         if decode_fail_id(id)[2]:
             return
         super().shutdown(haenv, id, timeout)
 
-    def migrate(self, haenv: HAEnv, id: str, target: str, online: bool) -> bool:
+    def migrate(self, haenv: AgentEnv, id: str, target: str, online: bool) -> bool:
         _, migrate_failures, _, _, limit = decode_fail_id(id)
         if self._fails(haenv, "migrate", id, migrate_failures, limit):
             return False

@@ -27,8 +27,8 @@ from pvegym.sim.ha.perl import truthy
 from pvegym.sim.view import ClusterView, NodeAffinityRule, ResourceAffinityRule, Rules
 
 if TYPE_CHECKING:
-    from pvegym.sim.ha.manager import Manager
     from pvegym.sim.ha.rules import CompiledRules
+    from pvegym.sim.ha.usage import Usage
 
 
 def view_rules(compiled: CompiledRules | None) -> Rules:
@@ -62,11 +62,17 @@ def view_rules(compiled: CompiledRules | None) -> Rules:
     return Rules(tuple(node_rules), tuple(res_rules))
 
 
-def cluster_view(manager: Manager) -> ClusterView:
-    """The round's view for ``manager``'s balancer (see the module docstring)."""
-    usage = manager.online_node_usage
-    ss = manager.ss
-    node_names = tuple(manager.ns.list_nodes())
+def cluster_view(
+    t: float,
+    node_names: tuple[str, ...],
+    usage: Usage,
+    ss: dict[str, dict[str, Any]],
+    compiled_rules: CompiledRules | None,
+    motion_active: bool,
+    mode: str,
+) -> ClusterView:
+    """The round's view for the balancer at time ``t`` (s): the nodes the CRM knows, the round's
+    ``usage``, the service status ``ss`` (see the module docstring)."""
     index = {n: i for i, n in enumerate(node_names)}
     online = set(usage.list_nodes())
     node_stats: dict[str, dict[str, Any]] = getattr(usage, "node_stats", None) or {}
@@ -96,7 +102,7 @@ def cluster_view(manager: Manager) -> ClusterView:
     nan_g = np.full(g, np.nan)
     gmem = np.array([stat(s, "mem") for s in sids], dtype=np.float64)
     return ClusterView(
-        t=float(manager.haenv.get_time()),
+        t=float(t),
         node_names=node_names,
         node_online=np.array([x in online for x in node_names], dtype=bool),
         node_maxcpu=maxcpu,
@@ -123,7 +129,7 @@ def cluster_view(manager: Manager) -> ClusterView:
         guest_mem_some=nan_g.copy(),
         guest_mem_full=nan_g.copy(),
         guest_migratable=np.ones(g, dtype=bool),
-        rules=view_rules(manager.compiled_rules),
-        motion_active=manager.any_resource_motion_queued_or_running(),
-        mode=manager.crs_scheduler or "basic",
+        rules=view_rules(compiled_rules),
+        motion_active=motion_active,
+        mode=mode,
     )

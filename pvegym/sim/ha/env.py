@@ -33,13 +33,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pvegym.sim.ha.resources import Job, ResourcePlugin
 from pvegym.sim.view import Balancer, ClusterView
-
-if TYPE_CHECKING:
-    from pvegym.sim.ha.manager import Manager
 
 
 class HAEnv(ABC):
@@ -249,10 +246,11 @@ class HAEnv(ABC):
         failover); ``None``: no automatic rebalancing."""
         return None
 
-    def balancer_view(self, manager: Manager) -> ClusterView:
-        """The view the Manager's balancer decides on this round. Default: built from the
-        Manager's usage, service status and rules (:mod:`pvegym.sim.ha.balancer_view`); an
-        environment with its own telemetry (pvegym's cluster model) may build it directly."""
-        from pvegym.sim.ha.balancer_view import cluster_view
-
-        return cluster_view(manager)
+    def balancer_view(self, manager: Any) -> ClusterView | None:
+        """The view the Manager's balancer decides on this round, or ``None`` (the default): the
+        Manager builds it from its usage, service status and rules
+        (:mod:`pvegym.sim.ha.balancer_view`). An environment with its own telemetry (pvegym's
+        cluster model) builds it directly; ``manager`` is the
+        :class:`~pvegym.sim.ha.manager.Manager` (``ss``, ``compiled_rules``,
+        ``any_resource_motion_queued_or_running()``, ``crs_scheduler``)."""
+        return None

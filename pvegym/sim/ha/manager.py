@@ -25,6 +25,7 @@ import re
 from collections.abc import Hashable
 from typing import Any
 
+from pvegym.sim.ha.balancer_view import cluster_view
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import migrate_groups_to_resources, migrate_groups_to_rules
 from pvegym.sim.ha.node_status import NodeStatus
@@ -247,7 +248,18 @@ class Manager:
         balancer = self.balancer
         if balancer is None:
             return
-        motion = balancer.decide(self.haenv.balancer_view(self))
+        view = self.haenv.balancer_view(self)
+        if view is None:
+            view = cluster_view(
+                self.haenv.get_time(),
+                tuple(self.ns.list_nodes()),
+                self.online_node_usage,
+                self.ss,
+                self.compiled_rules,
+                self.any_resource_motion_queued_or_running(),
+                self.crs_scheduler or "basic",
+            )
+        motion = balancer.decide(view)
         if motion is None:
             return
         sid, target = motion.sid, motion.target

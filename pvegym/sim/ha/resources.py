@@ -17,15 +17,22 @@ What a yielded value means is private to the environment and its plugins.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-
-if TYPE_CHECKING:
-    from pvegym.sim.ha.env import HAEnv
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
 #: A resource-agent job: yields while it waits, returns its value (an exit code for a worker).
 Job = Generator[Any, Any, T]
+
+
+class AgentEnv(Protocol):
+    """What a plugin may use of the node's environment (an :class:`~pvegym.sim.ha.env.HAEnv`)."""
+
+    def nodename(self) -> str: ...
+
+    def log(self, level: str, msg: str) -> None: ...
+
+    def sleep(self, delay: float) -> None: ...
 
 
 class ResourcePlugin(Protocol):
@@ -39,18 +46,18 @@ class ResourcePlugin(Protocol):
 
     def exists(self, id: str) -> bool: ...
 
-    def check_running(self, haenv: HAEnv, id: str) -> bool: ...
+    def check_running(self, haenv: AgentEnv, id: str) -> bool: ...
 
-    def start(self, haenv: HAEnv, id: str) -> Any: ...
+    def start(self, haenv: AgentEnv, id: str) -> Any: ...
 
-    def shutdown(self, haenv: HAEnv, id: str, timeout: Any = None) -> Any: ...
+    def shutdown(self, haenv: AgentEnv, id: str, timeout: Any = None) -> Any: ...
 
-    def migrate(self, haenv: HAEnv, id: str, target: str, online: bool) -> Any:
+    def migrate(self, haenv: AgentEnv, id: str, target: str, online: bool) -> Any:
         """Move the service to ``target`` (live if ``online``); truthy if it moved."""
         ...
 
     def remove_locks(
-        self, haenv: HAEnv, id: str, locks: list[str], service_node: str
+        self, haenv: AgentEnv, id: str, locks: list[str], service_node: str
     ) -> str | None:
         """Remove the first of ``locks`` the service holds; the removed lock or ``None``."""
         ...

@@ -28,7 +28,7 @@ from pvegym.harness.sim_env import SimEnv
 from pvegym.harness.testhardware import TestHardware
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "upstream-tests"
-DIRS = sorted(p for p in DATA.iterdir() if p.is_dir())
+DIRS = sorted(p for p in DATA.iterdir() if p.is_dir() and p.name.startswith("test-"))
 
 _STATS = ("static_service_stats", "dynamic_service_stats")
 
