@@ -31,9 +31,10 @@ from typing import Any
 from pvegym.sim.ha.crm import CRM
 from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.lrm import LRM, LRMProcess
-from pvegym.sim.ha.perl import PerlDie, truthy
+from pvegym.sim.ha.perl import PerlDie, numify, truthy
 from pvegym.sim.ha.rules import Rules
 from pvegym.sim.ha.rules_formats import pve_verify_ha_resource_id
+from pvegym.sim.ha.section_config import split_list
 
 #: where upstream's harness keeps the cluster file system (named in parser warnings)
 STATUSDIR = "status"
@@ -179,7 +180,7 @@ class Hardware:
             for k in [x for kv in param.items() for x in kv]:
                 sconf[str(k)] = param.get(k) if isinstance(k, str) else None
             if delete:
-                for k in _split_list(str(delete)):
+                for k in split_list(str(delete)):
                     sconf.pop(k, None)
         self.write_service_config(conf)
 
@@ -373,7 +374,7 @@ class Hardware:
 
     def log(self, level: str, msg: str, source: str | None = None) -> None:
         """``TestHardware::log``: the level as is, the source ``hardware`` by default."""
-        self.log_entries.append(LogEntry(level, self.get_time(), source or "hardware", _chomp(msg)))
+        self.log_entries.append(LogEntry(level, self.get_time(), source or "hardware", chomp(msg)))
 
     # ------------------------------------------------------------------ membership
 
@@ -572,7 +573,7 @@ class Hardware:
                     raise SimulationError(
                         f"sim_hardware_cmd: unknown target stat '{target}' for '{action}' command"
                     )
-                value = _perl_number(params[i + 1])
+                value = numify(params[i + 1])
                 new[target] = value * 1024**2 if target in ("maxmem", "mem") else float(value)
             which = "static" if action == "set-static-stats" else "dynamic"
             self._set_service_stats(which, sid, new)
@@ -689,9 +690,9 @@ class Hardware:
                 raise PerlDie("Can't use an undefined value as a HASH reference")
             usage = {**static[sid], **dynamic[sid]}
             stats[sid]["usage"] = usage
-            if _perl_number(usage.get("cpu")) > _perl_number(usage.get("maxcpu")):
+            if numify(usage.get("cpu")) > numify(usage.get("maxcpu")):
                 self.log("warning", f"overcommitted cpu on '{sid}'")
-            if _perl_number(usage.get("mem")) > _perl_number(usage.get("maxmem")):
+            if numify(usage.get("mem")) > numify(usage.get("maxmem")):
                 self.log("warning", f"overcommitted mem on '{sid}'")
         return stats
 
@@ -740,26 +741,6 @@ class Hardware:
         return DEFAULT_NODE_VERSION if version is None else str(version)
 
 
-def _chomp(msg: str) -> str:
+def chomp(msg: str) -> str:
+    """Perl's ``chomp``: one trailing newline removed."""
     return msg[:-1] if msg.endswith("\n") else msg
-
-
-def _split_list(text: str) -> list[str]:
-    """``PVE::Tools::split_list``: items separated by commas, semicolons or whitespace."""
-    import re
-
-    return [x for x in re.split(r"[,;\s]+", text.strip()) if x]
-
-
-def _perl_number(value: Any) -> float:
-    """Perl numification of a scalar (``"8.0"`` → 8, undef → 0, a non-number prefix → 0)."""
-    if value is None:
-        return 0.0
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value)
-    import re
-
-    m = re.match(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)", str(value))
-    return float(m.group(1)) if m else 0.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pvegym.harness.hardware import Hardware, SimulationError
+from pvegym.harness.hardware import Hardware, LogEntry, SimulationError, chomp
 from pvegym.harness.sim_resources import plugin_for
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.perl import PerlDie
@@ -71,10 +71,8 @@ class SimEnv(HAEnv):
         """``TestEnv::log``: debug is dropped, the level cut to 4 characters."""
         if level == "debug":
             return
-        from pvegym.harness.hardware import LogEntry, _chomp
-
         self.hardware.log_entries.append(
-            LogEntry(level[:4], self.get_time(), f"{self._nodename}/{self.log_id}", _chomp(msg))
+            LogEntry(level[:4], self.get_time(), f"{self._nodename}/{self.log_id}", chomp(msg))
         )
 
     def send_notification(

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from pvegym.errors import ConfigError
+from pvegym.harness.hardware import LogEntry
 
 FILES = frozenset(
     {
@@ -72,19 +73,6 @@ CRS_MODES = ("basic", "static", "dynamic")
 SHUTDOWN_POLICIES = ("conditional", "freeze", "failover", "migrate")
 DEFAULT_NODES = ("node1", "node2", "node3")
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One line of ``log.expect``: level, time (s), source, message."""
-
-    level: str
-    t: int
-    source: str
-    message: str
-
-    def format(self) -> str:
-        return f"{self.level:<5} {self.t:5d} {self.source:>12}: {self.message}"
 
 
 @dataclass(slots=True)
@@ -424,14 +412,14 @@ def _check_service_command(text: str, path: str, args: list[str], nodes: set[str
         raise ConfigError(path, f"unknown service action {action!r} in {text!r}")
 
 
-def parse_log(text: str, fname: str = "log.expect") -> list[LogLine]:
+def parse_log(text: str, fname: str = "log.expect") -> list[LogEntry]:
     """The lines of a ``log.expect`` (a line that is not ``<level> <time> <source>: <msg>``
     continues the previous message, as upstream's multi-line messages do)."""
-    out: list[LogLine] = []
+    out: list[LogEntry] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         m = LOG_RE.match(raw)
         if m:
-            out.append(LogLine(m.group(1), int(m.group(2)), m.group(3), m.group(4)))
+            out.append(LogEntry(m.group(1), int(m.group(2)), m.group(3), m.group(4)))
         elif not out:
             raise ConfigError(
                 f"{fname}:{lineno}", f"expected '<level> <time> <source>: <message>', got {raw!r}"

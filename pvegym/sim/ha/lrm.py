@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pvegym.sim.ha.env import HAEnv
-from pvegym.sim.ha.perl import PerlDie, truthy
+from pvegym.sim.ha.perl import PerlDie, numify, truthy
 from pvegym.sim.ha.resources import Job, await_result, run_in_place
 from pvegym.sim.ha.tools import (
     ERROR,
@@ -708,7 +708,7 @@ class LRM:
                 return exit_code
             if exit_code == ERROR:
                 tries.setdefault(sid, 0)
-                if tries[sid] >= _num(max_restart):
+                if tries[sid] >= numify(max_restart):
                     haenv.log(
                         "err",
                         f"unable to start service {sid} on local node after {tries[sid]} retries",
@@ -804,13 +804,3 @@ class LRM:
 
         haenv.log("err", f"implement me (cmd '{cmd}')")
         return EUNKNOWN_COMMAND
-
-
-def _num(value: Any) -> float:
-    """A Perl number from a config value (undef is 0)."""
-    if value is None:
-        return 0.0
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return 0.0

@@ -29,7 +29,7 @@ from pvegym.sim.ha.balancer_view import cluster_view
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import migrate_groups_to_resources, migrate_groups_to_rules
 from pvegym.sim.ha.node_status import NodeStatus
-from pvegym.sim.ha.perl import PerlDie, truthy
+from pvegym.sim.ha.perl import PerlDie, numify, truthy
 from pvegym.sim.ha.rules import CompiledRules, Rules
 from pvegym.sim.ha.rules_node_affinity import get_node_affinity
 from pvegym.sim.ha.rules_resource_affinity import (
@@ -1166,7 +1166,7 @@ class Manager:
                     self.change_service_state(sid, cmd, node=sd.get("node"), target=target)
             elif cmd == "stop":
                 timeout = sd["cmd"].pop(0) if sd["cmd"] else None
-                if _perl_num(timeout) == 0:
+                if numify(timeout) == 0:
                     haenv.log("info", f"request immediate service hard-stop for service '{sid}'")
                 else:
                     haenv.log(
@@ -1197,7 +1197,7 @@ class Manager:
                 sd.pop("running", None)
                 # apply our relocate policy if we got ERROR from the LRM
                 self.record_service_failed_on_node(sid, sd["node"])
-                if len(sd["failed_nodes"]) <= _perl_num(cd.get("max_relocate")):
+                if len(sd["failed_nodes"]) <= numify(cd.get("max_relocate")):
                     # tell select_service_node to relocate if possible
                     select_node_preference = "try-next"
                     haenv.log(
@@ -1316,13 +1316,3 @@ class Manager:
                 # allow getting a service out of recovery manually if an admin disables it.
                 sd.pop("failed_nodes", None)  # clean up on recovery to stopped
                 self.change_service_state(sid, "stopped")  # must NOT go through request_stop
-
-
-def _perl_num(value: Any) -> float:
-    """Perl's numeric value of a scalar: a number, a numeric prefix of a string, or 0."""
-    if value is None or isinstance(value, bool):
-        return float(bool(value))
-    if isinstance(value, int | float):
-        return float(value)
-    m = re.match(r"\s*([+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?))", str(value))
-    return float(m.group(1)) if m else 0.0
