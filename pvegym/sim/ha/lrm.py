@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pvegym.sim.ha.env import HAEnv
-from pvegym.sim.ha.perl import PerlDie, numify, truthy
+from pvegym.sim.ha.perl import PerlDie, numify, to_str, truthy
 from pvegym.sim.ha.resources import Job, await_result, run_in_place
 from pvegym.sim.ha.tools import (
     ERROR,
@@ -773,7 +773,7 @@ class LRM:
                 return SUCCESS
             timeout = params.get("timeout")
             if timeout is not None:
-                haenv.log("info", f"stopping service {sid} (timeout={timeout})")
+                haenv.log("info", f"stopping service {sid} (timeout={to_str(timeout)})")
             else:
                 haenv.log("info", f"stopping service {sid}")
             yield from await_result(plugin.shutdown(haenv, ident, timeout))

@@ -29,7 +29,7 @@ from pvegym.sim.ha.balancer_view import cluster_view
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import migrate_groups_to_resources, migrate_groups_to_rules
 from pvegym.sim.ha.node_status import NodeStatus
-from pvegym.sim.ha.perl import PerlDie, numify, truthy
+from pvegym.sim.ha.perl import PerlDie, numify, to_str, truthy
 from pvegym.sim.ha.rules import CompiledRules, Rules
 from pvegym.sim.ha.rules_node_affinity import get_node_affinity
 from pvegym.sim.ha.rules_resource_affinity import (
@@ -365,7 +365,7 @@ class Manager:
             v = params[k]
             if text_state:
                 text_state += ", "
-            text_state += f"{k} = {'' if v is None else v}"
+            text_state += f"{k} = {to_str(v)}"
             sd[k] = v
         self.online_node_usage.remove_service_usage(sid)
         self.online_node_usage.add_service_usage(sid, sd)
@@ -1064,7 +1064,8 @@ class Manager:
                 target = sd["cmd"].pop(0) if sd["cmd"] else None
                 if not ns.node_is_online(target):  # type: ignore[arg-type]
                     haenv.log(
-                        "err", f"ignore service '{sid}' {cmd} request - node '{target}' not online"
+                        "err",
+                        f"ignore service '{sid}' {cmd} request - node '{to_str(target)}' not online",
                     )
                 elif sd.get("node") == target:
                     haenv.log(
@@ -1154,7 +1155,8 @@ class Manager:
                 target = sd["cmd"].pop(0) if sd["cmd"] else None
                 if not ns.node_is_online(target):  # type: ignore[arg-type]
                     haenv.log(
-                        "err", f"ignore service '{sid}' {cmd} request - node '{target}' not online"
+                        "err",
+                        f"ignore service '{sid}' {cmd} request - node '{to_str(target)}' not online",
                     )
                 elif sd.get("node") == target:
                     haenv.log(
@@ -1171,7 +1173,7 @@ class Manager:
                 else:
                     haenv.log(
                         "info",
-                        f"request graceful stop with timeout '{timeout}' for service '{sid}'",
+                        f"request graceful stop with timeout '{to_str(timeout)}' for service '{sid}'",
                     )
                 self.change_service_state(sid, "request_stop", timeout=timeout)
                 haenv.update_service_config({sid: {"param": {"state": "stopped"}}})
