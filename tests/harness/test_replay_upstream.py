@@ -78,6 +78,46 @@ def test_unseen_topsis3(tmp_path: Path):
     ]
 
 
+def test_unseen_constrained4(tmp_path: Path):
+    """Upstream's test-crs-dynamic-constrained-auto-rebalance4 (not in the fixtures), built from
+    spec §9.3: two negative rules keep vm:101 and vm:102 off vm:103's node."""
+    d = tmp_path / "c4"
+    d.mkdir()
+    gib = 1 << 30
+    (d / "cmdlist").write_text(json.dumps([["power node1 on", "power node2 on", "power node3 on"]]))
+    hw = {
+        n: {"power": "off", "network": "off", "maxcpu": 24, "maxmem": 48 * gib}
+        for n in ("node1", "node2", "node3")
+    }
+    (d / "hardware_status").write_text(json.dumps(hw))
+    (d / "manager_status").write_text("{}")
+    place = {"vm:101": "node1", "vm:102": "node1", "vm:103": "node2", "vm:104": "node3"}
+    (d / "service_config").write_text(
+        json.dumps({s: {"node": n, "state": "started"} for s, n in place.items()})
+    )
+    dyn = {
+        "vm:101": {"cpu": 0.9, "mem": 4 * gib},
+        "vm:102": {"cpu": 2.4, "mem": 2621440000},
+        "vm:103": {"cpu": 0, "mem": 0},
+        "vm:104": {"cpu": 1.0, "mem": gib},
+    }
+    (d / "dynamic_service_stats").write_text(json.dumps(dyn))
+    (d / "static_service_stats").write_text(
+        json.dumps({s: {"maxcpu": 4, "maxmem": 8 * gib} for s in place})
+    )
+    (d / "datacenter.cfg").write_text(
+        json.dumps({"crs": {"ha": "dynamic", "ha-auto-rebalance": 1}})
+    )
+    (d / "rules_config").write_text(
+        "resource-affinity: vms-stay-apart1\n\tresources vm:101,vm:103\n\taffinity negative\n\n"
+        "resource-affinity: vms-stay-apart2\n\tresources vm:102,vm:103\n\taffinity negative\n"
+    )
+    assert decisions(replay_dir(d)) == [
+        (80, "vm:101", "node3", "1.04", "0.72"),
+        (160, "vm:104", "node2", "0.72", "0.33"),
+    ]
+
+
 def test_normalized_prediction():
     """Spec §10: with the crate 2.1 normalisation, dynamic-auto-rebalance3 stops after two moves."""
     td = read_testdir(DATA / "test-crs-dynamic-auto-rebalance3")
