@@ -1062,7 +1062,7 @@ class Manager:
             cmd = sd["cmd"].pop(0)
             if cmd in ("migrate", "relocate"):
                 target = sd["cmd"].pop(0) if sd["cmd"] else None
-                if not ns.node_is_online(target):  # type: ignore[arg-type]
+                if not ns.node_is_online(to_str(target)):
                     haenv.log(
                         "err",
                         f"ignore service '{sid}' {cmd} request - node '{to_str(target)}' not online",
@@ -1153,7 +1153,7 @@ class Manager:
             cmd = sd["cmd"].pop(0)
             if cmd in ("migrate", "relocate"):
                 target = sd["cmd"].pop(0) if sd["cmd"] else None
-                if not ns.node_is_online(target):  # type: ignore[arg-type]
+                if not ns.node_is_online(to_str(target)):
                     haenv.log(
                         "err",
                         f"ignore service '{sid}' {cmd} request - node '{to_str(target)}' not online",
