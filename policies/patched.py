@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from policies import kernels
 from policies.upstream import (
     CURRENT_STATES,
     Candidates,
@@ -50,7 +51,6 @@ from policies.upstream import (
     NodeStatsArrays,
     UpstreamPolicy,
     check_non_negative,
-    in_states,
 )
 from pvegym.errors import ConfigError
 from pvegym.sim.view import ClusterView, Motion
@@ -265,11 +265,9 @@ class PatchedPolicy(UpstreamPolicy):
 
     def guest_stats(self, view: ClusterView) -> tuple[FloatArray, FloatArray]:
         """Dynamic mode with ``use_memhost``: memory = ``memhost`` (bytes), else ``mem``, else 0."""
-        cpu, mem = UpstreamPolicy.guest_stats(self, view)
         if not self.config.use_memhost or self.mode(view) == "static":
-            return cpu, mem
-        host = np.asarray(view.guest_memhost, dtype=np.float64)
-        return cpu, np.where(np.isfinite(host), host, mem)
+            return UpstreamPolicy.guest_stats(self, view)
+        return self._dynamic_guest_stats(view, use_memhost=True)
 
     # ---------------------------------------------------------------- patch 6
 
@@ -289,29 +287,27 @@ class PatchedPolicy(UpstreamPolicy):
         n = len(view.node_names)
         gcpu, gmem = self.guest_stats(view)
         node = np.asarray(view.guest_node, dtype=np.int64)
-        here = in_states(view.guest_state, CURRENT_STATES) & (node >= 0)
-        sum_cpu = np.bincount(node[here], weights=gcpu[here], minlength=n)[:n]
-        sum_mem = np.bincount(node[here], weights=gmem[here], minlength=n)[:n]
-        res_cpu = stats.cpu - sum_cpu
-        res_mem = stats.mem - sum_mem
-        if self._ema_t != view.t:
-            self._ema_t = view.t
-            self.residual_cpu = self._ema(self.residual_cpu, res_cpu)
-            self.residual_mem = self._ema(self.residual_mem, res_mem)
-        assert self.residual_cpu is not None and self.residual_mem is not None
-        cpu = np.where(np.isfinite(stats.cpu), sum_cpu + self.residual_cpu, np.nan)
-        mem = np.where(np.isfinite(stats.mem), sum_mem + self.residual_mem, np.nan)
-        return NodeStatsArrays(
-            np.maximum(cpu, 0.0), np.maximum(mem, 0.0), stats.maxcpu, stats.maxmem
+        here = self.states_in(view, CURRENT_STATES) & (node >= 0)
+        if self.residual_cpu is None or self.residual_cpu.shape != (n,):
+            self.residual_cpu = np.full(n, np.nan)  # NaN: not initialised (first sample sets it)
+            self.residual_mem = np.full(n, np.nan)
+        assert self.residual_mem is not None
+        update = self._ema_t != view.t
+        self._ema_t = view.t
+        # Σ usage per node (bincount order), the EMA update in place and the clipped sum: one pass
+        cpu, mem = kernels.residual_ema_stats(
+            stats.cpu,
+            stats.mem,
+            gcpu,
+            gmem,
+            node,
+            here,
+            self.residual_cpu,
+            self.residual_mem,
+            float(self.config.ema_alpha),
+            update,
         )
-
-    def _ema(self, old: FloatArray | None, new: FloatArray) -> FloatArray:
-        """``ema ← ema + α (x − ema)``; the first finite sample initialises it, NaN keeps it."""
-        if old is None or old.shape != new.shape:
-            return np.where(np.isfinite(new), new, np.nan)
-        a = self.config.ema_alpha
-        upd = np.where(np.isfinite(old), old + a * (new - old), new)
-        return np.where(np.isfinite(new), upd, old)
+        return NodeStatsArrays(cpu, mem, stats.maxcpu, stats.maxmem)
 
     # ---------------------------------------------------------------- patch 7
 
@@ -323,16 +319,14 @@ class PatchedPolicy(UpstreamPolicy):
         """
         if not self.config.pressure_gate:
             return True
-        on = np.asarray(view.node_online, dtype=bool)
-        pressure = np.concatenate(
-            (
-                np.asarray(view.node_cpu_some, dtype=np.float64)[on],
-                np.asarray(view.node_mem_some, dtype=np.float64)[on],
+        return bool(
+            kernels.pressure_gate(
+                np.asarray(view.node_cpu_some, dtype=np.float64),
+                np.asarray(view.node_mem_some, dtype=np.float64),
+                np.asarray(view.node_online, dtype=np.bool_),
+                float(self.config.min_pressure_pct),
             )
         )
-        if pressure.size == 0 or not np.all(np.isfinite(pressure)):
-            return True
-        return bool(np.any(pressure >= self.config.min_pressure_pct))
 
     # ---------------------------------------------------------------- patch 3
 
