@@ -146,57 +146,49 @@ def online_imbalance(
     return _fold_imbalance(loads, k, normalized)
 
 
+@njit(cache=True, inline="always")
+def _guest_usage(cpu: float, mem: float, memhost: float, use_memhost: bool) -> tuple[float, float]:
+    """One guest's ``(cpu, mem)`` a move transfers in dynamic mode: a missing sample (NaN) is 0;
+    with ``use_memhost`` memory is ``memhost`` where it is finite."""
+    c = 0.0 if cpu != cpu else cpu
+    m = 0.0 if mem != mem else mem
+    if use_memhost and math.isfinite(memhost):
+        m = memhost
+    return c, m
+
+
 @njit(cache=True)
 def guest_stats_dynamic(
-    cpu: np.ndarray, mem: np.ndarray, memhost: np.ndarray, use_memhost: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-guest ``(cpu, mem)`` a move transfers in dynamic mode: missing samples (NaN) as 0;
-    with ``use_memhost`` memory is ``memhost`` where it is finite."""
-    n = cpu.shape[0]
-    out_cpu = np.empty(n)
-    out_mem = np.empty(n)
-    for g in range(n):
-        c = cpu[g]
-        out_cpu[g] = 0.0 if c != c else c
-        m = mem[g]
-        m = 0.0 if m != m else m
-        if use_memhost:
-            h = memhost[g]
-            if math.isfinite(h):
-                m = h
-        out_mem[g] = m
-    return out_cpu, out_mem
+    cpu: np.ndarray,
+    mem: np.ndarray,
+    memhost: np.ndarray,
+    use_memhost: bool,
+    out_cpu: np.ndarray,
+    out_mem: np.ndarray,
+) -> None:
+    """:func:`_guest_usage` of every guest into ``out_cpu``/``out_mem``."""
+    for g in range(cpu.shape[0]):
+        out_cpu[g], out_mem[g] = _guest_usage(cpu[g], mem[g], memhost[g], use_memhost)
 
 
-@njit(cache=True)
-def residual_ema_stats(
+@njit(cache=True, inline="always")
+def _residual_ema(
     node_cpu: np.ndarray,
     node_mem: np.ndarray,
-    gcpu: np.ndarray,
-    gmem: np.ndarray,
-    node: np.ndarray,
-    here: np.ndarray,
+    sum_cpu: np.ndarray,
+    sum_mem: np.ndarray,
     ema_cpu: np.ndarray,
     ema_mem: np.ndarray,
     alpha: float,
     update: bool,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Patch 6: node load = Σ HA-guest usage on the node + EMA of the residual.
-
-    Sums are ``np.bincount`` folds (guest order); with ``update`` the EMA (``ema_cpu``/``ema_mem``,
-    NaN = not yet initialised) advances in place: ``ema + α (x − ema)`` where both are finite, ``x``
-    where only ``x`` is, unchanged where ``x`` is NaN. A node whose sample is NaN reads NaN; the
-    result is clipped at 0 like ``np.maximum(·, 0)``."""
-    n = node_cpu.shape[0]
-    sum_cpu = np.zeros(n)
-    sum_mem = np.zeros(n)
-    for g in range(node.shape[0]):
-        if here[g]:
-            sum_cpu[node[g]] += gcpu[g]
-            sum_mem[node[g]] += gmem[g]
-    out_cpu = np.empty(n)
-    out_mem = np.empty(n)
-    for i in range(n):
+    out_cpu: np.ndarray,
+    out_mem: np.ndarray,
+) -> None:
+    """Patch 6 from the attributed sums: with ``update`` the EMA (NaN = not yet initialised)
+    advances in place — ``ema + α (x − ema)`` where both are finite, ``x`` where only ``x`` is,
+    unchanged where ``x`` is NaN; a node whose sample is NaN reads NaN; clipped at 0 like
+    ``np.maximum(·, 0)``."""
+    for i in range(node_cpu.shape[0]):
         for series in range(2):
             stat = node_cpu[i] if series == 0 else node_mem[i]
             attributed = sum_cpu[i] if series == 0 else sum_mem[i]
@@ -212,7 +204,68 @@ def residual_ema_stats(
                 out_cpu[i] = v
             else:
                 out_mem[i] = v
-    return out_cpu, out_mem
+
+
+@njit(cache=True)
+def residual_ema_stats(
+    node_cpu: np.ndarray,
+    node_mem: np.ndarray,
+    gcpu: np.ndarray,
+    gmem: np.ndarray,
+    node: np.ndarray,
+    here: np.ndarray,
+    ema_cpu: np.ndarray,
+    ema_mem: np.ndarray,
+    alpha: float,
+    update: bool,
+    out_cpu: np.ndarray,
+    out_mem: np.ndarray,
+) -> None:
+    """Patch 6: node load = Σ usage (``gcpu``/``gmem``) of the HA guests counted on their node
+    (``here`` and a node ≥ 0; ``np.bincount``'s fold, guest order) + EMA of the residual
+    (:func:`_residual_ema`), into ``out_cpu``/``out_mem``."""
+    n = node_cpu.shape[0]
+    sum_cpu = np.zeros(n)
+    sum_mem = np.zeros(n)
+    for g in range(node.shape[0]):
+        if here[g] and node[g] >= 0:
+            sum_cpu[node[g]] += gcpu[g]
+            sum_mem[node[g]] += gmem[g]
+    _residual_ema(
+        node_cpu, node_mem, sum_cpu, sum_mem, ema_cpu, ema_mem, alpha, update, out_cpu, out_mem
+    )
+
+
+@njit(cache=True)
+def patched_node_stats(
+    node_cpu: np.ndarray,
+    node_mem: np.ndarray,
+    guest_cpu: np.ndarray,
+    guest_mem: np.ndarray,
+    guest_memhost: np.ndarray,
+    use_memhost: bool,
+    node: np.ndarray,
+    here: np.ndarray,
+    ema_cpu: np.ndarray,
+    ema_mem: np.ndarray,
+    alpha: float,
+    update: bool,
+    out_cpu: np.ndarray,
+    out_mem: np.ndarray,
+) -> None:
+    """:func:`residual_ema_stats` of the usage :func:`_guest_usage` gives, in one pass from the
+    view's telemetry (the patched balancer's every round)."""
+    n = node_cpu.shape[0]
+    sum_cpu = np.zeros(n)
+    sum_mem = np.zeros(n)
+    for g in range(node.shape[0]):
+        if here[g] and node[g] >= 0:
+            c, m = _guest_usage(guest_cpu[g], guest_mem[g], guest_memhost[g], use_memhost)
+            sum_cpu[node[g]] += c
+            sum_mem[node[g]] += m
+    _residual_ema(
+        node_cpu, node_mem, sum_cpu, sum_mem, ema_cpu, ema_mem, alpha, update, out_cpu, out_mem
+    )
 
 
 @njit(cache=True)

@@ -281,33 +281,58 @@ class PatchedPolicy(UpstreamPolicy):
         briefly contain attributable load. A node whose sample is missing (NaN) keeps its EMA and
         reads NaN (the imbalance then fails open like upstream's).
         """
-        stats = UpstreamPolicy.node_stats(self, view)
         if not self.config.residual_ema or self.mode(view) == "static":
-            return stats
+            return UpstreamPolicy.node_stats(self, view)
         n = len(view.node_names)
-        gcpu, gmem = self.guest_stats(view)
-        node = np.asarray(view.guest_node, dtype=np.int64)
-        here = self.states_in(view, CURRENT_STATES) & (node >= 0)
         if self.residual_cpu is None or self.residual_cpu.shape != (n,):
             self.residual_cpu = np.full(n, np.nan)  # NaN: not initialised (first sample sets it)
             self.residual_mem = np.full(n, np.nan)
         assert self.residual_mem is not None
         update = self._ema_t != view.t
         self._ema_t = view.t
+        node_cpu = np.asarray(view.node_cpu, dtype=np.float64)
+        node_mem = np.asarray(view.node_mem, dtype=np.float64)
+        node = np.asarray(view.guest_node, dtype=np.int64)
+        here = self.states_in(view, CURRENT_STATES)
+        cpu, mem = np.empty(n), np.empty(n)
+        alpha = float(self.config.ema_alpha)
         # Σ usage per node (bincount order), the EMA update in place and the clipped sum: one pass
-        cpu, mem = kernels.residual_ema_stats(
-            stats.cpu,
-            stats.mem,
-            gcpu,
-            gmem,
-            node,
-            here,
-            self.residual_cpu,
-            self.residual_mem,
-            float(self.config.ema_alpha),
-            update,
-        )
-        return NodeStatsArrays(cpu, mem, stats.maxcpu, stats.maxmem)
+        if type(self).guest_stats is PatchedPolicy.guest_stats:  # usage straight from the view
+            kernels.patched_node_stats(
+                node_cpu,
+                node_mem,
+                np.asarray(view.guest_cpu, dtype=np.float64),
+                np.asarray(view.guest_mem, dtype=np.float64),
+                np.asarray(view.guest_memhost, dtype=np.float64),
+                self.config.use_memhost,
+                node,
+                here,
+                self.residual_cpu,
+                self.residual_mem,
+                alpha,
+                update,
+                cpu,
+                mem,
+            )
+        else:  # a subclass's own usage
+            gcpu, gmem = self.guest_stats(view)
+            kernels.residual_ema_stats(
+                node_cpu,
+                node_mem,
+                gcpu,
+                gmem,
+                node,
+                here,
+                self.residual_cpu,
+                self.residual_mem,
+                alpha,
+                update,
+                cpu,
+                mem,
+            )
+        maxcpu = np.asarray(view.node_maxcpu, dtype=np.float64)
+        maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
+        return NodeStatsArrays(cpu, mem, maxcpu, maxmem)
 
     # ---------------------------------------------------------------- patch 7
 

@@ -349,7 +349,9 @@ class UpstreamPolicy:
         cpu = np.asarray(view.guest_cpu, dtype=np.float64)
         mem = np.asarray(view.guest_mem, dtype=np.float64)
         host = np.asarray(view.guest_memhost, dtype=np.float64) if use_memhost else mem
-        return kernels.guest_stats_dynamic(cpu, mem, host, use_memhost)
+        out_cpu, out_mem = np.empty(cpu.shape[0]), np.empty(cpu.shape[0])
+        kernels.guest_stats_dynamic(cpu, mem, host, use_memhost, out_cpu, out_mem)
+        return out_cpu, out_mem
 
     def imbalance(self, view: ClusterView, stats: NodeStatsArrays) -> float:
         """Imbalance over the online nodes (``calculate_node_imbalance``, §6.1): the loads of

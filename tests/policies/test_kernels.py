@@ -78,7 +78,8 @@ def test_guest_stats_dynamic_is_nan_to_zero_then_memhost() -> None:
     cpu, mem, host = (rng_values(rng, 200, 0.2) for _ in range(3))
     host[::17] = np.inf
     for use_memhost in (True, False):
-        got_cpu, got_mem = kernels.guest_stats_dynamic(cpu, mem, host, use_memhost)
+        got_cpu, got_mem = np.empty(200), np.empty(200)
+        kernels.guest_stats_dynamic(cpu, mem, host, use_memhost, got_cpu, got_mem)
         want_mem = np.where(np.isnan(mem), 0.0, mem)
         if use_memhost:
             want_mem = np.where(np.isfinite(host), host, want_mem)
@@ -111,29 +112,54 @@ def test_residual_ema_stats_is_patch6_in_numpy() -> None:
     rng = np.random.default_rng(4)
     n, g = 6, 40
     node = rng.integers(0, n, g)
+    node[::9] = -1  # not placed: never counted
     ema_cpu, ema_mem = np.full(n, np.nan), np.full(n, np.nan)
+    fused_cpu, fused_mem = np.full(n, np.nan), np.full(n, np.nan)
     ref_cpu: np.ndarray | None = None
     ref_mem: np.ndarray | None = None
+    got_cpu, got_mem, out_cpu, out_mem = (np.empty(n) for _ in range(4))
     for _ in range(200):
         stat_cpu, stat_mem = rng_values(rng, n, 0.1), rng_values(rng, n, 0.1)
-        gcpu, gmem = np.abs(rng_values(rng, g)), np.abs(rng_values(rng, g))
+        raw_cpu, raw_mem, host = (rng_values(rng, g, 0.1) for _ in range(3))
+        gcpu, gmem = np.empty(g), np.empty(g)
+        kernels.guest_stats_dynamic(raw_cpu, raw_mem, host, True, gcpu, gmem)
         here = rng.random(g) < 0.9
-        got_cpu, got_mem = kernels.residual_ema_stats(
-            stat_cpu, stat_mem, gcpu, gmem, node, here, ema_cpu, ema_mem, 0.2, True
+        counted = here & (node >= 0)
+        kernels.residual_ema_stats(
+            stat_cpu,
+            stat_mem,
+            gcpu,
+            gmem,
+            node,
+            here,
+            ema_cpu,
+            ema_mem,
+            0.2,
+            True,
+            got_cpu,
+            got_mem,
         )
-        want_cpu, ref_cpu = reference_residual(stat_cpu, gcpu, node, here, ref_cpu, 0.2)
-        want_mem, ref_mem = reference_residual(stat_mem, gmem, node, here, ref_mem, 0.2)
-        np.testing.assert_array_equal(got_cpu, want_cpu)
-        np.testing.assert_array_equal(got_mem, want_mem)
-        np.testing.assert_array_equal(ema_cpu, ref_cpu)
-        np.testing.assert_array_equal(ema_mem, ref_mem)
+        kernels.patched_node_stats(
+            stat_cpu, stat_mem, raw_cpu, raw_mem, host, True, node, here, fused_cpu, fused_mem,
+            0.2, True, out_cpu, out_mem,
+        )  # fmt: skip
+        want_cpu, ref_cpu = reference_residual(stat_cpu, gcpu, node, counted, ref_cpu, 0.2)
+        want_mem, ref_mem = reference_residual(stat_mem, gmem, node, counted, ref_mem, 0.2)
+        for got in (got_cpu, out_cpu):
+            np.testing.assert_array_equal(got, want_cpu)
+        for got in (got_mem, out_mem):
+            np.testing.assert_array_equal(got, want_mem)
+        for ema in (ema_cpu, fused_cpu):
+            np.testing.assert_array_equal(ema, ref_cpu)
+        for ema in (ema_mem, fused_mem):
+            np.testing.assert_array_equal(ema, ref_mem)
     # without update the EMA stays and the same stats come out again
-    before = ema_cpu.copy()
-    again, _ = kernels.residual_ema_stats(
-        stat_cpu, stat_mem, gcpu, gmem, node, here, ema_cpu, ema_mem, 0.2, False
+    before, first = ema_cpu.copy(), got_cpu.copy()
+    kernels.residual_ema_stats(
+        stat_cpu, stat_mem, gcpu, gmem, node, here, ema_cpu, ema_mem, 0.2, False, got_cpu, got_mem
     )
     np.testing.assert_array_equal(ema_cpu, before)
-    np.testing.assert_array_equal(again, got_cpu)
+    np.testing.assert_array_equal(got_cpu, first)
 
 
 @pytest.mark.parametrize(
