@@ -109,7 +109,7 @@ def play(policy_key: str, scenario: str, seed: int, overrides: dict[str, Any]) -
 def upstream_replays() -> dict[str, Any]:
     out: dict[str, Any] = {}
     base = ROOT / "tests" / "data" / "upstream-tests"
-    for d in sorted(p for p in base.iterdir() if p.is_dir()):
+    for d in sorted(p for p in base.glob("test-*") if p.is_dir()):
         res = replay_dir(str(d))
         out[d.name] = {
             "decisions": [
