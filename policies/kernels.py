@@ -207,36 +207,6 @@ def _residual_ema(
 
 
 @njit(cache=True)
-def residual_ema_stats(
-    node_cpu: np.ndarray,
-    node_mem: np.ndarray,
-    gcpu: np.ndarray,
-    gmem: np.ndarray,
-    node: np.ndarray,
-    here: np.ndarray,
-    ema_cpu: np.ndarray,
-    ema_mem: np.ndarray,
-    alpha: float,
-    update: bool,
-    out_cpu: np.ndarray,
-    out_mem: np.ndarray,
-) -> None:
-    """Patch 6: node load = Σ usage (``gcpu``/``gmem``) of the HA guests counted on their node
-    (``here`` and a node ≥ 0; ``np.bincount``'s fold, guest order) + EMA of the residual
-    (:func:`_residual_ema`), into ``out_cpu``/``out_mem``."""
-    n = node_cpu.shape[0]
-    sum_cpu = np.zeros(n)
-    sum_mem = np.zeros(n)
-    for g in range(node.shape[0]):
-        if here[g] and node[g] >= 0:
-            sum_cpu[node[g]] += gcpu[g]
-            sum_mem[node[g]] += gmem[g]
-    _residual_ema(
-        node_cpu, node_mem, sum_cpu, sum_mem, ema_cpu, ema_mem, alpha, update, out_cpu, out_mem
-    )
-
-
-@njit(cache=True)
 def patched_node_stats(
     node_cpu: np.ndarray,
     node_mem: np.ndarray,
@@ -253,8 +223,10 @@ def patched_node_stats(
     out_cpu: np.ndarray,
     out_mem: np.ndarray,
 ) -> None:
-    """:func:`residual_ema_stats` of the usage :func:`_guest_usage` gives, in one pass from the
-    view's telemetry (the patched balancer's every round)."""
+    """Patch 6 in one pass from the view's telemetry (the patched balancer's every round): node
+    load = Σ usage (:func:`_guest_usage`) of the HA guests counted on their node (``here`` and a
+    node ≥ 0; ``np.bincount``'s fold, guest order) + EMA of the residual (:func:`_residual_ema`),
+    into ``out_cpu``/``out_mem``."""
     n = node_cpu.shape[0]
     sum_cpu = np.zeros(n)
     sum_mem = np.zeros(n)

@@ -297,39 +297,30 @@ class PatchedPolicy(UpstreamPolicy):
         cpu, mem = np.empty(n), np.empty(n)
         alpha = float(self.config.ema_alpha)
         # Σ usage per node (bincount order), the EMA update in place and the clipped sum: one pass
-        if type(self).guest_stats is PatchedPolicy.guest_stats:  # usage straight from the view
-            kernels.patched_node_stats(
-                node_cpu,
-                node_mem,
+        usage: tuple[FloatArray, FloatArray, FloatArray, bool]
+        if type(self).guest_stats is PatchedPolicy.guest_stats:  # straight from the telemetry
+            usage = (
                 np.asarray(view.guest_cpu, dtype=np.float64),
                 np.asarray(view.guest_mem, dtype=np.float64),
                 np.asarray(view.guest_memhost, dtype=np.float64),
                 self.config.use_memhost,
-                node,
-                here,
-                self.residual_cpu,
-                self.residual_mem,
-                alpha,
-                update,
-                cpu,
-                mem,
             )
-        else:  # a subclass's own usage
+        else:  # a subclass's own usage (a missing value counts 0, as a missing sample does)
             gcpu, gmem = self.guest_stats(view)
-            kernels.residual_ema_stats(
-                node_cpu,
-                node_mem,
-                gcpu,
-                gmem,
-                node,
-                here,
-                self.residual_cpu,
-                self.residual_mem,
-                alpha,
-                update,
-                cpu,
-                mem,
-            )
+            usage = (gcpu, gmem, gmem, False)
+        kernels.patched_node_stats(
+            node_cpu,
+            node_mem,
+            *usage,
+            node,
+            here,
+            self.residual_cpu,
+            self.residual_mem,
+            alpha,
+            update,
+            cpu,
+            mem,
+        )
         maxcpu = np.asarray(view.node_maxcpu, dtype=np.float64)
         maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
         return NodeStatsArrays(cpu, mem, maxcpu, maxmem)

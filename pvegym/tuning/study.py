@@ -307,9 +307,7 @@ def run_study(
         elif workers <= 1:
 
             def tick(study: optuna.Study, trial: FrozenTrial) -> None:
-                bar.n = min(count_finished(study), target)
-                bar.set_postfix_str(_best_text(study), refresh=False)
-                bar.refresh()
+                _show_progress(bar, study, target)
 
             _worker(cfg, url, target, [worker_id, 0], tick, objective)
         else:
@@ -342,9 +340,7 @@ def _run_processes(
     try:
         while any(p.is_alive() for p in procs):
             time.sleep(1.0)
-            bar.n = min(count_finished(study), target)
-            bar.set_postfix_str(_best_text(study), refresh=False)
-            bar.refresh()
+            _show_progress(bar, study, target)
     except BaseException:
         for p in procs:
             if p.is_alive():
@@ -377,16 +373,18 @@ def _run_ray_actors(
             "worker(s) run on this node (use --storage postgresql+psycopg://… to spread them)",
             file=sys.stderr,
         )
-    data = cfg.resolved()
+    args = [(cfg.resolved(), url, target, [worker_id, i]) for i in range(workers)]
+    executor.run_actors(
+        _child, args, lambda: _show_progress(bar, study, target), pin_to_this_node=sqlite
+    )
+    _show_progress(bar, study, target)
 
-    def poll() -> None:
-        bar.n = min(count_finished(study), target)
-        bar.set_postfix_str(_best_text(study), refresh=False)
-        bar.refresh()
 
-    args = [(data, url, target, [worker_id, i]) for i in range(workers)]
-    executor.run_actors(_child, args, poll, pin_to_this_node=sqlite)
-    poll()
+def _show_progress(bar: tqdm, study: optuna.Study, target: int) -> None:
+    """The finished trials the storage holds and the best value so far, on the progress bar."""
+    bar.n = min(count_finished(study), target)
+    bar.set_postfix_str(_best_text(study), refresh=False)
+    bar.refresh()
 
 
 def _best_text(study: optuna.Study) -> str:
