@@ -50,17 +50,6 @@ from pvegym.sim.view import (
 CHURN_PRESSURE_PCT = 10.0  # MODEL.md §9: churn_pressure_pct
 
 
-def _rows_of(matrix: np.ndarray, *rows: np.ndarray) -> np.ndarray:
-    """Row indices of ``matrix`` that the given row views are (the layout is the cluster's)."""
-    out = []
-    for r in rows:
-        offset = r.__array_interface__["data"][0] - matrix.__array_interface__["data"][0]
-        k, rest = divmod(offset, matrix.strides[0])
-        assert rest == 0 and 0 <= k < matrix.shape[0] and r.shape == matrix.shape[1:]
-        out.append(k)
-    return np.asarray(out, dtype=np.int64)
-
-
 class Simulation:
     """A scenario, a seed and the HA manager: ``reset()`` then ``step(motion)`` once per round."""
 
@@ -523,9 +512,14 @@ class Simulation:
         in one ``take`` each (node: cpu, mem, the three avg10 series; HA guests: mem ratio, run
         fraction, cpu received, memhost, the four avg10 series) and the per-guest constants."""
         cl, idx = self.cluster, self.ha_idx
-        node_rows = _rows_of(cl.node_rows, cl.node_cpu, cl.node_mem, *cl.node_avg10())
-        guest_rows = _rows_of(
-            cl.guest_rows, cl.mem_ratio, cl.run_fraction, cl.received, cl.memhost, *cl.guest_avg10()
+        n_avg10 = L.N_AVG + L.AVG10 * L.N_SERIES
+        g_avg10 = L.G_AVG + L.AVG10 * L.G_SERIES
+        node_rows = np.array(
+            [L.N_CPU, L.N_MEM, *(n_avg10 + k for k in (L.N_CPU_SOME, L.N_MEM_SOME, L.N_MEM_FULL))]
+        )
+        guest_rows = np.array(
+            [L.G_MEM_RATIO, L.G_RUN_FRACTION, L.G_RECEIVED, L.G_MEMHOST]
+            + [g_avg10 + k for k in (L.G_CPU_SOME, L.G_CPU_FULL, L.G_MEM_SOME, L.G_MEM_FULL)]
         )
         self._node_flat = cl.node_rows.reshape(-1)  # views: the rows are updated in place
         self._guest_flat = cl.guest_rows.reshape(-1)
