@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from policies.registry import make_policy
-from pvegym.experiments.config import resolve_scenario
 from pvegym.harness import replay_dir
+from pvegym.sim import catalog
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
 
@@ -74,7 +74,7 @@ def play(policy_key: str, scenario: str, seed: int, overrides: dict[str, Any]) -
     """One episode: every round's decision, the balancer's log and the metrics."""
     name, params = POLICIES[policy_key]
     policy = make_policy(name, **params)
-    scn, _ = resolve_scenario(scenario, seed, overrides)
+    scn = catalog.scenario(scenario, seed, overrides)
     sim = Simulation(scn, seed)
     policy.reset(seed)
     decisions: list[list[Any]] = []
