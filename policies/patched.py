@@ -244,19 +244,23 @@ class PatchedPolicy(UpstreamPolicy):
             return cands
         if not self.backoff_until and not self.cooldown_until:
             return cands
+        # the tables hold a few entries (one per motion issued): mark what they block now, then
+        # look every candidate up at once
         t = view.t
-        names = view.node_names
-        keep = np.ones(len(cands), dtype=bool)
-        for i, (g, tgt) in enumerate(
-            zip(cands.leader.tolist(), cands.target.tolist(), strict=True)
-        ):
-            sid = view.sids[g]
-            if self.backoff_until.get((sid, names[tgt]), -math.inf) > t:
-                keep[i] = False
-                continue
-            members = cands.members.get(g, (g,))
-            if any(self.cooldown_until.get(view.sids[m], -math.inf) > t for m in members):
-                keep[i] = False
+        g_of = {sid: i for i, sid in enumerate(view.sids)}
+        n_of = {name: i for i, name in enumerate(view.node_names)}
+        backed_off = np.zeros((len(view.sids), len(view.node_names)), dtype=bool)
+        for (sid, target), until in self.backoff_until.items():
+            if until > t and sid in g_of and target in n_of:
+                backed_off[g_of[sid], n_of[target]] = True
+        cooling = np.zeros(len(view.sids), dtype=bool)
+        for sid, until in self.cooldown_until.items():
+            if until > t and sid in g_of:
+                cooling[g_of[sid]] = True
+        keep = ~backed_off[cands.leader, cands.target] & ~cooling[cands.leader]
+        for g, members in cands.members.items():  # a bundle cools down with any of its members
+            if cooling[list(members)].any():
+                keep &= cands.leader != g
         out = cands.select(keep)
         self._cands = out
         return out

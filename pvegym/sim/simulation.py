@@ -526,9 +526,15 @@ class Simulation:
         self._node_take = node_rows[:, None] * cl.n_nodes + np.arange(cl.n_nodes)[None, :]
         self._guest_take = guest_rows[:, None] * cl.n_guests + idx[None, :]
         self._view_running = cl.running[idx]
+        self._all_running = bool(self._view_running.all())
+        # constant facts every view of the episode shares (read-only: a view is a snapshot)
+        self._view_online = cl.node_online.copy()
         self._view_maxcpu = cl.guest_maxcpu[idx]
         self._view_maxmem = cl.guest_maxmem[idx]
         self._view_migratable = self._migratable[idx]
+        for shared in (self._view_online, self._view_maxcpu, self._view_maxmem):
+            shared.flags.writeable = False
+        self._view_migratable.flags.writeable = False
         self._all_ha = idx.size == cl.n_guests
 
     def _build_view(self) -> ClusterView:
@@ -538,7 +544,9 @@ class Simulation:
         ratio, run_fraction, received, memhost, g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = (
             self._guest_flat.take(self._guest_take)
         )
-        running = self._view_running & (run_fraction > 0.0)
+        running = run_fraction > 0.0
+        if not self._all_running:
+            running &= self._view_running
         guest_node, guest_target = self.svc_place.take(idx, axis=1)
         if off:
             nan_n, nan_g = self._nan_nodes, self._nan_guests
@@ -575,7 +583,7 @@ class Simulation:
         return ClusterView(
             t=self.t,
             node_names=cl.node_names,
-            node_online=cl.node_online.copy(),
+            node_online=self._view_online,
             node_maxcpu=cl.node_maxcpu,
             node_maxmem=cl.node_maxmem,
             node_cpu=n_cpu,
