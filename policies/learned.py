@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from pvegym.env.layout import MemoryOptions
+from pvegym.env.observation_layout import MemoryOptions
 from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partners
 from pvegym.env.view_encoding_v1 import ViewEncoderV1
 from pvegym.errors import ConfigError
@@ -143,13 +143,9 @@ def resolve_model(model: str, path: str = "model") -> ModelInfo:
 
 
 def _scenario_duration(scenario: str) -> float:
-    from pvegym.sim import families
+    from pvegym.sim import catalog
 
-    if families.is_family(scenario):
-        return families.FAMILIES[scenario].duration
-    from pvegym.sim.scenarios import load_scenario
-
-    return float(load_scenario(scenario).duration)
+    return catalog.duration(scenario)
 
 
 _CACHE: dict[tuple[str, float, str], Any] = {}

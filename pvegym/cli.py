@@ -19,6 +19,7 @@ COMMANDS = (
     "simulate",
     "migrate",
     "replay_upstream",
+    "check_rules",
     "scenarios",
     "policies",
     "ablate",

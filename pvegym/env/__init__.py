@@ -9,7 +9,7 @@ Importing this package registers ``pvegym/Cluster-v0`` and ``pvegym/Cluster-v1``
 
 Keyword arguments of ``gymnasium.make`` go to :class:`~pvegym.env.cluster_env.ClusterEnv` (v0)
 or :class:`~pvegym.env.cluster_env_v1.ClusterEnvV1` (v1: the observation of
-:mod:`pvegym.env.layout`). v0 stays for the agents trained on it.
+:mod:`pvegym.env.observation_layout`). v0 stays for the agents trained on it.
 """
 
 from __future__ import annotations

@@ -13,18 +13,37 @@ from numpy.typing import NDArray
 
 from pvegym.env.cluster_env import ClusterEnv
 from pvegym.env.encoding_v1 import encode_v1, fill_mask_v1
-from pvegym.env.layout import Layout, MemoryOptions
 from pvegym.env.memory import MotionMemory
+from pvegym.env.observation_layout import Layout, MemoryOptions
 from pvegym.errors import ConfigError
+from pvegym.sim import layout as R
 from pvegym.sim.kernel import entry_point
 from pvegym.sim.scenario import Scenario
 
+_N_AVG10 = R.N_AVG + R.AVG10 * R.N_SERIES
+_G_AVG10 = R.G_AVG + R.AVG10 * R.G_SERIES
 #: ClusterState.node_rows holding cpu, mem and PSI avg10 cpu some / mem some / mem full
 #: (pvegym.env.encoding_v1's NODE_* order)
-_NODE_TELEMETRY_ROWS = np.array([4, 5, 9, 10, 11], dtype=np.int64)
+_NODE_TELEMETRY_ROWS = np.array(
+    [R.N_CPU, R.N_MEM, _N_AVG10 + R.N_CPU_SOME, _N_AVG10 + R.N_MEM_SOME, _N_AVG10 + R.N_MEM_FULL],
+    dtype=np.int64,
+)
 #: ClusterState.guest_rows holding received, memhost, memhost · mem_ratio (two factors), run
 #: fraction and PSI avg10 cpu some / cpu full / mem some / mem full (encoding_v1's G_* order)
-_GUEST_TELEMETRY_ROWS = np.array([5, 6, 6, 2, 3, 11, 12, 13, 14], dtype=np.int64)
+_GUEST_TELEMETRY_ROWS = np.array(
+    [
+        R.G_RECEIVED,
+        R.G_MEMHOST,
+        R.G_MEMHOST,
+        R.G_MEM_RATIO,
+        R.G_RUN_FRACTION,
+        _G_AVG10 + R.G_CPU_SOME,
+        _G_AVG10 + R.G_CPU_FULL,
+        _G_AVG10 + R.G_MEM_SOME,
+        _G_AVG10 + R.G_MEM_FULL,
+    ],
+    dtype=np.int64,
+)
 
 
 def memory_options(value: MemoryOptions | Mapping[str, Any] | None) -> MemoryOptions:
@@ -58,7 +77,7 @@ class ClusterEnvV1(ClusterEnv):
 
     ## Observation Space
 
-    ``Box(0, 1, (Layout.size,), float32)``: the four blocks of :mod:`pvegym.env.layout` — globals,
+    ``Box(0, 1, (Layout.size,), float32)``: the four blocks of :mod:`pvegym.env.observation_layout` — globals,
     node features, guest features and guest × node pair features — with the per-guest motion
     memory an HA manager keeps (last outcome and when, failures within a window, backoff, when it
     left each node), what a cost-aware balancer estimates (first-pass transfer time, a target's
@@ -80,7 +99,7 @@ class ClusterEnvV1(ClusterEnv):
       guest's host footprint (telemetry) exceeds ``1 − mask_headroom`` of their memory: the LRM's
       precheck refuses a target without room (0), a margin keeps it out of reclaim (guest-centric
       keeps 0.05). Default ``None``: off.
-    * ``memory`` — :class:`~pvegym.env.layout.MemoryOptions` or a dict of its fields (window,
+    * ``memory`` — :class:`~pvegym.env.observation_layout.MemoryOptions` or a dict of its fields (window,
       backoff, pressure gate, migration bandwidth).
     """
 

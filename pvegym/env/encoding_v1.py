@@ -1,4 +1,4 @@
-"""Compiled observation encoder of ``pvegym/Cluster-v1`` (layout: :mod:`pvegym.env.layout`).
+"""Compiled observation encoder of ``pvegym/Cluster-v1`` (layout: :mod:`pvegym.env.observation_layout`).
 
 One kernel serves every caller: the environment hands it the simulation's telemetry arrays (rows
 of :class:`~pvegym.sim.cluster.ClusterState` with a row-index vector, HA guests picked by index);
@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
-from pvegym.env import layout as L
+from pvegym.env import observation_layout as L
 from pvegym.env.encoding import fill_mask
 from pvegym.env.memory import (
     BACKOFF_UNTIL,

@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from pvegym.env.layout import MemoryOptions
+from pvegym.env.observation_layout import MemoryOptions
 
 #: failures of one guest remembered for the ``failures`` count (more in a window read as the cap)
 FAILURE_RING = 8

@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.env.encoding_v1 import encode_v1
-from pvegym.env.layout import Layout, MemoryOptions
 from pvegym.env.memory import MotionMemory
+from pvegym.env.observation_layout import Layout, MemoryOptions
 from pvegym.env.view_encoding import mask_from_view, negative_partners
 from pvegym.sim.scenario import TELEMETRY_FIELDS
 from pvegym.sim.view import STARTED, ClusterView

@@ -31,7 +31,7 @@ import torch as th
 from numpy.typing import NDArray
 
 from policies.registry import make_policy
-from pvegym.env import layout as L
+from pvegym.env import observation_layout as L
 from pvegym.env.cluster_env import ClusterEnv
 from pvegym.learning.pair_policy import greedy_actions
 from pvegym.learning.train_config import ImitationOptions

@@ -47,7 +47,7 @@ from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
 from stable_baselines3.common.policies import ActorCriticPolicy
 from torch import nn
 
-from pvegym.env import layout as L
+from pvegym.env import observation_layout as L
 
 #: score of a structurally impossible move (finite, so that log-probabilities stay finite)
 IMPOSSIBLE = -1e9

@@ -38,7 +38,7 @@ import numpy as np
 from pvegym.errors import ConfigError
 from pvegym.learning.train import TimedVecEnv, write_json
 from pvegym.learning.train_config import TrainConfig, algo_class
-from pvegym.sim import families
+from pvegym.sim import catalog
 
 
 def make_model(cfg: TrainConfig, venv: Any, seed: int) -> Any:
@@ -46,7 +46,7 @@ def make_model(cfg: TrainConfig, venv: Any, seed: int) -> Any:
     algo = algo_class(cfg.algo)
     kwargs = cfg.algo_kwargs()
     if cfg.policy == "PairScorer":
-        from pvegym.env.layout import Layout
+        from pvegym.env.observation_layout import Layout
         from pvegym.learning.pair_policy import policy_class
 
         pk = dict(kwargs.pop("policy_kwargs", None) or {})
@@ -137,7 +137,9 @@ def train_seed(cfg: TrainConfig, seed: int, out: Path, progress: bool) -> dict[s
                 report["imitation"] = json.loads((out / "bc.json").read_text())
                 report["imitation"]["reused"] = True
             else:
-                instances = np.asarray(cfg.env.train_seeds or families.TRAIN_SEEDS, dtype=np.int64)
+                instances = np.asarray(
+                    cfg.env.train_seeds or catalog.seeds(cfg.env.scenario, "train"), dtype=np.int64
+                )
                 clone_env = cfg.env_class()
 
                 def make_env() -> Any:

@@ -35,10 +35,9 @@ import numpy as np
 
 from policies.env_adapter import HeuristicAgent
 from pvegym.env.cluster_env_v1 import ClusterEnvV1
-from pvegym.sim import families
+from pvegym.sim import catalog, families
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
-
-GiB = float(2**30)
+from pvegym.units import GiB
 
 #: the first agents' reward (``Cluster-v0``'s defaults before the metric-named cost), by metric
 V0_REWARD = {
@@ -115,7 +114,7 @@ def episodes(
     env = ClusterEnvV1("small", reward_weights=env_weights, reward_baseline="noop")
     rows = []
     for k, inst in enumerate(instances):
-        scn = families.family_scenario("small", inst)
+        scn = catalog.scenario("small", inst)
         noop = Simulation(scn, inst).run(make_policy("noop"))["metrics"]
         for player in players:
             info = player.run_episode(env, seed=inst)

@@ -46,7 +46,7 @@ from typing import Any, Literal
 from pvegym.config import check_dir_names, field, load, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
 from pvegym.errors import ConfigError
-from pvegym.sim import families
+from pvegym.sim import catalog, families
 from pvegym.sim.cost import check_weights
 
 Algo = Literal["PPO", "MaskablePPO", "DQN", "A2C"]
@@ -99,7 +99,7 @@ class EnvOptions:
     ``scenario`` is a family (each episode draws an instance from ``train_seeds``) or a named
     scenario / TOML file (then ``train_seeds`` are episode seeds). ``episode_seconds`` is simulated
     time per episode (``"1h"`` accepted). ``version`` picks the observation (``v0``: the flat
-    layout of the first agents; ``v1``: :mod:`pvegym.env.layout`); ``mask_unmigratable``,
+    layout of the first agents; ``v1``: :mod:`pvegym.env.observation_layout`); ``mask_unmigratable``,
     ``mask_headroom`` and ``memory`` are ``Cluster-v1`` options.
     """
 
@@ -133,13 +133,8 @@ class EnvOptions:
             raise ConfigError(f"{path}.{err.path}", err.message) from None
         for i, s in enumerate(self.train_seeds or ()):
             families.require_train_seed(s, f"{path}.train_seeds[{i}]")
-        if not families.is_family(self.scenario):
-            from pvegym.sim.scenarios import load_scenario
-
-            try:
-                load_scenario(self.scenario)
-            except ConfigError as err:
-                raise ConfigError(f"{path}.scenario", err.message) from None
+        if not catalog.is_family(self.scenario):
+            catalog.resolve(self.scenario, name_key=f"{path}.scenario")
 
     def weights(self) -> dict[str, float]:
         """The reward's cost weights: ``reward_weights``, or the environment's default."""
@@ -147,12 +142,8 @@ class EnvOptions:
 
     def sizes(self) -> tuple[int, int]:
         """``(max_nodes, max_guests)``: the padded sizes of the spaces (as ``ClusterEnv``)."""
-        if families.is_family(self.scenario):
-            return families.family_max_sizes(self.scenario)
-        from pvegym.sim.scenarios import load_scenario
-
-        scn = load_scenario(self.scenario)
-        return len(scn.nodes), max(1, sum(g.ha for g in scn.guests))
+        nodes, guests = catalog.max_sizes(self.scenario)
+        return nodes, max(1, guests)
 
 
 @dataclass(frozen=True)

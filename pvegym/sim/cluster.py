@@ -34,20 +34,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from pvegym.sim import layout as L
 from pvegym.sim.kernel import cluster_round, entry_point
 from pvegym.sim.psi import GRID_STEPS, PERIOD_S, PSI_DECAY, CpuPressureModel
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.workload import WorkloadBank
 
 F64 = NDArray[np.float64]
-
-#: Rows of :attr:`ClusterState.node_rows`: maxcpu, maxmem, reserved_mem, node_demand, node_cpu,
-#: node_mem (0–5), node_inst (6–8), node_avg windows × series (9–17), the round kernel's scratch
-#: (18: the CPU share each node gives its demand).
-NODE_ROWS = 19
-#: Rows of :attr:`ClusterState.guest_rows`: maxcpu, maxmem, mem_ratio, run_fraction, demand,
-#: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22).
-GUEST_ROWS = 23
 
 
 class ClusterState:
@@ -63,18 +56,20 @@ class ClusterState:
         self.n_nodes = n = len(self.node_names)
         # per-node and per-guest float arrays are rows of two matrices (the attributes are row
         # views), so the round kernel takes two arrays instead of sixteen (~75–150 ns each)
-        self.node_rows = np.zeros((NODE_ROWS, n))
-        (
-            self.node_maxcpu,  # cores
-            self.node_maxmem,  # bytes
-            self.reserved_mem,  # in: bytes held on the node for incoming migrations
-            self.node_demand,  # out: cores wanted
-            self.node_cpu,  # out: cores busy
-            self.node_mem,  # out: bytes in use (MemTotal − MemAvailable)
-        ) = self.node_rows[:6]
-        self.node_inst = self.node_rows[6:9]  # out: cpu some | mem some | mem full (0–1)
+        # (rows: :mod:`pvegym.sim.layout`)
+        rows = self.node_rows = np.zeros((L.NODE_ROWS, n))
+        self.node_maxcpu = rows[L.N_MAXCPU]  # cores
+        self.node_maxmem = rows[L.N_MAXMEM]  # bytes
+        self.reserved_mem = rows[L.N_RESERVED_MEM]  # in: bytes held for incoming migrations
+        self.node_demand = rows[L.N_DEMAND]  # out: cores wanted
+        self.node_cpu = rows[L.N_CPU]  # out: cores busy
+        self.node_mem = rows[L.N_MEM]  # out: bytes in use (MemTotal − MemAvailable)
+        # out: cpu some | mem some | mem full (0–1)
+        self.node_inst = rows[L.N_INST : L.N_INST + L.N_SERIES]
         # out: PSI windows avg10/60/300 × the three node series, percent
-        self.node_avg = self.node_rows[9:18].reshape(3, 3, n)
+        self.node_avg = rows[L.N_AVG : L.N_AVG + L.WINDOWS * L.N_SERIES].reshape(
+            L.WINDOWS, L.N_SERIES, n
+        )
         self.node_maxcpu[:] = [float(x.maxcpu) for x in self.nodes]
         self.node_maxmem[:] = [x.maxmem for x in self.nodes]
         self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
@@ -83,18 +78,20 @@ class ClusterState:
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
         self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
         self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
-        self.guest_rows = np.zeros((GUEST_ROWS, g))
-        (
-            self.guest_maxcpu,  # vCPUs
-            self.guest_maxmem,  # bytes
-            self.mem_ratio,  # guest-reported mem / memhost (0–1)
-            self.run_fraction,  # in: fraction of the round the guest runs (0–1), set by motions
-            self.demand,  # out: cores wanted
-            self.received,  # out: cores received
-            self.memhost,  # out: host memory footprint (bytes)
-        ) = self.guest_rows[:7]
-        self.guest_inst = self.guest_rows[7:11]  # out: cpu some | cpu full | mem some | mem full
-        self.guest_avg = self.guest_rows[11:23].reshape(3, 4, g)  # out: windows × series, %
+        rows = self.guest_rows = np.zeros((L.GUEST_ROWS, g))
+        self.guest_maxcpu = rows[L.G_MAXCPU]  # vCPUs
+        self.guest_maxmem = rows[L.G_MAXMEM]  # bytes
+        self.mem_ratio = rows[L.G_MEM_RATIO]  # guest-reported mem / memhost (0–1)
+        self.run_fraction = rows[L.G_RUN_FRACTION]  # in: fraction of the round it runs (0–1)
+        self.demand = rows[L.G_DEMAND]  # out: cores wanted
+        self.received = rows[L.G_RECEIVED]  # out: cores received
+        self.memhost = rows[L.G_MEMHOST]  # out: host memory footprint (bytes)
+        # out: cpu some | cpu full | mem some | mem full (0–1)
+        self.guest_inst = rows[L.G_INST : L.G_INST + L.G_SERIES]
+        # out: windows × series, percent
+        self.guest_avg = rows[L.G_AVG : L.G_AVG + L.WINDOWS * L.G_SERIES].reshape(
+            L.WINDOWS, L.G_SERIES, g
+        )
         self.guest_maxcpu[:] = [float(x.maxcpu) for x in self.guests]
         self.guest_maxmem[:] = [x.maxmem for x in self.guests]
         self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
@@ -106,9 +103,10 @@ class ClusterState:
         self.cpu_pressure = CpuPressureModel(self.node_maxcpu, pm.cpu_blend, pm.cpu_hog_share)
         self.node = self.home.copy()  # where each guest runs now
         self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
-        # outputs of the last round: instantaneous pressure (0–1), PSI averages, totals
-        # stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some %
-        self.totals = np.zeros(7)
+        # outputs of the last round: instantaneous pressure (0–1), PSI averages, and the totals
+        # (stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some
+        # %: rows ``layout.T_*``)
+        self.totals = np.zeros(L.TOTALS)
         self._decay_dt = -1.0
         self._decay = np.ones(3)
         pm, cp = self.psi_model, self.cpu_pressure
@@ -126,15 +124,15 @@ class ClusterState:
     # instantaneous per-round pressure (fractions 0–1)
     @property
     def node_cpu_some(self) -> F64:
-        return self.node_inst[0]
+        return self.node_inst[L.N_CPU_SOME]
 
     @property
     def node_mem_some(self) -> F64:
-        return self.node_inst[1]
+        return self.node_inst[L.N_MEM_SOME]
 
     @property
     def guest_mem_some(self) -> F64:
-        return self.guest_inst[2]
+        return self.guest_inst[L.G_MEM_SOME]
 
     def reset(self) -> None:
         self.bank.reset()
@@ -155,9 +153,11 @@ class ClusterState:
 
     # avg10 views (percent) -------------------------------------------------------------------
     def node_avg10(self) -> tuple[F64, F64, F64]:
-        a = self.node_avg[0]
-        return a[0], a[1], a[2]
+        """cpu some, memory some, memory full avg10 of each node (percent)."""
+        a = self.node_avg[L.AVG10]
+        return a[L.N_CPU_SOME], a[L.N_MEM_SOME], a[L.N_MEM_FULL]
 
     def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
-        a = self.guest_avg[0]
-        return a[0], a[1], a[2], a[3]
+        """cpu some, cpu full, memory some, memory full avg10 of each guest (percent)."""
+        a = self.guest_avg[L.AVG10]
+        return a[L.G_CPU_SOME], a[L.G_CPU_FULL], a[L.G_MEM_SOME], a[L.G_MEM_FULL]

@@ -11,9 +11,10 @@ what a benchmark reports are the same number:
   :func:`weighted_cost` of its final metrics — exactly, not approximately;
 * training reports the same :func:`weighted_cost` of its evaluation episodes.
 
-Only metrics that add up round by round (:data:`ADDITIVE_METRICS`: integrals, byte and move counts)
-may weigh in a reward: a mean (``imbalance_mean``), a maximum (``max_moves_one_guest``) or a latency
-has no per-round increment. A tuning objective may use any metric.
+Only metrics that add up round by round (the metric registry's ``additive`` flag,
+:func:`additive_names`: integrals, byte and move counts) may weigh in a reward: a mean
+(``imbalance_mean``), a maximum (``max_moves_one_guest``) or a latency has no per-round increment.
+A tuning objective may use any metric.
 
 Units: a weight is in cost units per unit of its metric (``guest_stall_s``: per second,
 ``migration_bytes``: per byte — ``2**-30`` is one cost unit per GiB).
@@ -29,30 +30,17 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pvegym.errors import ConfigError
-from pvegym.sim.metrics import METRIC_KEYS
+from pvegym.sim.metrics import METRIC_KEYS, additive_metrics, metric_spec
 
 if TYPE_CHECKING:
     from pvegym.sim.simulation import Simulation
 
-#: §9 metrics whose episode value is the sum of what each round added (the metric registry's
-#: ``additive`` flag; a round's increment of one of them is a well-defined reward term).
-ADDITIVE_METRICS: tuple[str, ...] = (
-    "sim_seconds",
-    "moves",
-    "moves_succeeded",
-    "moves_failed",
-    "moves_aborted",
-    "failed_repeats",
-    "oscillations",
-    "churn_moves",
-    "stall_cpu_s",
-    "stall_mem_s",
-    "guest_stall_s",
-    "cpu_shortfall_core_s",
-    "migration_bytes",
-    "migration_seconds",
-    "downtime_s",
-)
+
+def additive_names() -> tuple[str, ...]:
+    """The registered metrics that add up round by round (``MetricSpec.additive``): the only
+    ones a reward may weigh."""
+    return tuple(spec.name for spec in additive_metrics())
+
 
 #: The balancer's cost in guest-stall-second equivalents (``experiments/tune-patched.toml`` explains
 #: each weight): the workload's stall and lost CPU, a minute per move, two more per failed move, five
@@ -76,7 +64,7 @@ def check_weights(
     """``weights`` as ``{metric: float}``; an unknown metric, a non-finite weight or (for a reward,
     ``additive_only``) a metric that does not add up round by round is a :class:`ConfigError`
     naming ``path.<metric>``."""
-    allowed = ADDITIVE_METRICS if additive_only else METRIC_KEYS
+    allowed = additive_names() if additive_only else tuple(METRIC_KEYS)
     out: dict[str, float] = {}
     for key, value in weights.items():
         if key not in allowed:
@@ -108,60 +96,30 @@ class RunningCost:
     """:func:`weighted_cost` of a running simulation's metrics so far (additive metrics only).
 
     ``cost(sim)`` after any round equals ``weighted_cost(weights, sim.result()["metrics"])`` at
-    that point — bytes and seconds of a migration still in flight count as far as they went — but
-    reads the running counters directly instead of building the result dictionary.
+    that point: each term is its metric's registered ``measure`` on the running
+    :class:`~pvegym.sim.metrics.Metrics` (bytes and seconds of a migration still in flight count
+    as far as they went).
     """
 
     def __init__(self, weights: Mapping[str, float], path: str = "reward_weights") -> None:
         self.weights = check_weights(weights, path, additive_only=True)
-        # the scalar metrics kept as running attributes of Metrics, and the rest
-        w = {k: v for k, v in self.weights.items() if v != 0.0}
-        self._attrs = tuple(
-            (k, v)
-            for k, v in w.items()
-            if k
-            in (
-                "sim_seconds",
-                "stall_cpu_s",
-                "stall_mem_s",
-                "guest_stall_s",
-                "cpu_shortfall_core_s",
-                "downtime_s",
-                "failed_repeats",
-                "moves_failed",
-                "oscillations",
-                "churn_moves",
-            )
+        self._terms = tuple(
+            (metric_spec(k).measure, w) for k, w in self.weights.items() if w != 0.0
         )
-        self._moves = w.get("moves", 0.0)
-        self._succeeded = w.get("moves_succeeded", 0.0)
-        self._aborted = w.get("moves_aborted", 0.0)
-        self._bytes = w.get("migration_bytes", 0.0)
-        self._seconds = w.get("migration_seconds", 0.0)
 
     def __call__(self, sim: Simulation) -> float:
         m = sim.metrics
         total = 0.0
-        for key, w in self._attrs:
-            total += w * getattr(m, key)
-        if self._moves:
-            total += self._moves * len(m.moves)
-        if self._succeeded:
-            total += self._succeeded * sum(r.outcome == "succeeded" for r in m.moves)
-        if self._aborted:
-            total += self._aborted * sum(r.outcome == "aborted" for r in m.moves)
-        if self._bytes or self._seconds:
-            sent, seconds = sim.transfer_in_flight()
-            total += self._bytes * (m.migration_bytes + sent)
-            total += self._seconds * (m.migration_seconds + seconds)
+        for measure, w in self._terms:
+            total += w * float(measure(m) or 0.0)
         return total
 
 
 __all__ = [
-    "ADDITIVE_METRICS",
     "BALANCER_COST",
     "COSTS",
     "RunningCost",
+    "additive_names",
     "check_weights",
     "metric_value",
     "weighted_cost",

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.metrics import Metrics, MoveRecord
@@ -112,6 +113,7 @@ class Simulation:
         self._disabled = set(self.scenario.telemetry.disabled)
         self._nan_nodes = np.full(cl.n_nodes, np.nan)
         self._nan_guests = np.full(self.ha_idx.size, np.nan)
+        self._bind_view()
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -122,8 +124,9 @@ class Simulation:
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
         # where each service is and where it is going (-1: nowhere), rows of one array so that
         # compiled code takes them as one argument
-        self.svc_place = np.empty((2, cl.n_guests), dtype=np.int64)
-        self.svc_node, self.svc_target = self.svc_place
+        self.svc_place = np.empty((L.SVC_ROWS, cl.n_guests), dtype=np.int64)
+        self.svc_node = self.svc_place[L.SVC_NODE]
+        self.svc_target = self.svc_place[L.SVC_TARGET]
         self.svc_node[:] = cl.home
         self.svc_target[:] = -1
         self.cmds: dict[int, tuple[str, int]] = {}
@@ -133,7 +136,7 @@ class Simulation:
             (e for e in self.scenario.events if e.type == "migrate"), key=lambda e: e.t
         )
         self._event_pos = 0
-        self.metrics = Metrics()
+        self.metrics = Metrics(in_flight=self.transfer_in_flight)
         self.metrics.onsets = [
             (e.t, e.node) for e in self.scenario.events if e.type == "pressure-onset"
         ]
@@ -196,8 +199,15 @@ class Simulation:
         if self.jobs:
             self._lrm(t0, t1)
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
-        stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _ = cl.totals.tolist()
-        self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
+        tot = cl.totals
+        self.metrics.add_round(
+            dt,
+            float(tot[L.T_STALL_CPU]),
+            float(tot[L.T_STALL_MEM]),
+            float(tot[L.T_GUEST_STALL]),
+            float(tot[L.T_SHORTFALL]),
+            float(tot[L.T_IMBALANCE]),
+        )
         self.t = t1
 
     def _carry_pauses(self, dt: float) -> None:
@@ -489,7 +499,7 @@ class Simulation:
     def _no_true_pressure(self) -> bool:
         """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
         counts as pressure): the round kernel keeps the peak (NaN if any is NaN)."""
-        return bool(self.cluster.totals[6] < CHURN_PRESSURE_PCT)
+        return bool(self.cluster.totals[L.T_PEAK_SOME] < CHURN_PRESSURE_PCT)
 
     def _queue(self, g: int, target: int) -> None:
         """``queue_resource_motion``: the service and its positive partners (not already there)."""
@@ -510,57 +520,107 @@ class Simulation:
             self.cmds[m] = (self._motion_kind[m], target)
 
     # ------------------------------------------------------------------ telemetry
+    def _bind_view(self) -> None:
+        """What :meth:`_build_view` reads, bound once per episode: the telemetry rows it copies
+        in one ``take`` each (node: cpu, mem, the three avg10 series; HA guests: mem ratio, run
+        fraction, cpu received, memhost, the four avg10 series) and the per-guest constants."""
+        cl, idx = self.cluster, self.ha_idx
+        n_avg10 = L.N_AVG + L.AVG10 * L.N_SERIES
+        g_avg10 = L.G_AVG + L.AVG10 * L.G_SERIES
+        node_rows = np.array(
+            [L.N_CPU, L.N_MEM, *(n_avg10 + k for k in (L.N_CPU_SOME, L.N_MEM_SOME, L.N_MEM_FULL))]
+        )
+        guest_rows = np.array(
+            [L.G_MEM_RATIO, L.G_RUN_FRACTION, L.G_RECEIVED, L.G_MEMHOST]
+            + [g_avg10 + k for k in (L.G_CPU_SOME, L.G_CPU_FULL, L.G_MEM_SOME, L.G_MEM_FULL)]
+        )
+        self._node_flat = cl.node_rows.reshape(-1)  # views: the rows are updated in place
+        self._guest_flat = cl.guest_rows.reshape(-1)
+        self._node_take = node_rows[:, None] * cl.n_nodes + np.arange(cl.n_nodes)[None, :]
+        self._guest_take = guest_rows[:, None] * cl.n_guests + idx[None, :]
+        self._view_running = cl.running[idx]
+        self._all_running = bool(self._view_running.all())
+        # constant facts every view of the episode shares (read-only: a view is a snapshot)
+        self._view_online = cl.node_online.copy()
+        self._view_maxcpu = cl.guest_maxcpu[idx]
+        self._view_maxmem = cl.guest_maxmem[idx]
+        self._view_migratable = self._migratable[idx]
+        for shared in (self._view_online, self._view_maxcpu, self._view_maxmem):
+            shared.flags.writeable = False
+        self._view_migratable.flags.writeable = False
+        self._all_ha = idx.size == cl.n_guests
+
     def _build_view(self) -> ClusterView:
         cl, idx, off = self.cluster, self.ha_idx, self._disabled
-        n_cpu_some, n_mem_some, n_mem_full = cl.node_avg10()
-        g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = cl.guest_avg10()
-        running = cl.running[idx] & (cl.run_fraction[idx] > 0.0)
-
-        def node(name: str, arr: np.ndarray) -> np.ndarray:
-            return self._nan_nodes if name in off else arr.copy()
-
-        def guest(name: str, arr: np.ndarray) -> np.ndarray:
-            return self._nan_guests if name in off else arr[idx]
-
-        results = tuple(
-            MotionResult(
-                j.sid,
-                cl.node_names[j.source],
-                cl.node_names[j.target],
-                j.ok,
-                j.reason,
-                j.t_issued,
-                float(j.t_end or 0.0),
-            )
-            for j in self._results
-            if self._is_ha_list[j.guest]
+        # one copy of each telemetry block (the view is a snapshot: later rounds do not change it)
+        n_cpu, n_mem, n_cpu_some, n_mem_some, n_mem_full = self._node_flat.take(self._node_take)
+        ratio, run_fraction, received, memhost, g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = (
+            self._guest_flat.take(self._guest_take)
         )
+        running = run_fraction > 0.0
+        if not self._all_running:
+            running &= self._view_running
+        guest_node, guest_target = self.svc_place.take(idx, axis=1)
+        if off:
+            nan_n, nan_g = self._nan_nodes, self._nan_guests
+            n_cpu = nan_n if "node_cpu" in off else n_cpu
+            n_mem = nan_n if "node_mem" in off else n_mem
+            n_cpu_some = nan_n if "node_cpu_some" in off else n_cpu_some
+            n_mem_some = nan_n if "node_mem_some" in off else n_mem_some
+            n_mem_full = nan_n if "node_mem_full" in off else n_mem_full
+            guest_cpu = nan_g if "guest_cpu" in off else received
+            guest_mem = nan_g if "guest_mem" in off else memhost * ratio
+            memhost = nan_g if "guest_memhost" in off else memhost
+            g_cpu_some = nan_g if "guest_cpu_some" in off else g_cpu_some
+            g_cpu_full = nan_g if "guest_cpu_full" in off else g_cpu_full
+            g_mem_some = nan_g if "guest_mem_some" in off else g_mem_some
+            g_mem_full = nan_g if "guest_mem_full" in off else g_mem_full
+        else:
+            guest_cpu, guest_mem = received, memhost * ratio
+        results: tuple[MotionResult, ...] = ()
+        if self._results:
+            results = tuple(
+                MotionResult(
+                    j.sid,
+                    cl.node_names[j.source],
+                    cl.node_names[j.target],
+                    j.ok,
+                    j.reason,
+                    j.t_issued,
+                    float(j.t_end or 0.0),
+                )
+                for j in self._results
+                if self._is_ha_list[j.guest]
+            )
+        states = self.svc_state
         return ClusterView(
             t=self.t,
             node_names=cl.node_names,
-            node_online=cl.node_online.copy(),
+            node_online=self._view_online,
             node_maxcpu=cl.node_maxcpu,
             node_maxmem=cl.node_maxmem,
-            node_cpu=node("node_cpu", cl.node_cpu),
-            node_mem=node("node_mem", cl.node_mem),
-            node_cpu_some=node("node_cpu_some", n_cpu_some),
-            node_mem_some=node("node_mem_some", n_mem_some),
-            node_mem_full=node("node_mem_full", n_mem_full),
+            node_cpu=n_cpu,
+            node_mem=n_mem,
+            node_cpu_some=n_cpu_some,
+            node_mem_some=n_mem_some,
+            node_mem_full=n_mem_full,
             sids=self.ha_sids,
-            guest_node=self.svc_node[idx],
-            guest_target=self.svc_target[idx],
-            guest_state=tuple([self.svc_state[i] for i in self._ha_list]),
+            guest_node=guest_node,
+            guest_target=guest_target,
+            guest_state=tuple(states)
+            if self._all_ha
+            else tuple([states[i] for i in self._ha_list]),
             guest_running=running,
-            guest_maxcpu=cl.guest_maxcpu[idx],
-            guest_maxmem=cl.guest_maxmem[idx],
-            guest_cpu=guest("guest_cpu", cl.received),
-            guest_mem=guest("guest_mem", cl.memhost * cl.mem_ratio),
-            guest_memhost=guest("guest_memhost", cl.memhost),
-            guest_cpu_some=guest("guest_cpu_some", g_cpu_some),
-            guest_cpu_full=guest("guest_cpu_full", g_cpu_full),
-            guest_mem_some=guest("guest_mem_some", g_mem_some),
-            guest_mem_full=guest("guest_mem_full", g_mem_full),
-            guest_migratable=self._migratable[idx],
+            guest_maxcpu=self._view_maxcpu,
+            guest_maxmem=self._view_maxmem,
+            guest_cpu=guest_cpu,
+            guest_mem=guest_mem,
+            guest_memhost=memhost,
+            guest_cpu_some=g_cpu_some,
+            guest_cpu_full=g_cpu_full,
+            guest_mem_some=g_mem_some,
+            guest_mem_full=g_mem_full,
+            guest_migratable=self._view_migratable,
             rules=self.rules,
             results=results,
             motion_active=self.motion_active(),
@@ -577,8 +637,7 @@ class Simulation:
 
     def result(self) -> dict[str, Any]:
         """Metrics (§9) and the balancer's moves, including a migration still running at the end."""
-        m = self.metrics.result()
-        sent, seconds = self.transfer_in_flight()
-        m["migration_bytes"] += sent
-        m["migration_seconds"] += seconds
-        return {"metrics": m, "moves": [r.as_dict() for r in self.metrics.moves]}
+        return {
+            "metrics": self.metrics.result(),
+            "moves": [r.as_dict() for r in self.metrics.moves],
+        }

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import pvegym.env  # noqa: F401  (registers the environments)
-from pvegym.env import layout as L
+from pvegym.env import observation_layout as L
 from pvegym.env.cluster_env_v1 import ClusterEnvV1
 from pvegym.env.view_encoding_v1 import ViewEncoderV1
 from pvegym.errors import ConfigError

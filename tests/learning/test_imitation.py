@@ -13,7 +13,7 @@ from pvegym.env.cluster_env_v1 import ClusterEnvV1
 from pvegym.learning.imitation import CollectStats, collect_episode, learner_actions, train_bc
 from pvegym.learning.pair_policy import MaskablePairScorerPolicy
 from pvegym.learning.train_config import ImitationOptions
-from pvegym.sim import families
+from pvegym.sim import catalog
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import Motion
@@ -41,7 +41,7 @@ def test_expert_only_collection_is_the_experts_episode() -> None:
     batch = collect_episode(
         _env(False), inst, ep_seed, expert, None, 1.0, np.random.default_rng(0), CollectStats()
     )
-    scn = families.family_scenario("small", inst)
+    scn = catalog.scenario("small", inst)
     ref = Simulation(scn, ep_seed).run(make_policy("guest-centric"), SECONDS)["metrics"]
     noop = Simulation(scn, ep_seed).run(make_policy("noop"), SECONDS)["metrics"]
     info = batch.infos[0]

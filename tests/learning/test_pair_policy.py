@@ -10,7 +10,7 @@ import torch as th
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 
-from pvegym.env import layout as L
+from pvegym.env import observation_layout as L
 from pvegym.env.cluster_env_v1 import ClusterEnvV1
 from pvegym.learning.pair_policy import (
     IMPOSSIBLE,

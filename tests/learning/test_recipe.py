@@ -11,8 +11,8 @@ import pytest
 from policies.registry import make_policy
 from pvegym.cli import main
 from pvegym.errors import ConfigError
-from pvegym.experiments.config import resolve_scenario
 from pvegym.learning.train_config import parse_train_config
+from pvegym.sim import catalog
 from pvegym.sim.simulation import Simulation
 
 TRAIN = """
@@ -82,7 +82,7 @@ def test_recipe_trains_selects_and_resumes(tmp_path: Path) -> None:
     assert json.loads((out / "manifest.json").read_text())["model_sha256"] == sha
     # the selected agent acts as a balancer, loaded by policy name (no pickled class)
     policy = make_policy("learned", model=str(out))
-    scn, _ = resolve_scenario("small", 1_000_001, {})
+    scn = catalog.scenario("small", 1_000_001)
     policy.reset(1_000_001)
     result = Simulation(scn, 1_000_001).run(policy, 600.0)
     assert result["metrics"]["sim_seconds"] == 600.0

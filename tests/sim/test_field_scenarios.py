@@ -1,6 +1,6 @@
 """MODEL §10: the five field scenarios hold their targets in ≥ 8 of 10 seeds.
 
-Targets are judged by :func:`pvegym.commands.ablate.check_target` (the single definition the
+Targets are judged by :func:`pvegym.experiments.ablation.check_target` (the single definition the
 ``ablate`` command uses too); each scenario runs for its own duration. ``nonconverging-migration``
 runs with ``--qemu-server unpatched`` for upstream and ``patched`` for patched.
 """
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from pvegym.commands.ablate import check_target, needed, qemu_server_for, run_episode
-from pvegym.sim.scenarios import FIELD_SCENARIOS, load_scenario
+from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
+from pvegym.sim import catalog
+from pvegym.sim.scenarios import FIELD_SCENARIOS
 
 SEEDS = range(10)
 
@@ -46,11 +47,11 @@ def test_target_holds_in_8_of_10_seeds(scenario: str, policy: str) -> None:
 
 
 def test_scenarios_are_registered_with_faithful_durations() -> None:
-    durations = {name: load_scenario(name).duration for name in FIELD_SCENARIOS}
+    durations = {name: catalog.scenario(name).duration for name in FIELD_SCENARIOS}
     assert durations["failure-loop"] == 20 * 60  # "25 identical failing attempts in 20 minutes"
     assert durations["dominant-oscillation"] == 27 * 60  # "five moves … in 27 minutes"
     assert durations["idle-night"] == 8 * 3600  # MODEL §10: the night, 8 h
-    scn = load_scenario("nonconverging-migration")
+    scn = catalog.scenario("nonconverging-migration")
     big = next(g for g in scn.guests if g.sid == "vm:120")
     assert big.maxmem == 24 * 2**30 and big.dirty_rate > scn.migration.bandwidth
 

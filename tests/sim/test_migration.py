@@ -15,9 +15,7 @@ from hypothesis import strategies as st
 
 from pvegym.errors import ConfigError
 from pvegym.sim.migration import ABORTED, COMPLETED, RUNNING, Migration, MigrationParams
-
-GiB = 1 << 30
-MiB = 1 << 20
+from pvegym.units import GiB, MiB
 
 
 def _load_reference():  # type: ignore[no-untyped-def]

@@ -10,8 +10,7 @@ from pvegym.sim import crs
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import MIGRATE, STARTED, ClusterView, Motion
-
-GiB = 2**30
+from pvegym.units import GiB
 
 
 def _two_nodes(**extra: Any) -> dict[str, Any]:

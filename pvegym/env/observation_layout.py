@@ -34,9 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pvegym.sim.scenario import TELEMETRY_FIELDS
-
-GiB = float(2**30)
-MiB = float(2**20)
+from pvegym.units import GiB, MiB
 
 #: Layout version: a model records it and refuses another.
 VERSION = "v1"

@@ -1,0 +1,344 @@
+"""How fast the environment and the simulator are, in one process (``pvegym bench`` prints it).
+
+Figures (``--json`` keys):
+
+* ``cartpole_step_us`` — µs per step of ``CartPole-v1`` through ``gymnasium.make`` (random
+  actions): the yardstick for "a cheap environment".
+* ``small_step_us`` / ``large_step_us`` — µs per step of ``pvegym/Cluster-v0`` through
+  ``gymnasium.make`` on the ``bench-small`` (8 nodes, 64 guests) and ``bench-large`` (64 nodes,
+  2,000 guests) families, with uniformly random *masked* actions: each step is ``action_masks()``,
+  drawing a valid action, and ``step()`` (what a MaskablePPO rollout pays). ``*_env_step_us`` is the
+  ``step()`` call alone. ``small_ratio`` / ``large_ratio`` are the ratios to CartPole, measured in
+  alternating blocks (:func:`paired_ratio`: medians over 20 block pairs), because the speed of a
+  shared machine drifts within seconds; ``cartpole_step_us`` is the median of the blocks paired
+  with ``bench-small``.
+* ``day_s`` / ``day_ratio`` — per heuristic (``noop``, ``upstream``, ``patched``,
+  ``guest-centric``): CPU seconds of a simulated day (8,640 rounds) of the simulation loop
+  (``Simulation.step`` + the balancer's ``decide``) on ``bench-small`` instance 0, and its ratio to
+  a CartPole day of as many steps. Each day runs in 24 one-hour blocks, each paired back to back
+  with a block of as many CartPole steps (alternating which goes first), the heuristics taking
+  turns hour by hour; the ratio is the sum over the day's blocks ÷ the sum over CartPole's, so both
+  see the same drift of a shared machine. Both are timed in the thread's CPU time
+  (:func:`days_paired` says why).
+  ``day_decide_us`` is the mean µs per round inside ``decide`` (the heuristic alone; the rest of
+  ``day_s`` is the model and its telemetry view). ``day_patched_ratio`` and
+  ``day_guest_centric_ratio`` repeat two of the ratios; ``day_patched_s`` (with ``day_policy``) is
+  ``day_s["patched"]``. ``--quick`` runs one hour (24 blocks of 15 rounds) and multiplies by 24
+  (``day_extrapolated``).
+* ``day_noop_3x30_s`` — the same loop with ``noop`` on a generated 3-node, 30-guest scenario (the
+  model alone, wall time), ``day_noop_ratio`` its ratio to ``cartpole_day_s`` (8,640 ×
+  ``cartpole_step_us``), as in earlier records.
+* ``scaling`` — step µs for clusters from 2 nodes / 10 guests to 64 nodes / 2,000 guests, and
+  ``scaling_exponent``: the slope of log(step µs) against log(guests) (least squares).
+
+Progress goes to stderr; the numbers depend on the machine and its load. ``provenance`` records
+the commit, package versions, interpreter and CPU count; ``--out FILE`` also writes the document.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+DAY_ROUNDS = 8640
+FULL_SCALING = ((2, 10), (4, 40), (8, 100), (16, 300), (32, 1000), (64, 2000))
+QUICK_SCALING = ((2, 10), (8, 100), (32, 500))
+
+
+def _progress(msg: str) -> None:
+    print(f"pvegym bench: {msg}", file=sys.stderr, flush=True)
+
+
+class CartPoleLoop:
+    """``CartPole-v1`` through ``gymnasium.make`` with random actions drawn up front; resets are
+    not timed."""
+
+    def __init__(self, seed: int = 0) -> None:
+        import gymnasium
+
+        self.env = gymnasium.make("CartPole-v1")
+        self.env.reset(seed=seed)
+        self._rng = np.random.default_rng(seed)
+
+    def run(self, steps: int) -> float:
+        """Seconds spent in ``steps`` calls of ``step()``."""
+        env = self.env
+        actions = self._rng.integers(0, 2, size=steps).tolist()
+        total = 0.0
+        for a in actions:
+            t0 = time.perf_counter()
+            _, _, term, trunc, _ = env.step(a)
+            total += time.perf_counter() - t0
+            if term or trunc:
+                env.reset()
+        return total
+
+    def run_cpu(self, steps: int) -> float:
+        """CPU seconds of this thread in ``steps`` calls of ``step()`` (resets excluded): the
+        block is timed as a whole, each reset on its own and subtracted."""
+        env, clock = self.env, time.thread_time
+        actions = self._rng.integers(0, 2, size=steps).tolist()
+        resets = 0.0
+        t0 = clock()
+        for a in actions:
+            _, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                r0 = clock()
+                env.reset()
+                resets += clock() - r0
+        return clock() - t0 - resets
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class ClusterLoop:
+    """``pvegym/Cluster-v0`` through ``gymnasium.make`` with uniformly random *masked* actions: a
+    step is ``action_masks()`` + picking a valid action + ``step()``, what a MaskablePPO rollout
+    pays. The uniforms that pick the valid action are drawn up front (as :class:`CartPoleLoop`
+    draws its actions), so the figure is the environment's cost, not ``Generator.integers``'
+    per-call overhead. One episode long enough for every timed step, so no reset is timed."""
+
+    def __init__(self, scenario: Any, steps: int, warmup: int = 5, seed: int = 0) -> None:
+        import gymnasium
+
+        import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
+
+        self.env = gymnasium.make(
+            "pvegym/Cluster-v0", scenario=scenario, episode_seconds=(steps + warmup + 1) * 10.0
+        )
+        self._base: Any = self.env.unwrapped
+        self._rng = np.random.default_rng(seed)
+        self.env.reset(seed=seed)
+        for _ in range(warmup):  # JIT compilation and caches outside the timing
+            self.env.step(0)
+
+    def run(self, steps: int) -> tuple[float, float]:
+        """``(seconds of the whole loop, seconds in step())`` for ``steps`` steps."""
+        env, base = self.env, self._base
+        # uniform in [0, 1): index int(u · n) is uniform over n valid actions
+        picks = self._rng.random(steps).tolist()
+        loop = inner = 0.0
+        for u in picks:
+            t0 = time.perf_counter()
+            valid = base.action_masks().nonzero()[0]
+            a = int(valid[int(u * valid.size)])
+            t1 = time.perf_counter()
+            env.step(a)
+            t2 = time.perf_counter()
+            loop += t2 - t0
+            inner += t2 - t1
+        return loop, inner
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def paired_ratio(
+    cluster: ClusterLoop, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
+) -> dict[str, float]:
+    """Step costs of ``cluster`` and ``cartpole`` measured in alternating blocks, and their ratio.
+
+    Why blocks: on a shared machine the speed drifts within seconds (on the development machine
+    the same code measured one figure after the other gave 6.6× and 5.1× a minute apart). Each block pair runs back to back
+    (alternating which goes first); the ratio is the median of the per-pair ratios and the step
+    costs are medians over blocks (µs)."""
+    per = max(1, steps // blocks)
+    per_cp = max(1, cartpole_steps // blocks)
+    loop_us, inner_us, cp_us, ratios = [], [], [], []
+    for b in range(blocks):
+        if b % 2:
+            loop, inner = cluster.run(per)
+            cp = cartpole.run(per_cp)
+        else:
+            cp = cartpole.run(per_cp)
+            loop, inner = cluster.run(per)
+        loop_us.append(loop / per * 1e6)
+        inner_us.append(inner / per * 1e6)
+        cp_us.append(cp / per_cp * 1e6)
+        ratios.append(loop_us[-1] / cp_us[-1])
+    return {
+        "step_us": float(np.median(loop_us)),
+        "env_step_us": float(np.median(inner_us)),
+        "cartpole_step_us": float(np.median(cp_us)),
+        "ratio": float(np.median(ratios)),
+    }
+
+
+def cluster_step_us(scenario: Any, steps: int, seed: int = 0) -> tuple[float, float]:
+    """``(loop µs, step() µs)`` per step of :class:`ClusterLoop` (one block, for the scaling)."""
+    cl = ClusterLoop(scenario, steps, seed=seed)
+    loop, inner = cl.run(steps)
+    cl.close()
+    return loop / steps * 1e6, inner / steps * 1e6
+
+
+DAY_POLICIES = ("noop", "upstream", "patched", "guest-centric")
+
+
+def days_paired(
+    names: tuple[str, ...], cartpole: CartPoleLoop, rounds: int, blocks: int = 24
+) -> dict[str, dict[str, float]]:
+    """``rounds`` rounds of the simulation loop on ``bench-small`` instance 0 under each policy
+    of ``names``, in ``blocks`` blocks per policy, each block paired with as many CartPole steps
+    (alternating which goes first); the policies take turns block by block, so all of them see
+    the same drift of the machine. Per policy: ``{"day_s", "cartpole_s", "ratio", "decide_us"}``
+    (``day_s``, ``cartpole_s`` scaled to a whole day).
+
+    Times are this thread's CPU time (``time.thread_time``), not wall time: a day block runs ~30×
+    longer than its CartPole block, so on a shared machine it collects most of the preemptions
+    (other processes' time slices), which CPU time leaves out."""
+    from policies import make_policy
+    from pvegym.sim import catalog
+    from pvegym.sim.simulation import Simulation
+
+    scenario = catalog.scenario("bench-small", 0)
+    loops: dict[str, list[Any]] = {}
+    for name in names:
+        warm = Simulation(scenario, seed=0)
+        warm.run(make_policy(name), 10 * warm.round_s)  # JIT compilation and caches
+        policy = make_policy(name)
+        sim = Simulation(scenario, seed=0)
+        policy.reset(0)
+        loops[name] = [policy, sim, sim.reset()]
+    per = max(1, rounds // blocks)
+    acc = {name: {"day": 0.0, "cp": 0.0, "decide": 0.0} for name in names}
+    clock, perf = time.thread_time, time.perf_counter
+    for b in range(blocks):
+        for name in names:
+            policy, sim, view = loops[name]
+            a = acc[name]
+            if b % 2 == 0:
+                a["cp"] += cartpole.run_cpu(per)
+            t0 = clock()
+            inside = 0.0
+            for _ in range(per):
+                t1 = perf()  # decide's share: wall µs (preemption is rare at that scale)
+                motion = policy.decide(view)
+                inside += perf() - t1
+                view = sim.step(motion)
+            a["day"] += clock() - t0
+            a["decide"] += inside
+            loops[name][2] = view
+            if b % 2 == 1:
+                a["cp"] += cartpole.run_cpu(per)
+    done = per * blocks
+    return {
+        name: {
+            "day_s": a["day"] * DAY_ROUNDS / done,
+            "cartpole_s": a["cp"] * DAY_ROUNDS / done,
+            "ratio": a["day"] / a["cp"],
+            "decide_us": a["decide"] / done * 1e6,
+        }
+        for name, a in acc.items()
+    }
+
+
+def day_noop_seconds(rounds: int) -> float:
+    """Wall seconds of ``rounds`` rounds of ``Simulation.run`` with ``noop`` on a generated
+    3-node, 30-guest scenario (the foundation's figure: the model alone, no environment)."""
+    from policies import make_policy
+    from pvegym.sim.families import build_scenario, generate
+    from pvegym.sim.simulation import Simulation
+
+    sim = Simulation(build_scenario(generate(3, 30, 0)), seed=0)
+    policy = make_policy("noop")
+    sim.run(policy, 10 * sim.round_s)  # warm-up (JIT)
+    t0 = time.perf_counter()
+    sim.run(policy, rounds * sim.round_s)
+    return time.perf_counter() - t0
+
+
+def scaling(sizes: tuple[tuple[int, int], ...], steps: int) -> list[dict[str, Any]]:
+    from pvegym.sim.families import build_scenario, generate
+
+    rows = []
+    for nodes, guests in sizes:
+        scn = build_scenario(generate(nodes, guests, 0))
+        n = steps if guests <= 500 else max(20, steps // 4)
+        loop, _ = cluster_step_us(scn, n)
+        _progress(f"scaling {nodes} nodes × {guests} guests: {loop:.0f} µs/step")
+        rows.append({"nodes": nodes, "guests": guests, "step_us": loop})
+    return rows
+
+
+def fit_exponent(rows: list[dict[str, Any]]) -> float:
+    """Least-squares slope of log(step_us) vs log(guests)."""
+    x = np.log([r["guests"] for r in rows])
+    y = np.log([r["step_us"] for r in rows])
+    return float(np.polyfit(x, y, 1)[0])
+
+
+def bench(quick: bool = False) -> dict[str, Any]:
+    steps_cp, steps_s, steps_l, steps_sc = (2000, 150, 20, 30) if quick else (20000, 3000, 400, 300)
+    blocks = 5 if quick else 20
+    cartpole = CartPoleLoop()
+    cartpole.run(200)  # warm-up
+    _progress("bench-small vs CartPole-v1, alternating blocks …")
+    small = paired_ratio(ClusterLoop("bench-small", steps_s), cartpole, steps_s, steps_cp, blocks)
+    _progress(
+        f"bench-small: {small['step_us']:.0f} µs/step, CartPole-v1 "
+        f"{small['cartpole_step_us']:.1f} µs/step: ×{small['ratio']:.1f}; bench-large …"
+    )
+    large = paired_ratio(
+        ClusterLoop("bench-large", steps_l), cartpole, steps_l, steps_cp // 4, blocks
+    )
+    _progress(f"bench-large: {large['step_us']:.0f} µs/step: ×{large['ratio']:.1f}; a day …")
+    cp = small["cartpole_step_us"]
+    rounds = 360 if quick else DAY_ROUNDS
+    days = days_paired(DAY_POLICIES, cartpole, rounds)
+    for name in DAY_POLICIES:
+        _progress(
+            f"day ({name}): {days[name]['day_s']:.2f} s, ×{days[name]['ratio']:.1f} a CartPole "
+            f"day, decide {days[name]['decide_us']:.1f} µs/round"
+        )
+    day_noop = day_noop_seconds(rounds) * DAY_ROUNDS / rounds
+    cartpole_day = cp * 1e-6 * DAY_ROUNDS
+    cartpole.close()
+    _progress("scaling …")
+    rows = scaling(QUICK_SCALING if quick else FULL_SCALING, steps_sc)
+    return {
+        "cartpole_step_us": cp,
+        "small_step_us": small["step_us"],
+        "large_step_us": large["step_us"],
+        "small_env_step_us": small["env_step_us"],
+        "large_env_step_us": large["env_step_us"],
+        "small_ratio": small["ratio"],
+        "large_ratio": large["ratio"],
+        "large_cartpole_step_us": large["cartpole_step_us"],
+        "day_s": {k: v["day_s"] for k, v in days.items()},
+        "day_ratio": {k: v["ratio"] for k, v in days.items()},
+        "day_decide_us": {k: v["decide_us"] for k, v in days.items()},
+        "day_patched_ratio": days["patched"]["ratio"],
+        "day_guest_centric_ratio": days["guest-centric"]["ratio"],
+        "day_patched_s": days["patched"]["day_s"],
+        "day_policy": "patched",
+        "day_rounds": DAY_ROUNDS,
+        "day_extrapolated": rounds != DAY_ROUNDS,
+        "day_noop_3x30_s": day_noop,
+        "cartpole_day_s": cartpole_day,
+        "day_noop_ratio": day_noop / cartpole_day,
+        "scaling_exponent": fit_exponent(rows),
+        "scaling": rows,
+        "quick": quick,
+    }
+
+
+def provenance() -> dict[str, Any]:
+    """What the figures were measured with: commit, package versions, interpreter, CPUs."""
+    import os
+    import platform
+
+    from pvegym.provenance import git_commit, package_versions
+
+    commit, dirty = git_commit()
+    return {
+        "commit": commit,
+        "dirty": dirty,
+        "versions": package_versions(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
