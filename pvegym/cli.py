@@ -28,6 +28,8 @@ COMMANDS = (
     "replay",
     "train",
     "tune",
+    "import_cluster",
+    "whatif",
 )
 
 
