@@ -218,17 +218,27 @@ sub manager_status {
 my %out;
 if ($mode eq 'mkmap') {   # build the anonymization map from the raw answers
     my ($res, $ha, $rules, $groups, $pci) = map { -s $_ ? read_json($_) : undef } @args;
-    my (%node, %vmid, %storage, %pool, %group, %rule, %mapping);
+    # new names never equal an original one of the same kind (no false "leaks", no mix-ups)
+    my $fresh = sub {
+        my ($prefix, $start, @orig) = @_;
+        my %taken = map { $_ => 1 } @orig;
+        my ($i, %m) = ($start);
+        for my $o (@orig) { $i++ while $taken{"$prefix$i"}; $m{$o} = "$prefix$i"; $i++; }
+        return \%m;
+    };
     my @nodes = sort map { $_->{node} } grep { ($_->{type} // '') eq 'node' } @$res;
-    @node{@nodes} = map { "node$_" } 1 .. @nodes;
     my @ids = sort { $a <=> $b } map { $_->{vmid} } grep { ($_->{type} // '') =~ /^(qemu|lxc)$/ } @$res;
-    @vmid{@ids} = map { 100 + $_ } 0 .. $#ids;
     my %st = map { $_->{storage} => 1 } grep { ($_->{type} // '') eq 'storage' } @$res;
-    my @st = sort keys %st; @storage{@st} = map { "storage$_" } 1 .. @st;
-    my @gr = sort map { $_->{group} } @{ $groups // [] }; @group{@gr} = map { "group$_" } 1 .. @gr;
-    my @ru = sort map { $_->{rule} } @{ $rules // [] }; @rule{@ru} = map { "rule$_" } 1 .. @ru;
-    my @mp = sort map { $_->{id} } @{ $pci // [] }; @mapping{@mp} = map { "pci$_" } 1 .. @mp;
-    print $json->encode({ node => \%node, vmid => \%vmid, storage => \%storage, group => \%group, rule => \%rule, mapping => \%mapping });
+    my $vmid = $fresh->('', 100, @ids);
+    $_ += 0 for values %$vmid;
+    print $json->encode({
+        node => $fresh->('node', 1, @nodes),
+        vmid => $vmid,
+        storage => $fresh->('storage', 1, sort keys %st),
+        group => $fresh->('group', 1, sort map { $_->{group} } @{ $groups // [] }),
+        rule => $fresh->('rule', 1, sort map { $_->{rule} } @{ $rules // [] }),
+        mapping => $fresh->('pci', 1, sort map { $_->{id} } @{ $pci // [] }),
+    });
     exit 0;
 }
 if ($mode eq 'guests') {  # lines "node kind vmid template" of the raw resources

@@ -102,8 +102,8 @@ class Series:
 def parse_series(value: Value, timeframe: str, cf: str, step: int) -> Series:
     """Check and decode one ``rrddata`` answer expected at ``step`` seconds per row.
 
-    The longest tail of rows spaced ``step`` apart is kept (the rows before it, at another
-    resolution, are counted in ``head_dropped``); a series with fewer than two such rows is an
+    The longest tail of rows each ``step`` after the previous one is kept (the rows before it,
+    at another resolution, are counted in ``head_dropped``); a series with fewer than two such rows is an
     error naming the file."""
     rows = value.items()
     if len(rows) < 2:
@@ -113,8 +113,10 @@ def parse_series(value: Value, timeframe: str, cf: str, step: int) -> Series:
     if (diffs <= 0).any():
         i = int(np.argmax(diffs <= 0)) + 1
         raise rows[i].get("time").error(f"{times[i]} is not after the previous row's {times[i - 1]}")
+    # a row averages the interval since the previous row: the first row of the regular tail
+    # after another resolution covers that resolution's interval, so it goes too
     bad = np.flatnonzero(diffs != step)
-    start = int(bad[-1]) + 1 if bad.size else 0
+    start = int(bad[-1]) + 2 if bad.size else 0
     if times.size - start < 2:
         raise value.error(
             f"rows are not {step} s apart (PVE's {timeframe} series has {step} s rows; "

@@ -156,11 +156,12 @@ def _iso(t: float) -> str:
 
 
 # ------------------------------------------------------------------------------------------ window
-def _entities(export: ClusterExport) -> list[tuple[str, dict[tuple[str, str], Series]]]:
-    """Nodes and running-or-recorded guests whose series decide the window."""
-    out = [(f"node {n.name}", n.series) for n in export.nodes.values() if n.series]
+def _entities(export: ClusterExport) -> list[tuple[str, str, dict[tuple[str, str], Series]]]:
+    """``(name, directory, series)`` of the nodes and the running-or-recorded guests whose series
+    decide the window."""
+    out = [(f"node {n.name}", f"nodes/{n.name}", n.series) for n in export.nodes.values() if n.series]
     out += [
-        (f"{g.sid}", g.series)
+        (g.sid, f"nodes/{g.node}/{g.kind}/{g.vmid}", g.series)
         for g in export.guests.values()
         if not g.template and (g.series or g.status == "running")
     ]
@@ -175,7 +176,12 @@ def choose_window(export: ClusterExport, spec: str, cf: str = "AVERAGE") -> Wind
         candidates = [spec]
         want: float | None = None
     else:
-        want = parse_duration(spec, "--window")
+        try:
+            want = parse_duration(spec, "--window")
+        except ConfigError:
+            raise ConfigError(
+                "--window", f"{spec!r} is not hour, day, week or a duration (e.g. 36h)"
+            ) from None
         if want <= 0:
             raise ConfigError("--window", "must be positive")
         candidates = sorted(TIMEFRAMES, key=lambda tf: (table[tf][0], -table[tf][1]))
@@ -183,11 +189,14 @@ def choose_window(export: ClusterExport, spec: str, cf: str = "AVERAGE") -> Wind
     for tf in candidates:
         step = table[tf][0]
         start, end = -math.inf, math.inf
-        lacking = [name for name, series in entities if (tf, cf) not in series]
+        lacking = [(name, where) for name, where, series in entities if (tf, cf) not in series]
+        if lacking and want is None:  # the timeframe asked for: name the file that is missing
+            name, where = lacking[0]
+            raise ExportError(f"{where}/rrddata-{tf}-{cf}.json", "", f"is missing ({name} has no {tf} series)")
         if lacking:
-            spans.append(f"{tf}: no {cf} series of {', '.join(lacking[:3])}")
+            spans.append(f"{tf}: no {cf} series of {', '.join(n for n, _ in lacking[:3])}")
             continue
-        for _, series in entities:
+        for _, _, series in entities:
             s0, s1 = series[(tf, cf)].span
             start, end = max(start, s0), min(end, s1)
         if end - start < 2 * step:
