@@ -36,7 +36,7 @@ MAC = re.compile(rb"\b[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}\b")
 def export(tmp: Path, fixture: str, *args: str) -> tuple[Path, list[str]]:
     """Run the script with the stub as ``pvesh``; the export directory and the stub's call log."""
     stub = tmp / "pvesh"
-    stub.write_text(f"#!/bin/sh\nexec {sys.executable} {FIXTURES / 'stub_pvesh.py'} \"$@\"\n")
+    stub.write_text(f'#!/bin/sh\nexec {sys.executable} {FIXTURES / "stub_pvesh.py"} "$@"\n')
     stub.chmod(0o755)
     log = tmp / "pvesh.log"
     out = tmp / "export"
@@ -65,7 +65,9 @@ def files(root: Path) -> dict[str, bytes]:
     for p in sorted(root.rglob("*")):
         if p.is_file():
             data = p.read_bytes()
-            out[p.relative_to(root).as_posix()] = gzip.decompress(data) if p.suffix == ".gz" else data
+            out[p.relative_to(root).as_posix()] = (
+                gzip.decompress(data) if p.suffix == ".gz" else data
+            )
     return out
 
 
@@ -131,7 +133,9 @@ def test_the_export_is_the_fixture_again(pve9: tuple[Path, list[str]]) -> None:
     assert [m["path"] for m in meta["missing"]] == ["/cluster/ha/groups"]
 
 
-def test_anonymized_export_has_no_names_or_ids_and_imports(pve9_anon: tuple[Path, list[str]]) -> None:
+def test_anonymized_export_has_no_names_or_ids_and_imports(
+    pve9_anon: tuple[Path, list[str]],
+) -> None:
     root, _ = pve9_anon
     _no_secrets(root)
     fixture = FIXTURES / "pve9-field"
@@ -173,12 +177,19 @@ def test_pve8_groups_anonymized_and_tarred(tmp_path: Path) -> None:
     words = tokens(extracted)
     assert not {"pve8-a", "pve8-b", "pve8-c", "prefer-a", "only-ab", "app-01", "nfs-vm"} & words
     imp = build_import(read_export(tar), "day")
-    assert {r["name"] for r in imp.scenario["node_affinity"]} == {"ha-group-group1", "ha-group-group2"}
+    assert {r["name"] for r in imp.scenario["node_affinity"]} == {
+        "ha-group-group1",
+        "ha-group-group2",
+    }
 
 
 def test_unknown_options_and_an_existing_out(tmp_path: Path) -> None:
     env = {**os.environ, "PVE_EXPORT_ALLOW_NON_ROOT": "1", "PVESH": "/bin/false"}
-    run = subprocess.run(["bash", str(SCRIPT), "--frobnicate"], env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        ["bash", str(SCRIPT), "--frobnicate"], env=env, capture_output=True, text=True
+    )
     assert run.returncode == 2 and "unknown option" in run.stderr
-    run = subprocess.run(["bash", str(SCRIPT), "--out", str(tmp_path)], env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        ["bash", str(SCRIPT), "--out", str(tmp_path)], env=env, capture_output=True, text=True
+    )
     assert run.returncode == 2 and "exists" in run.stderr

@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise ConfigError("--out", f"no such directory {str(out.parent)!r}")
     export = read_export(Path(args.export))
-    imp = build_import(export, args.window, out.stem, args.fit_fraction, dirty_rate(args.dirty_rate))
+    imp = build_import(
+        export, args.window, out.stem, args.fit_fraction, dirty_rate(args.dirty_rate)
+    )
     written = write_import(imp, out)
     scn = catalog.resolve(str(out)).scenario  # what was written loads and validates
     print(f"imported PVE {export.version} ({export.rrd_format} RRD format)")

@@ -118,8 +118,12 @@ def policy_entries(imp: Import, study: Path | None) -> list[PolicyEntry]:
     """The policies the what-if replays, in report order."""
     up = dict(imp.policy_params.get("upstream", {}))
     entries = [
-        PolicyEntry("noop", "noop", {}, "never moves anything (the cluster as it ran, minus its "
-                    "own balancer's moves)"),  # fmt: skip
+        PolicyEntry(
+            "noop",
+            "noop",
+            {},
+            "never moves anything (the cluster as it ran, minus its own balancer's moves)",
+        ),
         PolicyEntry(
             "upstream",
             "upstream",
@@ -131,10 +135,18 @@ def policy_entries(imp: Import, study: Path | None) -> list[PolicyEntry]:
     ]
     if study is not None:
         params = _study_params(study)
-        entries.append(PolicyEntry("patched-tuned", "patched", params, f"patched with the constants of {study}"))
+        entries.append(
+            PolicyEntry(
+                "patched-tuned", "patched", params, f"patched with the constants of {study}"
+            )
+        )
     entries.append(
-        PolicyEntry("guest-centric", "guest-centric", {}, "contention-driven, migratability "
-                    "and migration cost first")  # fmt: skip
+        PolicyEntry(
+            "guest-centric",
+            "guest-centric",
+            {},
+            "contention-driven, migratability and migration cost first",
+        )
     )
     for e in entries:  # unknown constants are a one-line error before anything runs
         make_policy(e.policy, f"policies.{e.label}", **e.params)
@@ -147,7 +159,9 @@ def _study_params(study: Path) -> dict[str, Any]:
         doc = json.loads(f.read_text())
         policy = doc["best"]["policy"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
-        raise ConfigError("--study", f"{str(f)!r} is not a study's best_params.json: {err}") from None
+        raise ConfigError(
+            "--study", f"{str(f)!r} is not a study's best_params.json: {err}"
+        ) from None
     if policy.get("name") != "patched":
         raise ConfigError("--study", f"the study tuned {policy.get('name')!r}, not 'patched'")
     params = policy.get("params", {})
@@ -164,7 +178,9 @@ def cost_weights(study: Path | None) -> tuple[dict[str, float], str]:
         doc = json.loads(f.read_text())
         for obj in doc.get("objectives", []):
             if obj.get("weights"):
-                return {str(k): float(v) for k, v in obj["weights"].items()}, f"the objective of {f}"
+                return {
+                    str(k): float(v) for k, v in obj["weights"].items()
+                }, f"the objective of {f}"
     from pvegym.tuning.study_config import load_study_config
 
     path = Path(__file__).resolve().parents[2] / "experiments" / "tune-patched.toml"
@@ -190,7 +206,9 @@ def replay(scn: Scenario, entry: PolicyEntry, seed: int) -> PolicyRun:
     policy.reset(seed)
     result, _ = play(sim, decide, None, trace)
     moves = [{**mv, "expected": expected.get((mv["t"], mv["guest"]), "")} for mv in result["moves"]]
-    return PolicyRun(entry, result["metrics"], moves, trace.arrays(sim), time.perf_counter() - started)
+    return PolicyRun(
+        entry, result["metrics"], moves, trace.arrays(sim), time.perf_counter() - started
+    )
 
 
 def _expectation(m: Motion, policy: Any, t: float) -> str:
@@ -276,7 +294,9 @@ def validate(imp: Import, vscn: Scenario, seed: int) -> Validation:
             pm_mae = _mae(mem_some[f:, j], real.mem_some[f:, j])[0]
         else:
             p_mae = p_bias = pm_mae = math.nan
-        nodes.append(NodeFit(name, c_mae, c_bias, c_naive, m_mae, m_bias, m_naive, p_mae, p_bias, pm_mae))
+        nodes.append(
+            NodeFit(name, c_mae, c_bias, c_naive, m_mae, m_bias, m_naive, p_mae, p_bias, pm_mae)
+        )
     how = str(vscn.description.rsplit("host load = ", 1)[-1])
     return Validation(
         fit_rows=f,

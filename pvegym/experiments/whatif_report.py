@@ -45,7 +45,7 @@ def _utc(t: float) -> str:
 
 
 def _metric(run: PolicyRun, key: str) -> str:
-    unit, factor = UNITS[key]
+    factor = UNITS[key][1]
     v = run.metrics.get(key)
     return "—" if v is None else fmt(float(v) * factor)
 
@@ -84,13 +84,19 @@ def recommendation(result: WhatIf, weights: dict[str, float], source: str) -> li
     for label, r in runs.items():
         if r.metrics["failed_repeats"]:
             fails = _groups(r.moves)[0] if r.moves else None
-            what = f" (mostly {fails['guest']} → {fails['target']}: {fails['reason']})" if fails else ""
+            what = (
+                f" (mostly {fails['guest']} → {fails['target']}: {fails['reason']})"
+                if fails
+                else ""
+            )
             lines.append(
                 f"- `{label}` repeats migrations that cannot succeed: {r.metrics['moves_failed']} "
                 f"failed, {r.metrics['failed_repeats']} of them repeats{what}."
             )
         if r.metrics["oscillations"]:
-            lines.append(f"- `{label}` moves guests back and forth: {r.metrics['oscillations']} oscillations.")
+            lines.append(
+                f"- `{label}` moves guests back and forth: {r.metrics['oscillations']} oscillations."
+            )
         if r.metrics["churn_moves"]:
             lines.append(
                 f"- `{label}` moves guests while no node is under pressure: "
@@ -136,7 +142,11 @@ def _motion_section(result: WhatIf, run: PolicyRun) -> list[str]:
         "",
         f"{len(moves)} motions; migration traffic {run.metrics['migration_bytes'] / 2**30:,.1f} GiB "
         f"in {run.metrics['migration_seconds']:,.0f} s, guest downtime {run.metrics['downtime_s']:.2f} s"
-        + (f", plus {extra / 2**30:,.0f} GiB of local disks the model does not send" if extra else "")
+        + (
+            f", plus {extra / 2**30:,.0f} GiB of local disks the model does not send"
+            if extra
+            else ""
+        )
         + ".",
         "",
         "| guest | from → to | motions | outcome | why | first | last | every |",
@@ -173,7 +183,9 @@ def _reality_section(result: WhatIf) -> list[str]:
     if moved:
         lines += ["| when | guest | from → to | by |", "|---|---|---|---|"]
         for m in moved:
-            lines.append(f"| {_utc(start + m.t)} | {m.sid} | {m.source} → {m.target} | {m.origin} |")
+            lines.append(
+                f"| {_utc(start + m.t)} | {m.sid} | {m.source} → {m.target} | {m.origin} |"
+            )
         lines.append("")
     else:
         lines.append("No successful migration in the window.")
@@ -208,7 +220,7 @@ def _validation_section(result: WhatIf) -> list[str]:
         f"guests' measured series, and each node's own load **fitted on the first {v.fit_rows} of "
         f"{v.rows} rows only** ({v.how}). It is compared with the export's node series on the "
         f"held-out rows after {_utc(t_fit)} (row averages, percentage points of the node). "
-        "\"naive\" predicts each node's own mean over the fit part: the model should beat it.",
+        '"naive" predicts each node\'s own mean over the fit part: the model should beat it.',
         "",
         "| node | CPU MAE (pp) | CPU bias (pp) | naive CPU MAE | memory MAE (pp) | memory bias (pp) | naive memory MAE | PSI cpu some MAE (pp) | PSI memory some MAE (pp) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -217,7 +229,9 @@ def _validation_section(result: WhatIf) -> list[str]:
         cells = [n.cpu_mae_pp, n.cpu_bias_pp, n.cpu_naive_mae_pp, n.mem_mae_pp, n.mem_bias_pp,
                  n.mem_naive_mae_pp, n.psi_cpu_mae_pp, n.psi_mem_mae_pp]  # fmt: skip
         lines.append(
-            f"| {n.node} | " + " | ".join("—" if math.isnan(c) else f"{c:.2f}" for c in cells) + " |"
+            f"| {n.node} | "
+            + " | ".join("—" if math.isnan(c) else f"{c:.2f}" for c in cells)
+            + " |"
         )
     lines += [
         "",
@@ -254,7 +268,11 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
     weights, source = cost_weights(study)
     plots_dir = out / "plots"
     for run in result.runs:
-        plots.timeline(run.trace, f"{run.entry.label} on the imported cluster", plots_dir / f"timeline-{run.entry.label}.png")
+        plots.timeline(
+            run.trace,
+            f"{run.entry.label} on the imported cluster",
+            plots_dir / f"timeline-{run.entry.label}.png",
+        )
     _model_vs_reality_plot(result, plots_dir / "model-vs-reality.png")
     _compare_plot(result, plots_dir / "compare.png")
     ex = result.export
@@ -267,7 +285,7 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
         f"**Cluster:** PVE {ex.version} ({ex.rrd_format} RRD format), {len(ex.nodes)} nodes, "
         f"{sum(not g.template for g in ex.guests.values())} guests; CRS {ex.crs.mode}, "
         f"ha-auto-rebalance {'on' if ex.crs.auto_rebalance else 'off'}.  ",
-        f"**Export:** `{ex.path}`, created {_utc(float(ex.meta.get('created', w.end)))}.",
+        f"**Export:** `{ex.path}`, created {_utc(ex.created)}.",
         "",
         _resolution_caveat(result),
         "",
@@ -283,14 +301,24 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
     for run in result.runs:
         lines.append(f"| {run.entry.label} | " + " | ".join(_metric(run, k) for k in GLANCE) + " |")
     noop = result.runs[0]
-    lines += ["", "Pressure relieved against `noop` (Σ over nodes of ∫ PSI some, and Σ over guests):", ""]
+    lines += [
+        "",
+        "Pressure relieved against `noop` (Σ over nodes of ∫ PSI some, and Σ over guests):",
+        "",
+    ]
     for run in result.runs[1:]:
         rel = []
         for key in ("stall_cpu_s", "stall_mem_s", "guest_stall_s"):
             a, b = float(run.metrics[key]), float(noop.metrics[key])
             rel.append(f"{key} {a - b:+,.0f} s" + (f" ({(a - b) / b * 100:+.1f} %)" if b else ""))
         lines.append(f"- `{run.entry.label}`: " + ", ".join(rel))
-    lines += ["", "![comparison](plots/compare.png)", "", "## The motions each balancer would have made", ""]
+    lines += [
+        "",
+        "![comparison](plots/compare.png)",
+        "",
+        "## The motions each balancer would have made",
+        "",
+    ]
     for run in result.runs:
         lines += _motion_section(result, run)
         lines += [f"![{run.entry.label}](plots/timeline-{run.entry.label}.png)", ""]
@@ -321,8 +349,11 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
         {
             "seed": seed,
             "study": None if study is None else str(study),
-            "cost": {"source": source, "weights": weights,
-                     "values": {r.entry.label: cost(r, weights) for r in result.runs}},  # fmt: skip
+            "cost": {
+                "source": source,
+                "weights": weights,
+                "values": {r.entry.label: cost(r, weights) for r in result.runs},
+            },
             "commit": commit,
             "dirty": dirty,
             "versions": package_versions(),
@@ -340,9 +371,16 @@ def _model_vs_reality_plot(result: WhatIf, path: Path) -> None:
     if v.real_cpu_some is not None:
         panels.append(("PSI cpu some avg10 (%)", v.real_cpu_some, v.model_cpu_some))
     n_nodes = len(real.node_names)
-    fig = Figure(figsize=(11, 2.6 * len(panels) * max(1, (n_nodes + 1) // 2) ** 0.5 + 1), dpi=plots.DPI, layout="constrained")
+    fig = Figure(
+        figsize=(11, 2.6 * len(panels) * max(1, (n_nodes + 1) // 2) ** 0.5 + 1),
+        dpi=plots.DPI,
+        layout="constrained",
+    )
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    fig.suptitle("model (dashed) vs reality (solid); fitted left of the line, held out right of it", fontsize=11)
+    fig.suptitle(
+        "model (dashed) vs reality (solid); fitted left of the line, held out right of it",
+        fontsize=11,
+    )
     for ax, (label, real_v, model_v) in zip(axes, panels, strict=True):
         for j, name in enumerate(real.node_names):
             c = plots.NODE_COLORS[j % len(plots.NODE_COLORS)]
@@ -351,13 +389,24 @@ def _model_vs_reality_plot(result: WhatIf, path: Path) -> None:
         ax.axvline(t_fit, color="black", lw=0.8, ls=":")
         ax.set_ylabel(label, fontsize=9)
         ax.set_ylim(bottom=0)
-    axes[0].legend(title="node", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    axes[0].legend(
+        title="node", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False
+    )
     axes[-1].set_xlabel("hours into the window")
     plots._save(fig, path)
 
 
 def _compare_plot(result: WhatIf, path: Path) -> None:
-    keys = ("moves", "moves_failed", "oscillations", "churn_moves", "stall_cpu_s", "guest_stall_s", "migration_bytes", "imbalance_mean")
+    keys = (
+        "moves",
+        "moves_failed",
+        "oscillations",
+        "churn_moves",
+        "stall_cpu_s",
+        "guest_stall_s",
+        "migration_bytes",
+        "imbalance_mean",
+    )
     fig = Figure(figsize=(13, 5.5), dpi=plots.DPI, layout="constrained")
     axes = fig.subplots(2, 4).ravel()
     labels = [r.entry.label for r in result.runs]

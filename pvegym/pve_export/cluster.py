@@ -131,6 +131,7 @@ class CrsSettings:
 class ClusterExport:
     path: Path
     meta: dict[str, object]
+    created: float  # unix s, when the export ran (export.json)
     version: str  # pve-manager version, e.g. "9.2.5"
     rrd_format: str  # pve2 | pve9
     nodes: dict[str, NodeExport]
@@ -169,12 +170,13 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
     meta_v = files.json("export.json")
     assert meta_v is not None
     meta = meta_v.obj()
-    fmt = meta_v.get("format").str()
+    fmt = meta_v.get("format").text()
     if fmt != EXPORT_FORMAT:
         raise meta_v.get("format").error(f"{fmt!r} is not a known export format ({EXPORT_FORMAT})")
+    created = meta_v.get("created").num()
     ver_v = files.json("version.json")
     assert ver_v is not None
-    version = ver_v.get("version").str()
+    version = ver_v.get("version").text()
     vt = _version_tuple(version)
     if not vt:
         raise ver_v.get("version").error(f"{version!r} is not a pve-manager version")
@@ -186,14 +188,14 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
     guests: dict[int, GuestExport] = {}
     storages: dict[str, bool] = {}
     for item in res_v.items():
-        kind = item.get("type").str()
+        kind = item.get("type").text()
         if kind == "node":
-            name = item.get("node").str()
+            name = item.get("node").text()
             nodes[name] = NodeExport(
                 name=name,
                 maxcpu=0,
                 maxmem=0.0,
-                status=item.get("status").str(),
+                status=item.get("status").text(),
                 ha_state="",
                 lrm_mode="",
                 ksm_shared=0.0,
@@ -202,13 +204,13 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
             vmid = item.get("vmid").int(minimum=1)
             if vmid in guests:
                 raise item.get("vmid").error(f"guest {vmid} listed twice")
-            name = item.opt("name")
+            label = item.opt("name")
             guests[vmid] = GuestExport(
                 vmid=vmid,
                 kind=kind,
-                node=item.get("node").str(),
-                name=name.str() if name else "",
-                status=item.get("status").str(),
+                node=item.get("node").text(),
+                name=label.text() if label else "",
+                status=item.get("status").text(),
                 maxcpu=item.get("maxcpu").num(),
                 maxmem=item.get("maxmem").num(),
                 template=bool(item.opt("template") and item.get("template").flag()),
@@ -216,7 +218,7 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
             )
         elif kind == "storage":
             shared = item.opt("shared")
-            sid = item.get("storage").str()
+            sid = item.get("storage").text()
             storages[sid] = storages.get(sid, False) or bool(shared and shared.flag())
     if not nodes:
         raise res_v.error("lists no node (no entry with type 'node')")
@@ -243,7 +245,7 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
             continue
         cfg = files.json(f"nodes/{g.node}/{g.kind}/{vmid}/config.json")
         assert cfg is not None
-        g.config = {k: v.str() for k, v in cfg.members() if not isinstance(v.raw, dict | list)}
+        g.config = {k: v.text() for k, v in cfg.members() if not isinstance(v.raw, dict | list)}
 
     crs = _read_options(files, vt, missing)
     ha_resources = _read_ha_resources(files, guests)
@@ -257,6 +259,7 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
     return ClusterExport(
         path=path,
         meta=meta,
+        created=created,
         version=version,
         rrd_format=rrd_format,
         nodes=nodes,
@@ -287,10 +290,10 @@ def _read_tasks(
         return []
     tasks = []
     for item in tv.items():
-        kind = item.get("type").str()
+        kind = item.get("type").text()
         if kind not in ("qmigrate", "vzmigrate", "hamigrate"):
             continue
-        ident = item.get("id").str()
+        ident = item.get("id").text()
         if kind == "hamigrate":  # the id is the HA sid, e.g. vm:101
             ident = ident.split(":", 1)[-1]
         if not ident.isdigit():
@@ -304,7 +307,7 @@ def _read_tasks(
                 node=name,
                 start=item.get("starttime").int(),
                 end=end.int() if end is not None else None,
-                ok=status is not None and status.str() == "OK",
+                ok=status is not None and status.text() == "OK",
             )
         )
     return sorted(tasks, key=lambda t: t.start)
@@ -328,7 +331,7 @@ def _read_series(
         by_dir[f"nodes/{name}"] = (node.series, f"node {name}")
     for vmid, g in guests.items():
         by_dir[f"nodes/{g.node}/{g.kind}/{vmid}"] = (g.series, f"{g.kind} {vmid}")
-    for rel in files.list("nodes"):
+    for rel in files.names("nodes"):
         base, _, leaf = rel.rpartition("/")
         if not leaf.startswith("rrddata-"):
             continue
@@ -338,7 +341,9 @@ def _read_series(
         if base not in by_dir:
             segs = base.split("/")
             what = f"node {segs[1]!r}" if len(segs) == 2 else f"guest {segs[-1]!r} on {segs[1]!r}"
-            raise ExportError(rel, "", f"a series of {what}, which is not in cluster/resources.json")
+            raise ExportError(
+                rel, "", f"a series of {what}, which is not in cluster/resources.json"
+            )
         target, _ = by_dir[base]
         value = files.json(rel)
         assert value is not None
@@ -352,9 +357,9 @@ def _read_series(
 def _property(value: Value) -> dict[str, str]:
     """A property string (``a=1,b=x``) or an already parsed object, as strings."""
     if isinstance(value.raw, dict):
-        return {k: v.str() for k, v in value.members()}
+        return {k: v.text() for k, v in value.members()}
     out = {}
-    for item in value.str().split(","):
+    for item in value.text().split(","):
         k, sep, v = item.partition("=")
         if sep:
             out[k.strip()] = v.strip()
@@ -370,7 +375,9 @@ def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[st
         missing.append("cluster/options.json crs (no CRS settings: PVE's default ha=basic)")
     mode = crs.get("ha", "basic")
     if mode not in ("basic", "static", "dynamic"):
-        raise ExportError("cluster/options.json", "crs.ha", f"{mode!r} is not basic, static or dynamic")
+        raise ExportError(
+            "cluster/options.json", "crs.ha", f"{mode!r} is not basic, static or dynamic"
+        )
 
     def num(key: str) -> float | None:
         if key not in crs:
@@ -378,16 +385,22 @@ def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[st
         try:
             v = float(crs[key])
         except ValueError:
-            raise ExportError("cluster/options.json", f"crs.{key}", f"not a number: {crs[key]!r}") from None
+            raise ExportError(
+                "cluster/options.json", f"crs.{key}", f"not a number: {crs[key]!r}"
+            ) from None
         if not math.isfinite(v) or v < 0:
-            raise ExportError("cluster/options.json", f"crs.{key}", f"must be ≥ 0, not {crs[key]!r}")
+            raise ExportError(
+                "cluster/options.json", f"crs.{key}", f"must be ≥ 0, not {crs[key]!r}"
+            )
         return v
 
     def flag(key: str) -> bool:
         if key not in crs:
             return False
         if crs[key] not in ("0", "1"):
-            raise ExportError("cluster/options.json", f"crs.{key}", f"must be 0 or 1, not {crs[key]!r}")
+            raise ExportError(
+                "cluster/options.json", f"crs.{key}", f"must be 0 or 1, not {crs[key]!r}"
+            )
         return crs[key] == "1"
 
     bw = _property(ov.get("bwlimit")) if ov.has("bwlimit") else {}
@@ -397,7 +410,9 @@ def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[st
             try:
                 bw_kib = float(bw[key])
             except ValueError:
-                raise ExportError("cluster/options.json", f"bwlimit.{key}", f"not a number: {bw[key]!r}") from None
+                raise ExportError(
+                    "cluster/options.json", f"bwlimit.{key}", f"not a number: {bw[key]!r}"
+                ) from None
             break
     migration = _property(ov.get("migration")) if ov.has("migration") else {}
     threshold, margin = num("ha-auto-rebalance-threshold"), num("ha-auto-rebalance-margin")
@@ -423,11 +438,13 @@ def _read_ha_resources(files: ExportFiles, guests: dict[int, GuestExport]) -> di
     by_sid = {g.sid: g for g in guests.values()}
     out: dict[str, HaResource] = {}
     for item in hv.items():
-        sid = item.get("sid").str()
+        sid = item.get("sid").text()
         if sid not in by_sid:
-            raise item.get("sid").error(f"HA resource {sid!r} is not a guest in cluster/resources.json")
+            raise item.get("sid").error(
+                f"HA resource {sid!r} is not a guest in cluster/resources.json"
+            )
         state = item.opt("state")
-        st = state.str() if state is not None else "started"  # the schema's default
+        st = state.text() if state is not None else "started"  # the schema's default
         if st not in HA_STATES:
             raise item.get("state").error(f"{st!r} is not an HA state ({', '.join(HA_STATES)})")
         group = item.opt("group")
@@ -436,7 +453,7 @@ def _read_ha_resources(files: ExportFiles, guests: dict[int, GuestExport]) -> di
         res = HaResource(
             sid=sid,
             state=st,
-            group=group.str() if group is not None else "",
+            group=group.text() if group is not None else "",
             failback=failback.flag() if failback is not None else None,
             auto_rebalance=auto.flag() if auto is not None else None,
         )
@@ -448,7 +465,7 @@ def _read_ha_resources(files: ExportFiles, guests: dict[int, GuestExport]) -> di
 def _node_priorities(value: Value) -> dict[str, int]:
     """``"node1:2,node2"`` (``pve-ha-node-list``) → ``{"node1": 2, "node2": 0}``."""
     out = {}
-    for item in value.str().split(","):
+    for item in value.text().split(","):
         node, _, prio = item.strip().partition(":")
         if not node:
             continue
@@ -470,14 +487,18 @@ def _read_rules(
     gv = files.json("cluster/ha/groups.json", required=False)
     if rv is None and gv is None:
         if ha:
-            missing.append("cluster/ha/rules.json and cluster/ha/groups.json (no HA placement rules read)")
+            missing.append(
+                "cluster/ha/rules.json and cluster/ha/groups.json (no HA placement rules read)"
+            )
         return rules
     if rv is not None:
         for item in rv.items():
-            kind = item.get("type").str()
+            kind = item.get("type").text()
             if kind not in ("node-affinity", "resource-affinity"):
                 raise item.get("type").error(f"{kind!r} is not node-affinity or resource-affinity")
-            resources = tuple(s.strip() for s in item.get("resources").str().split(",") if s.strip())
+            resources = tuple(
+                s.strip() for s in item.get("resources").text().split(",") if s.strip()
+            )
             for s in resources:
                 if s not in ha:
                     raise item.get("resources").error(f"{s!r} is not an HA resource")
@@ -488,12 +509,12 @@ def _read_rules(
             for n in node_prio:
                 if n not in nodes:
                     raise item.get("nodes").error(f"unknown node {n!r}")
-            affinity = item.get("affinity").str() if kind == "resource-affinity" else ""
+            affinity = item.get("affinity").text() if kind == "resource-affinity" else ""
             if kind == "resource-affinity" and affinity not in ("positive", "negative"):
                 raise item.get("affinity").error(f"{affinity!r} is not positive or negative")
             rules.append(
                 Rule(
-                    name=item.get("rule").str(),
+                    name=item.get("rule").text(),
                     type=kind,
                     resources=resources,
                     nodes=node_prio,
@@ -507,7 +528,7 @@ def _read_rules(
     if gv is not None:
         # migrate_groups_to_rules (PVE::HA::Groups): one node-affinity rule per used group
         names = {r.name for r in rules}
-        groups = {item.get("group").str(): item for item in gv.items()}
+        groups = {item.get("group").text(): item for item in gv.items()}
         for gname in sorted(groups):
             item = groups[gname]
             members = tuple(sorted(s for s, r in ha.items() if r.group == gname))
@@ -531,14 +552,16 @@ def _read_rules(
                     source=gv.file,
                 )
             )
-    group_names = {item.get("group").str() for item in gv.items()} if gv is not None else set()
+    group_names = {item.get("group").text() for item in gv.items()} if gv is not None else set()
     for sid, r in sorted(ha.items()):
         if not r.group:
             continue
         if gv is None:
             missing.append(f"cluster/ha/groups.json (group {r.group!r} of {sid} not read)")
         elif r.group not in group_names:
-            raise ExportError("cluster/ha/resources.json", f"{sid}.group", f"unknown group {r.group!r}")
+            raise ExportError(
+                "cluster/ha/resources.json", f"{sid}.group", f"unknown group {r.group!r}"
+            )
     return rules
 
 
@@ -550,7 +573,9 @@ def _flatten(raw: object) -> list[str]:
     return [str(raw)]
 
 
-def _read_manager_status(files: ExportFiles, nodes: dict[str, NodeExport], missing: list[str]) -> None:
+def _read_manager_status(
+    files: ExportFiles, nodes: dict[str, NodeExport], missing: list[str]
+) -> None:
     mv = files.json("cluster/ha/manager_status.json", required=False)
     if mv is None:
         missing.append("cluster/ha/manager_status.json (maintenance state of nodes unknown)")
@@ -559,12 +584,12 @@ def _read_manager_status(files: ExportFiles, nodes: dict[str, NodeExport], missi
     if ms is not None and ms.has("node_status"):
         for name, state in ms.get("node_status").members():
             if name in nodes:
-                nodes[name].ha_state = state.str()
+                nodes[name].ha_state = state.text()
     lrm = mv.opt("lrm_status")
     if lrm is not None:
         for name, status in lrm.members():
             if name in nodes and status.has("mode"):
-                nodes[name].lrm_mode = status.get("mode").str()
+                nodes[name].lrm_mode = status.get("mode").text()
 
 
 def _read_pci(files: ExportFiles, missing: list[str]) -> dict[str, bool] | None:
@@ -575,6 +600,5 @@ def _read_pci(files: ExportFiles, missing: list[str]) -> dict[str, bool] | None:
     out = {}
     for item in pv.items():
         cap = item.opt("live-migration-capable")
-        out[item.get("id").str()] = bool(cap and cap.flag())
+        out[item.get("id").text()] = bool(cap and cap.flag())
     return out
-

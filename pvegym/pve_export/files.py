@@ -92,7 +92,7 @@ class Value:
         return [(str(k), Value(v, self.file, self._sub(str(k)))) for k, v in self.obj().items()]
 
     # scalars
-    def str(self) -> str:
+    def text(self) -> str:
         if isinstance(self.raw, str):
             return self.raw
         if isinstance(self.raw, int | float) and not isinstance(self.raw, bool):
@@ -145,10 +145,12 @@ class ExportFiles:
         if not path.exists():
             raise ConfigError("EXPORT", f"no such export directory or tarball {str(path)!r}")
         try:
-            self._tar = tarfile.open(path, "r:*")
+            self._tar = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by close()
             infos = self._tar.getmembers()
         except (tarfile.TarError, OSError, EOFError) as err:
-            raise ConfigError("EXPORT", f"{str(path)!r} is not a directory or a tarball: {err}")
+            raise ConfigError(
+                "EXPORT", f"{str(path)!r} is not a directory or a tarball: {err}"
+            ) from None
         names = [i.name.lstrip("./") for i in infos if i.isfile()]
         tops = {n.split("/", 1)[0] for n in names}
         prefix = ""
@@ -176,7 +178,7 @@ class ExportFiles:
                 return name
         return None
 
-    def list(self, prefix: str) -> list[str]:
+    def names(self, prefix: str) -> list[str]:
         """Relative names of the files under directory ``prefix`` (sorted, ``.gz`` stripped)."""
         pre = prefix.rstrip("/") + "/"
         if self._tar is not None:
@@ -190,16 +192,13 @@ class ExportFiles:
             )
         return sorted({n.removesuffix(".gz") for n in names})
 
-    def subdirs(self, prefix: str) -> list[str]:
-        """Names of the directories directly under ``prefix`` that hold files."""
-        pre = prefix.rstrip("/") + "/"
-        return sorted({n[len(pre) :].split("/", 1)[0] for n in self.list(prefix) if "/" in n[len(pre) :]})
-
     def _read_bytes(self, name: str) -> bytes:
         if self._tar is not None:
             info = self._members[name]
             if info.size > MAX_FILE_BYTES:
-                raise ExportError(name, "", f"{info.size} bytes, more than {MAX_FILE_BYTES} allowed")
+                raise ExportError(
+                    name, "", f"{info.size} bytes, more than {MAX_FILE_BYTES} allowed"
+                )
             fh = self._tar.extractfile(info)
             if fh is None:  # pragma: no cover - isfile() members always have data
                 raise ExportError(name, "", "cannot read this tarball member")
@@ -229,4 +228,3 @@ class ExportFiles:
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ExportError(name, "", f"not valid JSON: {err}") from None
         return Value(doc, name)
-

@@ -112,7 +112,9 @@ def parse_series(value: Value, timeframe: str, cf: str, step: int) -> Series:
     diffs = np.diff(times)
     if (diffs <= 0).any():
         i = int(np.argmax(diffs <= 0)) + 1
-        raise rows[i].get("time").error(f"{times[i]} is not after the previous row's {times[i - 1]}")
+        raise (
+            rows[i].get("time").error(f"{times[i]} is not after the previous row's {times[i - 1]}")
+        )
     # a row averages the interval since the previous row: the first row of the regular tail
     # after another resolution covers that resolution's interval, so it goes too
     bad = np.flatnonzero(diffs != step)

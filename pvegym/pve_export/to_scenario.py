@@ -159,7 +159,9 @@ def _iso(t: float) -> str:
 def _entities(export: ClusterExport) -> list[tuple[str, str, dict[tuple[str, str], Series]]]:
     """``(name, directory, series)`` of the nodes and the running-or-recorded guests whose series
     decide the window."""
-    out = [(f"node {n.name}", f"nodes/{n.name}", n.series) for n in export.nodes.values() if n.series]
+    out = [
+        (f"node {n.name}", f"nodes/{n.name}", n.series) for n in export.nodes.values() if n.series
+    ]
     out += [
         (g.sid, f"nodes/{g.node}/{g.kind}/{g.vmid}", g.series)
         for g in export.guests.values()
@@ -192,7 +194,9 @@ def choose_window(export: ClusterExport, spec: str, cf: str = "AVERAGE") -> Wind
         lacking = [(name, where) for name, where, series in entities if (tf, cf) not in series]
         if lacking and want is None:  # the timeframe asked for: name the file that is missing
             name, where = lacking[0]
-            raise ExportError(f"{where}/rrddata-{tf}-{cf}.json", "", f"is missing ({name} has no {tf} series)")
+            raise ExportError(
+                f"{where}/rrddata-{tf}-{cf}.json", "", f"is missing ({name} has no {tf} series)"
+            )
         if lacking:
             spans.append(f"{tf}: no {cf} series of {', '.join(n for n, _ in lacking[:3])}")
             continue
@@ -245,7 +249,7 @@ def build_import(
     for part in export.missing:
         notes.append(Note("info", "export", f"not in the export: {part}"))
     window = choose_window(export, window_spec)
-    fit_rows = max(1, min(window.n - 1, int(round(window.n * fit_fraction))))
+    fit_rows = max(1, min(window.n - 1, round(window.n * fit_fraction)))
     migrations, failed = _migrations(export, window, notes)
     start_node = _start_placement(export, window, notes)
     placement = _placement_matrix(export, window, start_node, migrations)
@@ -275,7 +279,16 @@ def build_import(
             here = placement[v] == nname
             cpu_guests += np.where(here, guest_cpu[v], 0.0)
             mem_guests += np.where(here, guest_mem[v], 0.0)
-        spec, bc, bm = _node(node, window, reality.cpu[:, j], reality.mem[:, j], cpu_guests, mem_guests, traces, notes)
+        spec, bc, bm = _node(
+            node,
+            window,
+            reality.cpu[:, j],
+            reality.mem[:, j],
+            cpu_guests,
+            mem_guests,
+            traces,
+            notes,
+        )
         nodes.append(spec)
         base_cpu[nname], base_mem[nname] = bc, bm
 
@@ -310,7 +323,9 @@ def build_import(
         )
     )
     fitted: dict[str, TraceData] = {}
-    validation = _validation(scenario, export, window, fit_rows, base_cpu, base_mem, migrations, fitted)
+    validation = _validation(
+        scenario, export, window, fit_rows, base_cpu, base_mem, migrations, fitted
+    )
     params = _policy_params(export, notes)
     imp = Import(
         name=name,
@@ -365,7 +380,13 @@ def _guest(
     sid = g.sid
     maxcpu = max(1, math.ceil(g.maxcpu - 1e-9))
     if g.maxcpu != maxcpu:
-        notes.append(Note("dropped", sid, f"{g.maxcpu:g} vCPUs rounded up to {maxcpu} (the schema takes whole cores)"))
+        notes.append(
+            Note(
+                "dropped",
+                sid,
+                f"{g.maxcpu:g} vCPUs rounded up to {maxcpu} (the schema takes whole cores)",
+            )
+        )
     maxmem = g.maxmem if g.maxmem > 0 else 2**30
     s = g.series.get((window.timeframe, window.cf))
     if s is None:
@@ -402,7 +423,13 @@ def _guest(
     if gaps:
         notes.append(Note("info", sid, f"{gaps} of {window.n} rows empty (no data): interpolated"))
     if stopped.any() and running_rows.any():
-        notes.append(Note("info", sid, f"not running for {int(stopped.sum())} of {window.n} rows: no load then"))
+        notes.append(
+            Note(
+                "info",
+                sid,
+                f"not running for {int(stopped.sum())} of {window.n} rows: no load then",
+            )
+        )
     entry: dict[str, Any] = {
         "sid": sid,
         "node": node,
@@ -413,7 +440,9 @@ def _guest(
     if ha is None or ha.state == "ignored":
         entry["ha"] = False
         if ha is not None:
-            notes.append(Note("info", sid, "HA state 'ignored': the HA manager leaves it alone (not HA)"))
+            notes.append(
+                Note("info", sid, "HA state 'ignored': the HA manager leaves it alone (not HA)")
+            )
     if not running_rows.any():
         entry["state"] = "stopped"
     if running_rows.any():
@@ -425,7 +454,13 @@ def _guest(
         ratio = float(np.sum(mem)) / total_host if total_host > 0 else 1.0
         if ratio > 1.0:
             if export.rrd_format == "pve9":
-                notes.append(Note("dropped", sid, f"balloon view mem exceeds memhost (×{ratio:.2f}): mem_ratio capped at 1"))
+                notes.append(
+                    Note(
+                        "dropped",
+                        sid,
+                        f"balloon view mem exceeds memhost (×{ratio:.2f}): mem_ratio capped at 1",
+                    )
+                )
             ratio = 1.0
         entry["mem_ratio"] = round(max(ratio, 1e-3), 4)
     else:
@@ -461,14 +496,34 @@ def _guest(
 def _guest_config_notes(g: GuestExport, notes: list[Note]) -> None:
     cfg = g.config
     if cfg.get("hugepages"):
-        notes.append(Note("dropped", g.sid, f"hugepages={cfg['hugepages']}: hugepage backing is not modelled (its footprint is in the memhost series)"))
+        notes.append(
+            Note(
+                "dropped",
+                g.sid,
+                f"hugepages={cfg['hugepages']}: hugepage backing is not modelled (its footprint is in the memhost series)",
+            )
+        )
     balloon = cfg.get("balloon")
     if g.kind == "qemu" and balloon not in (None, "0") and cfg.get("memory"):
-        notes.append(Note("dropped", g.sid, f"auto-ballooning (balloon min {balloon} MiB of {cfg['memory']} MiB): no balloon target is modelled; its past effect is in the measured series"))
+        notes.append(
+            Note(
+                "dropped",
+                g.sid,
+                f"auto-ballooning (balloon min {balloon} MiB of {cfg['memory']} MiB): no balloon target is modelled; its past effect is in the measured series",
+            )
+        )
     if cfg.get("cpulimit") not in (None, "0"):
-        notes.append(Note("dropped", g.sid, f"cpulimit={cfg['cpulimit']}: the model caps CPU at the vCPUs only"))
+        notes.append(
+            Note(
+                "dropped",
+                g.sid,
+                f"cpulimit={cfg['cpulimit']}: the model caps CPU at the vCPUs only",
+            )
+        )
     if cfg.get("affinity"):
-        notes.append(Note("dropped", g.sid, f"CPU affinity {cfg['affinity']}: pinning is not modelled"))
+        notes.append(
+            Note("dropped", g.sid, f"CPU affinity {cfg['affinity']}: pinning is not modelled")
+        )
 
 
 def _node(
@@ -484,7 +539,10 @@ def _node(
     """The node's scenario entry; its own load is the node series minus its guests."""
     base_cpu = cpu - cpu_guests
     base_mem = mem - mem_guests
-    for what, arr, unit, scale in (("cpu", base_cpu, "cores", 1.0), ("memory", base_mem, "GiB", 2**-30)):
+    for what, arr, unit, scale in (
+        ("cpu", base_cpu, "cores", 1.0),
+        ("memory", base_mem, "GiB", 2**-30),
+    ):
         neg = arr < 0
         if neg.any():
             notes.append(
@@ -498,7 +556,9 @@ def _node(
     base_cpu = np.maximum(base_cpu, 0.0)
     base_mem = np.maximum(base_mem, 0.0)
     name = _trace_name("node", node.name)
-    traces[name] = TraceData(base_cpu / node.maxcpu, base_mem / node.maxmem, float(node.maxcpu), float(node.maxmem))
+    traces[name] = TraceData(
+        base_cpu / node.maxcpu, base_mem / node.maxmem, float(node.maxcpu), float(node.maxmem)
+    )
     entry: dict[str, Any] = {
         "name": node.name,
         "maxcpu": node.maxcpu,
@@ -519,7 +579,13 @@ def _node(
             )
         )
     if node.ksm_shared > 0:
-        notes.append(Note("dropped", node.name, f"KSM shares {node.ksm_shared / 2**30:.1f} GiB: KSM is not modelled (its effect is in the measured series)"))
+        notes.append(
+            Note(
+                "dropped",
+                node.name,
+                f"KSM shares {node.ksm_shared / 2**30:.1f} GiB: KSM is not modelled (its effect is in the measured series)",
+            )
+        )
     return entry, base_cpu, base_mem
 
 
@@ -535,7 +601,11 @@ def _reality(export: ClusterExport, window: Window, notes: list[Note]) -> Realit
         node = export.nodes[name]
         s = node.series.get((window.timeframe, window.cf))
         if s is None:
-            raise ExportError(f"nodes/{name}/rrddata-{window.timeframe}-{window.cf}.json", "", f"is missing for node {name}")
+            raise ExportError(
+                f"nodes/{name}/rrddata-{window.timeframe}-{window.cf}.json",
+                "",
+                f"is missing for node {name}",
+            )
         frac = _on_grid(s, "cpu", window)
         maxcpu = _on_grid(s, "maxcpu", window)
         maxcpu = np.where(np.isfinite(maxcpu), maxcpu, node.maxcpu)
@@ -560,9 +630,21 @@ def _reality(export: ClusterExport, window: Window, notes: list[Note]) -> Realit
             msome[:, j] = fill_gaps(_on_grid(s, "pressurememorysome", window))[0]
     has_psi = bool(np.isfinite(some).any())
     if not has_psi:
-        notes.append(Note("info", "nodes", f"no PSI in the {export.rrd_format} RRD series: the model's pressure cannot be compared with reality"))
+        notes.append(
+            Note(
+                "info",
+                "nodes",
+                f"no PSI in the {export.rrd_format} RRD series: the model's pressure cannot be compared with reality",
+            )
+        )
     if export.rrd_format == "pve2":
-        notes.append(Note("assumed", "guests", "PVE 8's RRD has no memhost: the host footprint is taken as mem (the balloon view when the guest reports balloon stats), mem_ratio 1"))
+        notes.append(
+            Note(
+                "assumed",
+                "guests",
+                "PVE 8's RRD has no memhost: the host footprint is taken as mem (the balloon view when the guest reports balloon stats), mem_ratio 1",
+            )
+        )
     return Reality(
         node_names=names,
         cpu=cpu,
@@ -576,7 +658,9 @@ def _reality(export: ClusterExport, window: Window, notes: list[Note]) -> Realit
 
 
 # ------------------------------------------------------------------------------------------ placement
-def _migrations(export: ClusterExport, window: Window, notes: list[Note]) -> tuple[list[Migration], list[Migration]]:
+def _migrations(
+    export: ClusterExport, window: Window, notes: list[Note]
+) -> tuple[list[Migration], list[Migration]]:
     """Successful and failed migrations in the window, with their origin and derived target."""
     tasks = sorted((t for n in export.nodes.values() for t in n.tasks), key=lambda t: t.start)
     by_vmid: dict[int, list[Task]] = {}
@@ -594,14 +678,38 @@ def _migrations(export: ClusterExport, window: Window, notes: list[Note]) -> tup
         for i, t in enumerate(done):
             target = done[i + 1].node if i + 1 < len(done) else g.node
             if target == t.node:
-                notes.append(Note("info", g.sid, f"migration at {_iso(t.start)} from {t.node} ends where it started: the task list is incomplete; ignored"))
+                notes.append(
+                    Note(
+                        "info",
+                        g.sid,
+                        f"migration at {_iso(t.start)} from {t.node} ends where it started: the task list is incomplete; ignored",
+                    )
+                )
                 continue
             if not (window.start < (t.end or t.start) <= window.end):
                 continue
-            ok_moves.append(Migration(t.start - window.start, g.sid, t.node, target, True, _origin(export, g, t, requests)))
+            ok_moves.append(
+                Migration(
+                    t.start - window.start,
+                    g.sid,
+                    t.node,
+                    target,
+                    True,
+                    _origin(export, g, t, requests),
+                )
+            )
         for t in ts:
             if not t.ok and window.start < t.start <= window.end:
-                failed.append(Migration(t.start - window.start, g.sid, t.node, "", False, _origin(export, g, t, requests)))
+                failed.append(
+                    Migration(
+                        t.start - window.start,
+                        g.sid,
+                        t.node,
+                        "",
+                        False,
+                        _origin(export, g, t, requests),
+                    )
+                )
     if ok_moves:
         by_origin = {o: sum(m.origin == o for m in ok_moves) for o in ("operator", "ha-manager")}
         notes.append(
@@ -614,7 +722,13 @@ def _migrations(export: ClusterExport, window: Window, notes: list[Note]) -> tup
             )
         )
     if failed:
-        notes.append(Note("info", "migrations", f"{len(failed)} failed migration tasks in the window (listed in the what-if report)"))
+        notes.append(
+            Note(
+                "info",
+                "migrations",
+                f"{len(failed)} failed migration tasks in the window (listed in the what-if report)",
+            )
+        )
     return sorted(ok_moves, key=lambda m: m.t), sorted(failed, key=lambda m: m.t)
 
 
@@ -635,7 +749,12 @@ def _start_placement(export: ClusterExport, window: Window, notes: list[Note]) -
     for vmid, g in export.guests.items():
         node = g.node
         done = sorted(
-            (t for n in export.nodes.values() for t in n.tasks if t.vmid == vmid and t.kind != "hamigrate" and t.ok and t.end is not None),
+            (
+                t
+                for n in export.nodes.values()
+                for t in n.tasks
+                if t.vmid == vmid and t.kind != "hamigrate" and t.ok and t.end is not None
+            ),
             key=lambda t: t.start,
         )
         for t in done:
@@ -662,7 +781,9 @@ def _placement_matrix(
 
 
 # ------------------------------------------------------------------------------------------ rules etc.
-def _rules(export: ClusterExport, notes: list[Note]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _rules(
+    export: ClusterExport, notes: list[Note]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     na: list[dict[str, Any]] = []
     ra: list[dict[str, Any]] = []
     for r in export.rules:
@@ -670,10 +791,23 @@ def _rules(export: ClusterExport, notes: list[Note]) -> tuple[list[dict[str, Any
             notes.append(Note("dropped", f"rule {r.name}", "disabled: not applied"))
             continue
         if r.errors:
-            notes.append(Note("dropped", f"rule {r.name}", f"infeasible per upstream ({'; '.join(r.errors)}): not applied"))
+            notes.append(
+                Note(
+                    "dropped",
+                    f"rule {r.name}",
+                    f"infeasible per upstream ({'; '.join(r.errors)}): not applied",
+                )
+            )
             continue
         if r.type == "node-affinity":
-            na.append({"name": r.name, "resources": list(r.resources), "nodes": dict(r.nodes), "strict": r.strict})
+            na.append(
+                {
+                    "name": r.name,
+                    "resources": list(r.resources),
+                    "nodes": dict(r.nodes),
+                    "strict": r.strict,
+                }
+            )
         else:
             ra.append({"name": r.name, "resources": list(r.resources), "affinity": r.affinity})
     return na, ra
@@ -683,7 +817,13 @@ def _crs_mode(export: ClusterExport, notes: list[Note]) -> str:
     crs = export.crs
     if crs.mode in ("static", "dynamic"):
         return crs.mode
-    notes.append(Note("assumed", "crs", "ha=basic: the balancer needs static or dynamic; the what-if assumes dynamic"))
+    notes.append(
+        Note(
+            "assumed",
+            "crs",
+            "ha=basic: the balancer needs static or dynamic; the what-if assumes dynamic",
+        )
+    )
     return "dynamic"
 
 
@@ -691,7 +831,13 @@ def _migration_settings(export: ClusterExport, notes: list[Note]) -> dict[str, A
     bw = export.crs.bwlimit_migration_kib
     if bw:
         return {"bandwidth": bw * 1024.0}
-    notes.append(Note("assumed", "migration", "no migration bandwidth limit configured: the model's single-stream 430 MiB/s (the field report's measurement) is used"))
+    notes.append(
+        Note(
+            "assumed",
+            "migration",
+            "no migration bandwidth limit configured: the model's single-stream 430 MiB/s (the field report's measurement) is used",
+        )
+    )
     return {}
 
 
@@ -710,9 +856,21 @@ def _policy_params(export: ClusterExport, notes: list[Note]) -> dict[str, dict[s
         up["method"] = crs.method
     if up:
         units = "percent" if crs.percent_units else "fractions"
-        notes.append(Note("info", "crs", f"configured auto-rebalance constants (read as {units}) given to upstream: {up}"))
+        notes.append(
+            Note(
+                "info",
+                "crs",
+                f"configured auto-rebalance constants (read as {units}) given to upstream: {up}",
+            )
+        )
     if not crs.auto_rebalance:
-        notes.append(Note("info", "crs", "ha-auto-rebalance is off on this cluster: every balancer in the what-if is hypothetical"))
+        notes.append(
+            Note(
+                "info",
+                "crs",
+                "ha-auto-rebalance is off on this cluster: every balancer in the what-if is hypothetical",
+            )
+        )
     return {"upstream": up} if up else {}
 
 
@@ -731,7 +889,9 @@ def _fitted(values: FloatArray, window: Window, fit_rows: int) -> tuple[FloatArr
             if sel.any():
                 prof[b] = float(np.mean(fit[sel]))
         prof = np.where(np.isfinite(prof), prof, float(np.mean(fit)))
-        return prof[tod.astype(int)], f"time-of-day profile ({bin_s // 60}-min bins) of the first {fit_rows} rows"
+        return prof[
+            tod.astype(int)
+        ], f"time-of-day profile ({bin_s // 60}-min bins) of the first {fit_rows} rows"
     return np.full(values.size, float(np.mean(fit))), f"mean of the first {fit_rows} rows"
 
 
@@ -755,12 +915,16 @@ def _validation(
         cpu, how = _fitted(base_cpu[node.name], window, fit_rows)
         mem, _ = _fitted(base_mem[node.name], window, fit_rows)
         name = _trace_name("fit", node.name)
-        traces[name] = TraceData(cpu / node.maxcpu, mem / node.maxmem, float(node.maxcpu), float(node.maxmem))
+        traces[name] = TraceData(
+            cpu / node.maxcpu, mem / node.maxmem, float(node.maxcpu), float(node.maxmem)
+        )
         entry["base_cpu"] = [_trace_component(name, "cpu", window)]
         entry["base_mem"] = [_trace_component(name, "mem", window)]
     sids = {g["sid"] for g in val["guests"]}
     val["events"] = [
-        {"t": m.t, "type": "migrate", "sid": m.sid, "target": m.target} for m in migrations if m.sid in sids
+        {"t": m.t, "type": "migrate", "sid": m.sid, "target": m.target}
+        for m in migrations
+        if m.sid in sids
     ]
     val["description"] = (
         f"{scenario['description']}; validation: every real migration replayed, host load = {how}"
@@ -815,7 +979,10 @@ def write_trace(path: Path, data: TraceData, window: Window) -> None:
 
 def _with_trace_dir(data: Any, trace_dir: str) -> Any:
     if isinstance(data, dict):
-        return {k: (trace_dir if v == TRACE_DIR_PLACEHOLDER else _with_trace_dir(v, trace_dir)) for k, v in data.items()}
+        return {
+            k: (trace_dir if v == TRACE_DIR_PLACEHOLDER else _with_trace_dir(v, trace_dir))
+            for k, v in data.items()
+        }
     if isinstance(data, list):
         return [_with_trace_dir(v, trace_dir) for v in data]
     return data
@@ -833,7 +1000,9 @@ def scenario_text(data: dict[str, Any], imp: Import, trace_dir: str) -> str:
         "# What the scenario cannot represent or had to assume:",
     ]
     head += [f"#   {n.line()}" for n in imp.notes if n.kind != "info"]
-    head += ["# Other facts of the import:"] + [f"#   {n.line()}" for n in imp.notes if n.kind == "info"]
+    head += ["# Other facts of the import:"] + [
+        f"#   {n.line()}" for n in imp.notes if n.kind == "info"
+    ]
     body = tomli_w.dumps(_with_trace_dir(data, trace_dir))
     return "\n".join(head) + "\n\n" + body
 
@@ -848,9 +1017,9 @@ def write_import(imp: Import, out: Path, validation_out: Path | None = None) -> 
     traces = dict(imp.traces)
     if validation_out is not None:
         traces.update(imp.validation_traces)
-    for name, data in sorted(traces.items()):
+    for name, trace in sorted(traces.items()):
         p = out.parent / trace_dir / "rrd" / f"{name}.csv"
-        write_trace(p, data, imp.window)
+        write_trace(p, trace, imp.window)
         written.append(p)
     docs = [(out, imp.scenario)]
     if validation_out is not None:

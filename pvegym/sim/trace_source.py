@@ -50,15 +50,15 @@ def resolve_trace_source(file: Path, root: Path, path: str) -> Path:
     try:
         real, real_root = file.resolve(strict=True), root.resolve(strict=True)
     except (OSError, RuntimeError):
-        raise ConfigError(path, f"{str(file)}: no such trace file") from None
+        raise ConfigError(path, f"{file!s}: no such trace file") from None
     if not real.is_relative_to(real_root):
-        raise ConfigError(path, f"{str(file)}: a symlink out of {str(root)!r} is not allowed")
+        raise ConfigError(path, f"{file!s}: a symlink out of {str(root)!r} is not allowed")
     st = real.stat()
     if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(path, f"{str(file)}: not a regular file")
+        raise ConfigError(path, f"{file!s}: not a regular file")
     if st.st_size > MAX_TRACE_BYTES:
         raise ConfigError(
-            path, f"{str(file)}: {st.st_size} bytes, larger than {MAX_TRACE_BYTES} allowed"
+            path, f"{file!s}: {st.st_size} bytes, larger than {MAX_TRACE_BYTES} allowed"
         )
     return real
 

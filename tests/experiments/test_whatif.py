@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pvegym.cli import main
 from policies.patched import PatchedPolicy
+from pvegym.cli import main
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "pve-exports"
 STRESS_START = 1795167000  # Fri 2026-11-20 09:30 UTC: the stress run in the fixture's day series
@@ -37,7 +37,9 @@ def _moves(doc: dict[str, Any], label: str) -> list[dict[str, Any]]:
 def test_report_states_window_and_resolution_first(pve9: tuple[Path, dict[str, Any]]) -> None:
     out, doc = pve9
     head = (out / "report.md").read_text().splitlines()[:6]
-    assert head[2].startswith("**Window:** Thu 2026-11-19 12:00:00 UTC → Fri 2026-11-20 12:00:00 UTC (24 h)")
+    assert head[2].startswith(
+        "**Window:** Thu 2026-11-19 12:00:00 UTC → Fri 2026-11-20 12:00:00 UTC (24 h)"
+    )
     assert "one row every 60 s (AVERAGE)" in head[3]
     assert [p["label"] for p in doc["policies"]] == ["noop", "upstream", "patched", "guest-centric"]
     for label in ("noop", "upstream", "patched", "guest-centric"):
@@ -48,7 +50,9 @@ def test_report_states_window_and_resolution_first(pve9: tuple[Path, dict[str, A
     assert "## How far to trust it: model vs reality (held out)" in report
 
 
-def test_upstream_retries_the_cdrom_guest_and_patched_backs_off(pve9: tuple[Path, dict[str, Any]]) -> None:
+def test_upstream_retries_the_cdrom_guest_and_patched_backs_off(
+    pve9: tuple[Path, dict[str, Any]],
+) -> None:
     """The field report's failure loop, found in the operator's own cluster: the stress VM with
     a local CD-ROM is upstream's best move, every attempt fails after the precheck, and upstream
     re-issues it about every 40 s (the hold of 3 rounds + the LRM + the round in which the CRM
@@ -70,7 +74,9 @@ def test_upstream_retries_the_cdrom_guest_and_patched_backs_off(pve9: tuple[Path
 
     cfg = PatchedPolicy.Config()
     pt = _moves(doc, "patched")
-    assert pt and {m["guest"] for m in pt} == {"vm:101"} and {m["outcome"] for m in pt} == {"failed"}
+    assert (
+        pt and {m["guest"] for m in pt} == {"vm:101"} and {m["outcome"] for m in pt} == {"failed"}
+    )
     tp = np.array([m["t"] for m in pt])
     for k, gap in enumerate(np.diff(tp), start=1):  # after the k-th failure: base × factor^(k−1)
         assert gap >= min(cfg.backoff_base_s * cfg.backoff_factor ** (k - 1), cfg.backoff_cap_s)
@@ -114,11 +120,28 @@ def test_a_study_adds_its_tuned_constants(tmp_path: Path) -> None:
     study.mkdir()
     params = {"threshold": 0.2, "backoff_base_s": 120.0}
     (study / "best_params.json").write_text(
-        json.dumps({"best": {"policy": {"name": "patched", "params": params}}, "objectives": [
-            {"name": "cost", "weights": {"guest_stall_s": 1.0, "moves_failed": 500.0}}]})  # fmt: skip
+        json.dumps(
+            {
+                "best": {"policy": {"name": "patched", "params": params}},
+                "objectives": [
+                    {"name": "cost", "weights": {"guest_stall_s": 1.0, "moves_failed": 500.0}}
+                ],
+            }
+        )
     )
     out = tmp_path / "w"
-    code = main(["whatif", str(FIXTURES / "pve9-field"), "--out", str(out), "--window", "2h", "--study", str(study)])
+    code = main(
+        [
+            "whatif",
+            str(FIXTURES / "pve9-field"),
+            "--out",
+            str(out),
+            "--window",
+            "2h",
+            "--study",
+            str(study),
+        ]
+    )
     assert code == 0
     doc = json.loads((out / "whatif.json").read_text())
     tuned = [p for p in doc["policies"] if p["label"] == "patched-tuned"]

@@ -78,7 +78,11 @@ def test_host_load_is_the_node_series_minus_its_guests(cli: RunCli, tmp_path: Pa
 
     def col(name: str, c: str) -> np.ndarray:
         lines = (traces / f"{name}.csv").read_text().splitlines()
-        cap = {k: float(v) for k, _, v in (x.partition("=") for x in lines[0].split()[2:]) if k.endswith("capacity")}
+        cap = {
+            k: float(v)
+            for k, _, v in (x.partition("=") for x in lines[0].split()[2:])
+            if k.endswith("capacity")
+        }
         j = lines[1].split(",").index(c)
         return np.array([float(x.split(",")[j]) for x in lines[2:]]) * cap[f"{c}_capacity"]
 
@@ -142,7 +146,9 @@ def test_a_tarball_imports_like_the_directory(cli: RunCli, tmp_path: Path) -> No
     _, from_dir = _import(cli, PVE8, tmp_path / "b.toml", "--window", "day")
     for d in (from_tar, from_dir):
         d.pop("name")
-    assert json.dumps(from_tar).replace("a-traces", "X") == json.dumps(from_dir).replace("b-traces", "X")
+    assert json.dumps(from_tar).replace("a-traces", "X") == json.dumps(from_dir).replace(
+        "b-traces", "X"
+    )
 
 
 @pytest.mark.parametrize(

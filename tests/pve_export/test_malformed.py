@@ -26,7 +26,9 @@ def _edit(rel: str, fn: Callable[[Any], Any]) -> Callable[[Path], None]:
     def apply(root: Path) -> None:
         p = root / rel
         if p.suffix == ".gz":
-            p.write_bytes(gzip.compress(json.dumps(fn(json.loads(gzip.decompress(p.read_bytes())))).encode()))
+            p.write_bytes(
+                gzip.compress(json.dumps(fn(json.loads(gzip.decompress(p.read_bytes())))).encode())
+            )
         else:
             p.write_text(json.dumps(fn(json.loads(p.read_text()))))
 
@@ -45,7 +47,9 @@ def _write(rel: str, data: bytes) -> Callable[[Path], None]:
     return apply
 
 
-def _set_item(key: str, value: Any, where: Callable[[dict[str, Any]], bool]) -> Callable[[Any], Any]:
+def _set_item(
+    key: str, value: Any, where: Callable[[dict[str, Any]], bool]
+) -> Callable[[Any], Any]:
     def fn(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for item in items:
             if where(item):
@@ -73,34 +77,172 @@ def _row(i: int, key: str, value: Any) -> Callable[[Any], Any]:
 
 CASES: list[tuple[str, Callable[[Path], None], str, str]] = [
     # (case, damage, file, field + message)
-    ("missing resources", _remove("cluster/resources.json"), "cluster/resources.json", "is missing from the export"),
-    ("resources not a list", _edit("cluster/resources.json", lambda d: {"data": d}), "cluster/resources.json", "must be a JSON list, not an object"),
-    ("resources not JSON", _write("cluster/resources.json", b"[{"), "cluster/resources.json", "not valid JSON"),
-    ("node without name", _edit("cluster/resources.json", _set_item("node", _DELETE, _first_node)), "cluster/resources.json", "].node: is missing"),
-    ("guest maxmem a word", _edit("cluster/resources.json", _set_item("maxmem", "lots", _vm201)), "cluster/resources.json", "].maxmem: must be a number, not 'lots'"),
-    ("guest on an unknown node", _edit("cluster/resources.json", _set_item("node", "pve8-z", _vm201)), "cluster/resources.json", "qemu/201.node: unknown node 'pve8-z'"),
-    ("guest listed twice", _edit("cluster/resources.json", lambda d: d + [d[-4] if d[-4].get("vmid") else next(x for x in d if x.get("vmid"))]), "cluster/resources.json", "listed twice"),
-    ("series of a node not in the resources", _write("nodes/pve8-ghost/rrddata-day-AVERAGE.json.gz", gzip.compress(b"[]")), "nodes/pve8-ghost/rrddata-day-AVERAGE.json", "node 'pve8-ghost', which is not in cluster/resources.json"),
-    ("series of a guest not in the resources", _write(f"{NODE}/qemu/999/rrddata-day-AVERAGE.json.gz", gzip.compress(b"[]")), f"{NODE}/qemu/999/rrddata-day-AVERAGE.json", "guest '999'"),
-    ("series not a list", _edit(f"{NODE}/rrddata-day-AVERAGE.json.gz", lambda d: {"rows": d}), f"{NODE}/rrddata-day-AVERAGE.json.gz", "must be a JSON list"),
-    ("series value a word", _edit(f"{NODE}/rrddata-day-AVERAGE.json.gz", _row(3, "cpu", "busy")), f"{NODE}/rrddata-day-AVERAGE.json.gz", "[3].cpu: must be a number"),
-    ("series row without time", _edit(f"{VM}/rrddata-day-AVERAGE.json.gz", _row(5, "time", None)), f"{VM}/rrddata-day-AVERAGE.json.gz", "[5].time: is missing"),
-    ("series rows out of order", _edit(f"{NODE}/rrddata-day-AVERAGE.json.gz", lambda d: [d[1], d[0], *d[2:]]), f"{NODE}/rrddata-day-AVERAGE.json.gz", "[1].time"),
-    ("series at the wrong resolution", _edit(f"{NODE}/rrddata-day-AVERAGE.json.gz", lambda d: [{**r, "time": r["time"] // 1800 * 60} for r in d]), f"{NODE}/rrddata-day-AVERAGE.json.gz", "rows are not 1800 s apart"),
-    ("series not gzip", _write(f"{NODE}/rrddata-day-MAX.json.gz", b"not gzip"), f"{NODE}/rrddata-day-MAX.json.gz", "not valid gzip"),
-    ("running guest without its series", _remove(f"{VM}/rrddata-day-AVERAGE.json.gz"), f"{VM}/rrddata-day-AVERAGE.json", "is missing (vm:201 has no day series)"),
-    ("guest config missing", _remove(f"{VM}/config.json"), f"{VM}/config.json", "is missing from the export"),
-    ("node status without cpus", _edit(f"{NODE}/status.json", lambda d: {**d, "cpuinfo": {}}), f"{NODE}/status.json", "cpuinfo.cpus: is missing"),
-    ("node status missing", _remove(f"{NODE}/status.json"), f"{NODE}/status.json", "is missing from the export"),
+    (
+        "missing resources",
+        _remove("cluster/resources.json"),
+        "cluster/resources.json",
+        "is missing from the export",
+    ),
+    (
+        "resources not a list",
+        _edit("cluster/resources.json", lambda d: {"data": d}),
+        "cluster/resources.json",
+        "must be a JSON list, not an object",
+    ),
+    (
+        "resources not JSON",
+        _write("cluster/resources.json", b"[{"),
+        "cluster/resources.json",
+        "not valid JSON",
+    ),
+    (
+        "node without name",
+        _edit("cluster/resources.json", _set_item("node", _DELETE, _first_node)),
+        "cluster/resources.json",
+        "].node: is missing",
+    ),
+    (
+        "guest maxmem a word",
+        _edit("cluster/resources.json", _set_item("maxmem", "lots", _vm201)),
+        "cluster/resources.json",
+        "].maxmem: must be a number, not 'lots'",
+    ),
+    (
+        "guest on an unknown node",
+        _edit("cluster/resources.json", _set_item("node", "pve8-z", _vm201)),
+        "cluster/resources.json",
+        "qemu/201.node: unknown node 'pve8-z'",
+    ),
+    (
+        "guest listed twice",
+        _edit("cluster/resources.json", lambda d: [*d, next(x for x in d if x.get("vmid") == 201)]),
+        "cluster/resources.json",
+        "listed twice",
+    ),
+    (
+        "series of a node not in the resources",
+        _write("nodes/pve8-ghost/rrddata-day-AVERAGE.json.gz", gzip.compress(b"[]")),
+        "nodes/pve8-ghost/rrddata-day-AVERAGE.json",
+        "node 'pve8-ghost', which is not in cluster/resources.json",
+    ),
+    (
+        "series of a guest not in the resources",
+        _write(f"{NODE}/qemu/999/rrddata-day-AVERAGE.json.gz", gzip.compress(b"[]")),
+        f"{NODE}/qemu/999/rrddata-day-AVERAGE.json",
+        "guest '999'",
+    ),
+    (
+        "series not a list",
+        _edit(f"{NODE}/rrddata-day-AVERAGE.json.gz", lambda d: {"rows": d}),
+        f"{NODE}/rrddata-day-AVERAGE.json.gz",
+        "must be a JSON list",
+    ),
+    (
+        "series value a word",
+        _edit(f"{NODE}/rrddata-day-AVERAGE.json.gz", _row(3, "cpu", "busy")),
+        f"{NODE}/rrddata-day-AVERAGE.json.gz",
+        "[3].cpu: must be a number",
+    ),
+    (
+        "series row without time",
+        _edit(f"{VM}/rrddata-day-AVERAGE.json.gz", _row(5, "time", None)),
+        f"{VM}/rrddata-day-AVERAGE.json.gz",
+        "[5].time: is missing",
+    ),
+    (
+        "series rows out of order",
+        _edit(f"{NODE}/rrddata-day-AVERAGE.json.gz", lambda d: [d[1], d[0], *d[2:]]),
+        f"{NODE}/rrddata-day-AVERAGE.json.gz",
+        "[1].time",
+    ),
+    (
+        "series at the wrong resolution",
+        _edit(
+            f"{NODE}/rrddata-day-AVERAGE.json.gz",
+            lambda d: [{**r, "time": r["time"] // 1800 * 60} for r in d],
+        ),
+        f"{NODE}/rrddata-day-AVERAGE.json.gz",
+        "rows are not 1800 s apart",
+    ),
+    (
+        "series not gzip",
+        _write(f"{NODE}/rrddata-day-MAX.json.gz", b"not gzip"),
+        f"{NODE}/rrddata-day-MAX.json.gz",
+        "not valid gzip",
+    ),
+    (
+        "running guest without its series",
+        _remove(f"{VM}/rrddata-day-AVERAGE.json.gz"),
+        f"{VM}/rrddata-day-AVERAGE.json",
+        "is missing (vm:201 has no day series)",
+    ),
+    (
+        "guest config missing",
+        _remove(f"{VM}/config.json"),
+        f"{VM}/config.json",
+        "is missing from the export",
+    ),
+    (
+        "node status without cpus",
+        _edit(f"{NODE}/status.json", lambda d: {**d, "cpuinfo": {}}),
+        f"{NODE}/status.json",
+        "cpuinfo.cpus: is missing",
+    ),
+    (
+        "node status missing",
+        _remove(f"{NODE}/status.json"),
+        f"{NODE}/status.json",
+        "is missing from the export",
+    ),
     ("export.json missing", _remove("export.json"), "export.json", "is missing from the export"),
-    ("export of another format", _edit("export.json", lambda d: {**d, "format": "other/2"}), "export.json", "format: 'other/2' is not a known export format"),
-    ("version not a version", _edit("version.json", lambda d: {**d, "version": "latest"}), "version.json", "version: 'latest' is not a pve-manager version"),
-    ("crs mode unknown", _edit("cluster/options.json", lambda d: {**d, "crs": {"ha": "fancy"}}), "cluster/options.json", "crs.ha: 'fancy' is not basic, static or dynamic"),
-    ("HA resource of an unknown guest", _edit("cluster/ha/resources.json", lambda d: [*d, {"sid": "vm:999", "state": "started"}]), "cluster/ha/resources.json", "sid: HA resource 'vm:999' is not a guest"),
-    ("HA state unknown", _edit("cluster/ha/resources.json", lambda d: [{**d[0], "state": "sleeping"}, *d[1:]]), "cluster/ha/resources.json", "[0].state: 'sleeping' is not an HA state"),
-    ("HA group unknown", _edit("cluster/ha/resources.json", lambda d: [{**d[0], "group": "nowhere"}, *d[1:]]), "cluster/ha/resources.json", "group: unknown group 'nowhere'"),
-    ("group with an unknown node", _edit("cluster/ha/groups.json", lambda d: [{**d[0], "nodes": "pve8-z:1"}, *d[1:]]), "cluster/ha/groups.json", "[0].nodes: unknown node 'pve8-z'"),
-    ("task with a bad id", _edit(f"{NODE}/tasks.json", lambda d: [{"type": "qmigrate", "id": "x", "starttime": 1}]), f"{NODE}/tasks.json", "[0].id: 'x' is not a guest id"),
+    (
+        "export of another format",
+        _edit("export.json", lambda d: {**d, "format": "other/2"}),
+        "export.json",
+        "format: 'other/2' is not a known export format",
+    ),
+    (
+        "version not a version",
+        _edit("version.json", lambda d: {**d, "version": "latest"}),
+        "version.json",
+        "version: 'latest' is not a pve-manager version",
+    ),
+    (
+        "crs mode unknown",
+        _edit("cluster/options.json", lambda d: {**d, "crs": {"ha": "fancy"}}),
+        "cluster/options.json",
+        "crs.ha: 'fancy' is not basic, static or dynamic",
+    ),
+    (
+        "HA resource of an unknown guest",
+        _edit("cluster/ha/resources.json", lambda d: [*d, {"sid": "vm:999", "state": "started"}]),
+        "cluster/ha/resources.json",
+        "sid: HA resource 'vm:999' is not a guest",
+    ),
+    (
+        "HA state unknown",
+        _edit("cluster/ha/resources.json", lambda d: [{**d[0], "state": "sleeping"}, *d[1:]]),
+        "cluster/ha/resources.json",
+        "[0].state: 'sleeping' is not an HA state",
+    ),
+    (
+        "HA group unknown",
+        _edit("cluster/ha/resources.json", lambda d: [{**d[0], "group": "nowhere"}, *d[1:]]),
+        "cluster/ha/resources.json",
+        "group: unknown group 'nowhere'",
+    ),
+    (
+        "group with an unknown node",
+        _edit("cluster/ha/groups.json", lambda d: [{**d[0], "nodes": "pve8-z:1"}, *d[1:]]),
+        "cluster/ha/groups.json",
+        "[0].nodes: unknown node 'pve8-z'",
+    ),
+    (
+        "task with a bad id",
+        _edit(f"{NODE}/tasks.json", lambda d: [{"type": "qmigrate", "id": "x", "starttime": 1}]),
+        f"{NODE}/tasks.json",
+        "[0].id: 'x' is not a guest id",
+    ),
 ]
 
 
@@ -116,7 +258,9 @@ def test_malformed_export_is_one_line_naming_file_and_field(
     export = tmp_path / "export"
     shutil.copytree(FIXTURE, export)
     damage(export)
-    code, out, err = cli("import", str(export), "--out", str(tmp_path / "s.toml"), "--window", "day")
+    code, out, err = cli(
+        "import", str(export), "--out", str(tmp_path / "s.toml"), "--window", "day"
+    )
     assert code == 2, (case, out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -129,10 +273,32 @@ def test_rules_with_unknown_resources_or_nodes(cli: RunCli, tmp_path: Path) -> N
     export = tmp_path / "e"
     shutil.copytree(FIXTURE.parent / "pve9-field", export)
     for rule, what in (
-        ({"rule": "r", "type": "resource-affinity", "affinity": "negative", "resources": "vm:101,vm:999"}, "'vm:999' is not an HA resource"),
-        ({"rule": "r", "type": "node-affinity", "nodes": "pve-ams-09", "resources": "vm:101"}, "unknown node 'pve-ams-09'"),
-        ({"rule": "r", "type": "resource-affinity", "affinity": "sideways", "resources": "vm:101"}, "'sideways' is not positive or negative"),
-        ({"rule": "r", "type": "location", "resources": "vm:101"}, "'location' is not node-affinity"),
+        (
+            {
+                "rule": "r",
+                "type": "resource-affinity",
+                "affinity": "negative",
+                "resources": "vm:101,vm:999",
+            },
+            "'vm:999' is not an HA resource",
+        ),
+        (
+            {"rule": "r", "type": "node-affinity", "nodes": "pve-ams-09", "resources": "vm:101"},
+            "unknown node 'pve-ams-09'",
+        ),
+        (
+            {
+                "rule": "r",
+                "type": "resource-affinity",
+                "affinity": "sideways",
+                "resources": "vm:101",
+            },
+            "'sideways' is not positive or negative",
+        ),
+        (
+            {"rule": "r", "type": "location", "resources": "vm:101"},
+            "'location' is not node-affinity",
+        ),
     ):
         (export / "cluster/ha/rules.json").write_text(json.dumps([rule]))
         code, _, err = cli("import", str(export), "--out", str(tmp_path / "s.toml"))

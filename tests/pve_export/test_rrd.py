@@ -49,7 +49,9 @@ def test_missing_fields_are_nan_and_empty_rows_are_gaps() -> None:
         ([{"time": 0}, {"time": 1800}], "rrddata-day-AVERAGE.json", "rows are not 60 s apart"),
     ],
 )
-def test_bad_series_name_the_file_and_field(rows: list[dict[str, object]], where: str, what: str) -> None:
+def test_bad_series_name_the_file_and_field(
+    rows: list[dict[str, object]], where: str, what: str
+) -> None:
     with pytest.raises(ConfigError) as err:
         parse_series(_value(rows), "day", "AVERAGE", 60)
     assert where in str(err.value) and what in str(err.value)

@@ -41,14 +41,52 @@ EXPORT_TIME = calendar.timegm((2026, 11, 20, 12, 0, 37, 0, 0, 0))  # Fri 2026-11
 CTIME = 60 * (EXPORT_TIME // 60)  # 12:00:00: every timeframe's last row ends here
 DAY = 86400
 
-NODE_FIELDS_PVE2 = ("loadavg", "maxcpu", "cpu", "iowait", "memtotal", "memused", "swaptotal",
-                    "swapused", "roottotal", "rootused", "netin", "netout")  # fmt: skip
-NODE_FIELDS_PVE9 = NODE_FIELDS_PVE2 + ("memavailable", "arcsize", "pressurecpusome",
-                    "pressureiosome", "pressureiofull", "pressurememorysome", "pressurememoryfull")  # fmt: skip
-VM_FIELDS_PVE2 = ("maxcpu", "cpu", "maxmem", "mem", "maxdisk", "disk", "netin", "netout",
-                  "diskread", "diskwrite")  # fmt: skip
-VM_FIELDS_PVE9 = VM_FIELDS_PVE2 + ("memhost", "pressurecpusome", "pressurecpufull",
-                  "pressureiosome", "pressureiofull", "pressurememorysome", "pressurememoryfull")  # fmt: skip
+NODE_FIELDS_PVE2 = (
+    "loadavg",
+    "maxcpu",
+    "cpu",
+    "iowait",
+    "memtotal",
+    "memused",
+    "swaptotal",
+    "swapused",
+    "roottotal",
+    "rootused",
+    "netin",
+    "netout",
+)
+NODE_FIELDS_PVE9 = (
+    *NODE_FIELDS_PVE2,
+    "memavailable",
+    "arcsize",
+    "pressurecpusome",
+    "pressureiosome",
+    "pressureiofull",
+    "pressurememorysome",
+    "pressurememoryfull",
+)
+VM_FIELDS_PVE2 = (
+    "maxcpu",
+    "cpu",
+    "maxmem",
+    "mem",
+    "maxdisk",
+    "disk",
+    "netin",
+    "netout",
+    "diskread",
+    "diskwrite",
+)
+VM_FIELDS_PVE9 = (
+    *VM_FIELDS_PVE2,
+    "memhost",
+    "pressurecpusome",
+    "pressurecpufull",
+    "pressureiosome",
+    "pressureiofull",
+    "pressurememorysome",
+    "pressurememoryfull",
+)
 #: timeframe -> (resolution s, rows), create_rrd_data's $setup_pve2 / $setup
 RESOLUTION = {
     "pve2": {"hour": (60, 60), "day": (1800, 70), "week": (10800, 70)},
@@ -167,8 +205,18 @@ class Cluster:
 
     def node(self, name: str, cpus: int, mem_gib: int, model: str, host_cpu: np.ndarray,
              host_mem: np.ndarray, arc: np.ndarray | None, status: str = "online") -> None:  # fmt: skip
-        self.nodes.append({"name": name, "cpus": cpus, "memtotal": mem_gib * GiB, "model": model,
-                           "host_cpu": host_cpu, "host_mem": host_mem, "arc": arc, "status": status})  # fmt: skip
+        self.nodes.append(
+            {
+                "name": name,
+                "cpus": cpus,
+                "memtotal": mem_gib * GiB,
+                "model": model,
+                "host_cpu": host_cpu,
+                "host_mem": host_mem,
+                "arc": arc,
+                "status": status,
+            }
+        )
 
     def index(self, node: str) -> int:
         return [n["name"] for n in self.nodes].index(node)
@@ -219,44 +267,81 @@ class Cluster:
             }
             if fmt == "pve9":
                 noise = np.abs(ou(self.rng, clock.n, 0.3, 2.0))
-                f.update({
-                    "memavailable": np.round(nd["memtotal"] - memused),
-                    "arcsize": np.round(nd["arc"]) if nd["arc"] is not None else np.zeros(clock.n),
-                    "pressurecpusome": np.round(self.cpu_psi(rho) + noise, 2),
-                    "pressureiosome": np.round(0.2 + 0.5 * noise, 2),
-                    "pressureiofull": np.round(0.1 + 0.3 * noise, 2),
-                    "pressurememorysome": np.zeros(clock.n),
-                    "pressurememoryfull": np.zeros(clock.n),
-                })  # fmt: skip
+                f.update(
+                    {
+                        "memavailable": np.round(nd["memtotal"] - memused),
+                        "arcsize": np.round(nd["arc"])
+                        if nd["arc"] is not None
+                        else np.zeros(clock.n),
+                        "pressurecpusome": np.round(self.cpu_psi(rho) + noise, 2),
+                        "pressureiosome": np.round(0.2 + 0.5 * noise, 2),
+                        "pressureiofull": np.round(0.1 + 0.3 * noise, 2),
+                        "pressurememorysome": np.zeros(clock.n),
+                        "pressurememoryfull": np.zeros(clock.n),
+                    }
+                )
             for arr in f.values():
                 arr[gap[j]] = np.nan
+            assert set(f) == set(NODE_FIELDS_PVE9 if fmt == "pve9" else NODE_FIELDS_PVE2)
             self._series(out / "nodes" / nd["name"], f)
             last = {k: float(v[np.isfinite(v)][-1]) for k, v in f.items()}
-            self._json(out / "nodes" / nd["name"] / "status.json", {
-                "cpu": _num(last["cpu"]),
-                "cpuinfo": {"cpus": nd["cpus"], "cores": nd["cpus"] // 2, "sockets": 1,
-                            "model": nd["model"], "mhz": "3000.000"},
-                "ksm": {"shared": 0 if fmt == "pve2" else 1536 * MiB * (j == 0)},
-                "kversion": "Linux 6.14.11-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4" if fmt == "pve9"
-                            else "Linux 6.8.12-9-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-9",
-                "loadavg": [f"{last['loadavg']:.2f}"] * 3,
-                "memory": {"total": nd["memtotal"], "used": int(last["memused"]),
-                           "free": int(nd["memtotal"] - last["memused"]),
-                           **({"available": int(nd["memtotal"] - last["memused"])} if fmt == "pve9" else {})},
-                "pveversion": f"pve-manager/{self.version}/0a1b2c3d4e5f6a7b",
-                "swap": {"total": 8 * GiB, "used": 0, "free": 8 * GiB},
-                "uptime": 3_456_000,
-                "wait": 0.0015,
-            })  # fmt: skip
-            resources.append({
-                "id": f"node/{nd['name']}", "type": "node", "node": nd["name"],
-                "status": nd["status"], "maxcpu": nd["cpus"], "maxmem": nd["memtotal"],
-                "cpu": _num(last["cpu"]), "mem": int(last["memused"]), "uptime": 3_456_000,
-            })  # fmt: skip
+            self._json(
+                out / "nodes" / nd["name"] / "status.json",
+                {
+                    "cpu": _num(last["cpu"]),
+                    "cpuinfo": {
+                        "cpus": nd["cpus"],
+                        "cores": nd["cpus"] // 2,
+                        "sockets": 1,
+                        "model": nd["model"],
+                        "mhz": "3000.000",
+                    },
+                    "ksm": {"shared": 0 if fmt == "pve2" else 1536 * MiB * (j == 0)},
+                    "kversion": "Linux 6.14.11-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4"
+                    if fmt == "pve9"
+                    else "Linux 6.8.12-9-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-9",
+                    "loadavg": [f"{last['loadavg']:.2f}"] * 3,
+                    "memory": {
+                        "total": nd["memtotal"],
+                        "used": int(last["memused"]),
+                        "free": int(nd["memtotal"] - last["memused"]),
+                        **(
+                            {"available": int(nd["memtotal"] - last["memused"])}
+                            if fmt == "pve9"
+                            else {}
+                        ),
+                    },
+                    "pveversion": f"pve-manager/{self.version}/0a1b2c3d4e5f6a7b",
+                    "swap": {"total": 8 * GiB, "used": 0, "free": 8 * GiB},
+                    "uptime": 3_456_000,
+                    "wait": 0.0015,
+                },
+            )
+            resources.append(
+                {
+                    "id": f"node/{nd['name']}",
+                    "type": "node",
+                    "node": nd["name"],
+                    "status": nd["status"],
+                    "maxcpu": nd["cpus"],
+                    "maxmem": nd["memtotal"],
+                    "cpu": _num(last["cpu"]),
+                    "mem": int(last["memused"]),
+                    "uptime": 3_456_000,
+                }
+            )
             tasks = [t for t in self.tasks if t["node"] == nd["name"]]
-            self._json(out / "nodes" / nd["name"] / "tasks.json", sorted(tasks, key=lambda t: -t["starttime"]))
+            self._json(
+                out / "nodes" / nd["name"] / "tasks.json",
+                sorted(tasks, key=lambda t: -t["starttime"]),
+            )
         for g in self.guests:
-            assert g.cpu is not None and g.memhost is not None and g.mem is not None and g.node is not None
+            assert (
+                g.cpu is not None
+                and g.memhost is not None
+                and g.mem is not None
+                and g.node is not None
+            )
             node_now = self.nodes[int(g.node[-1])]["name"]
             running = np.isfinite(g.cpu)
             f = {
@@ -287,28 +372,49 @@ class Cluster:
             for j in range(n_nodes):
                 for arr in f.values():
                     arr[gap[j] & (g.node == j)] = np.nan
+            assert set(f) == set(VM_FIELDS_PVE9 if fmt == "pve9" else VM_FIELDS_PVE2)
             gdir = out / "nodes" / node_now / g.kind / str(g.vmid)
             self._series(gdir, f)
             self._json(gdir / "config.json", g.config)
             cur = -1
-            resources.append({
-                "id": f"{g.kind}/{g.vmid}", "type": g.kind, "vmid": g.vmid, "node": node_now,
-                "name": g.name, "status": "running" if running[cur] else "stopped",
-                "maxcpu": g.cores, "maxmem": g.maxmem, "maxdisk": int(g.maxdisk),
-                "cpu": _num(float(f["cpu"][cur])) if running[cur] else 0,
-                "mem": int(f["mem"][cur]) if running[cur] else 0,
-                "disk": int(f["disk"][cur]), "uptime": 1_234_567 if running[cur] else 0,
-                "template": 0,
-                **({"memhost": int(f["memhost"][cur]) if running[cur] else 0} if fmt == "pve9" and g.kind == "qemu" else {}),
-                **({"hastate": "started" if running[cur] else "stopped"} if g.ha else {}),
-            })  # fmt: skip
+            resources.append(
+                {
+                    "id": f"{g.kind}/{g.vmid}",
+                    "type": g.kind,
+                    "vmid": g.vmid,
+                    "node": node_now,
+                    "name": g.name,
+                    "status": "running" if running[cur] else "stopped",
+                    "maxcpu": g.cores,
+                    "maxmem": g.maxmem,
+                    "maxdisk": int(g.maxdisk),
+                    "cpu": _num(float(f["cpu"][cur])) if running[cur] else 0,
+                    "mem": int(f["mem"][cur]) if running[cur] else 0,
+                    "disk": int(f["disk"][cur]),
+                    "uptime": 1_234_567 if running[cur] else 0,
+                    "template": 0,
+                    **(
+                        {"memhost": int(f["memhost"][cur]) if running[cur] else 0}
+                        if fmt == "pve9" and g.kind == "qemu"
+                        else {}
+                    ),
+                    **({"hastate": "started" if running[cur] else "stopped"} if g.ha else {}),
+                }
+            )
         for storage, plugin, shared in storages:
             for nd in self.nodes:
-                resources.append({
-                    "id": f"storage/{nd['name']}/{storage}", "type": "storage", "storage": storage,
-                    "node": nd["name"], "plugintype": plugin, "shared": int(shared),
-                    "status": "available", "content": "images,rootdir" if plugin != "dir" else "iso,vztmpl,backup",
-                })  # fmt: skip
+                resources.append(
+                    {
+                        "id": f"storage/{nd['name']}/{storage}",
+                        "type": "storage",
+                        "storage": storage,
+                        "node": nd["name"],
+                        "plugintype": plugin,
+                        "shared": int(shared),
+                        "status": "available",
+                        "content": "images,rootdir" if plugin != "dir" else "iso,vztmpl,backup",
+                    }
+                )
         self._json(out / "cluster" / "resources.json", sorted(resources, key=lambda r: r["id"]))
         self._json(out / "cluster" / "options.json", options)
         ha = [{"sid": g.sid, "type": g.sid[:2], **g.ha} for g in self.guests if g.ha]
@@ -320,20 +426,45 @@ class Cluster:
         self._json(out / "cluster" / "ha" / "manager_status.json", manager_status)
         if pci is not None:
             self._json(out / "cluster" / "mapping" / "pci.json", pci)
-        self._json(out / "version.json", {"release": self.version.rsplit(".", 1)[0], "repoid": "0a1b2c3d", "version": self.version})
+        self._json(
+            out / "version.json",
+            {
+                "release": self.version.rsplit(".", 1)[0],
+                "repoid": "0a1b2c3d",
+                "version": self.version,
+            },
+        )
         missing = []
         if rules is None:
-            missing.append({"path": "/cluster/ha/rules", "error": "No 'get' handler defined for 'cluster/ha/rules'"})
+            missing.append(
+                {
+                    "path": "/cluster/ha/rules",
+                    "error": "No 'get' handler defined for 'cluster/ha/rules'",
+                }
+            )
         if groups is None:
-            missing.append({"path": "/cluster/ha/groups", "error": "all HA groups have been migrated to HA rules"})
+            missing.append(
+                {
+                    "path": "/cluster/ha/groups",
+                    "error": "all HA groups have been migrated to HA rules",
+                }
+            )
         if pci is None:
             missing.append({"path": "/cluster/mapping/pci", "error": "no mappings configured"})
-        self._json(out / "export.json", {
-            "format": "pvegym-pve-export/1", "created": EXPORT_TIME, "script_version": "1",
-            "exported_on": self.nodes[0]["name"], "anonymized": False,
-            "timeframes": ["hour", "day", "week"], "cfs": ["AVERAGE", "MAX"],
-            "since": CTIME - 8 * DAY if fmt == "pve9" else CTIME - 9 * DAY, "missing": missing,
-        })  # fmt: skip
+        self._json(
+            out / "export.json",
+            {
+                "format": "pvegym-pve-export/1",
+                "created": EXPORT_TIME,
+                "script_version": "1",
+                "exported_on": self.nodes[0]["name"],
+                "anonymized": False,
+                "timeframes": ["hour", "day", "week"],
+                "cfs": ["AVERAGE", "MAX"],
+                "since": CTIME - 8 * DAY if fmt == "pve9" else CTIME - 9 * DAY,
+                "missing": missing,
+            },
+        )
 
     def _series(self, where: Path, fields: dict[str, np.ndarray]) -> None:
         for tf in ("hour", "day", "week"):
@@ -377,34 +508,78 @@ def pve9_field() -> Cluster:
     k, rng = c.clock, c.rng
     n = k.n
     backup = ((k.tod_h >= 1.0) & (k.tod_h < 1.67)).astype(float)  # nightly vzdump, 01:00–01:40
-    c.node("pve-ams-01", 32, 128, "AMD EPYC 7313P 16-Core Processor",
-           0.4 + 1.5 * backup + np.abs(ou(rng, n, 0.08, 5)),
-           6 * GiB + 1.5 * GiB * backup + ou(rng, n, 0.2 * GiB, 60),
-           12 * GiB + ou(rng, n, 1.0 * GiB, 240))  # fmt: skip
-    c.node("pve-ams-02", 32, 128, "AMD EPYC 7313P 16-Core Processor",
-           0.35 + 1.2 * backup + np.abs(ou(rng, n, 0.08, 5)),
-           5.5 * GiB + 1.5 * GiB * backup + ou(rng, n, 0.2 * GiB, 60),
-           8 * GiB + ou(rng, n, 0.8 * GiB, 240))  # fmt: skip
-    c.node("pve-ams-03", 16, 64, "Intel Xeon E-2388G", 0.15 + np.abs(ou(rng, n, 0.03, 5)),
-           3.5 * GiB + ou(rng, n, 0.1 * GiB, 60), None)  # fmt: skip
+    c.node(
+        "pve-ams-01",
+        32,
+        128,
+        "AMD EPYC 7313P 16-Core Processor",
+        0.4 + 1.5 * backup + np.abs(ou(rng, n, 0.08, 5)),
+        6 * GiB + 1.5 * GiB * backup + ou(rng, n, 0.2 * GiB, 60),
+        12 * GiB + ou(rng, n, 1.0 * GiB, 240),
+    )
+    c.node(
+        "pve-ams-02",
+        32,
+        128,
+        "AMD EPYC 7313P 16-Core Processor",
+        0.35 + 1.2 * backup + np.abs(ou(rng, n, 0.08, 5)),
+        5.5 * GiB + 1.5 * GiB * backup + ou(rng, n, 0.2 * GiB, 60),
+        8 * GiB + ou(rng, n, 0.8 * GiB, 240),
+    )
+    c.node(
+        "pve-ams-03",
+        16,
+        64,
+        "Intel Xeon E-2388G",
+        0.15 + np.abs(ou(rng, n, 0.03, 5)),
+        3.5 * GiB + ou(rng, n, 0.1 * GiB, 60),
+        None,
+    )
     office = daily(k, 14.0, 3.5) * (((k.t - 30) // DAY + 3) % 7 < 5)  # Mon–Fri (epoch day: Thu)
 
     stress = k.between(k.at(4, 13.0), k.at(4, 13.75)) | k.between(k.at(7, 9.5), k.at(7, 11.5))
-    g101 = Guest(101, "qemu", "stress-cdrom", 16, 32768, {
-        "cores": 16, "cpu": "x86-64-v2-AES",
-        "ide2": "local:iso/debian-13.0.0-amd64-netinst.iso,media=cdrom,size=754M",
-        "memory": "32768", "numa": 0, "ostype": "l26", "scsi0": "ceph-vm:vm-101-disk-0,size=64G",
-        "sockets": 1}, {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1})  # fmt: skip
-    g101.cpu = np.clip(np.where(stress, 14.0 + ou(rng, n, 0.3, 1), 0.3 + np.abs(ou(rng, n, 0.08, 10))), 0, 16)
+    g101 = Guest(
+        101,
+        "qemu",
+        "stress-cdrom",
+        16,
+        32768,
+        {
+            "cores": 16,
+            "cpu": "x86-64-v2-AES",
+            "ide2": "local:iso/debian-13.0.0-amd64-netinst.iso,media=cdrom,size=754M",
+            "memory": "32768",
+            "numa": 0,
+            "ostype": "l26",
+            "scsi0": "ceph-vm:vm-101-disk-0,size=64G",
+            "sockets": 1,
+        },
+        {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1},
+    )
+    g101.cpu = np.clip(
+        np.where(stress, 14.0 + ou(rng, n, 0.3, 1), 0.3 + np.abs(ou(rng, n, 0.08, 10))), 0, 16
+    )
     g101.memhost = np.where(stress, 12 * GiB, 6 * GiB) + ou(rng, n, 0.05 * GiB, 30)
     g101.mem = g101.memhost * 0.93
     place(g101, k, [], 0)
     webs = []
     for vmid, name in ((102, "web-01"), (103, "web-02")):
-        g = Guest(vmid, "qemu", name, 4, 8192, {
-            "balloon": 4096, "cores": 4, "memory": "8192", "ostype": "l26", "sockets": 1,
-            "scsi0": f"ceph-vm:vm-{vmid}-disk-0,size=32G"},
-            {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1})  # fmt: skip
+        g = Guest(
+            vmid,
+            "qemu",
+            name,
+            4,
+            8192,
+            {
+                "balloon": 4096,
+                "cores": 4,
+                "memory": "8192",
+                "ostype": "l26",
+                "sockets": 1,
+                "scsi0": f"ceph-vm:vm-{vmid}-disk-0,size=32G",
+            },
+            {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1},
+        )
         g.cpu = np.clip(0.3 + 1.4 * office + np.abs(ou(rng, n, 0.15, 3)), 0, 4)
         g.memhost = 5.5 * GiB + 0.5 * GiB * office + ou(rng, n, 0.05 * GiB, 30)
         g.mem = g.memhost * 0.8
@@ -412,18 +587,43 @@ def pve9_field() -> Cluster:
         webs.append(g)
     dbs = []
     for vmid, name, j in ((104, "db-01", 0), (105, "db-02", 1)):
-        g = Guest(vmid, "qemu", name, 8, 32768, {
-            "cores": 8, "hugepages": "2", "memory": "32768", "numa": 1, "ostype": "l26", "sockets": 1,
-            "scsi0": f"ceph-vm:vm-{vmid}-disk-0,size=200G"},
-            {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1})  # fmt: skip
+        g = Guest(
+            vmid,
+            "qemu",
+            name,
+            8,
+            32768,
+            {
+                "cores": 8,
+                "hugepages": "2",
+                "memory": "32768",
+                "numa": 1,
+                "ostype": "l26",
+                "sockets": 1,
+                "scsi0": f"ceph-vm:vm-{vmid}-disk-0,size=200G",
+            },
+            {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1},
+        )
         g.cpu = np.clip(1.2 + 2.0 * office + np.abs(ou(rng, n, 0.25, 5)), 0, 8)
         g.memhost = 28.5 * GiB + ou(rng, n, 0.1 * GiB, 120)
         g.mem = g.memhost * 0.86
         place(g, k, [], j)
         dbs.append(g)
-    g106 = Guest(106, "qemu", "ci-runner", 8, 16384, {
-        "cores": 8, "memory": "16384", "ostype": "l26", "sockets": 1,
-        "scsi0": "local-zfs:vm-106-disk-0,size=120G"}, None)  # fmt: skip
+    g106 = Guest(
+        106,
+        "qemu",
+        "ci-runner",
+        8,
+        16384,
+        {
+            "cores": 8,
+            "memory": "16384",
+            "ostype": "l26",
+            "sockets": 1,
+            "scsi0": "local-zfs:vm-106-disk-0,size=120G",
+        },
+        None,
+    )
     builds = np.zeros(n)
     for start in np.sort(rng.uniform(0, n - 30, 60)).astype(int):
         if office[start] > 0.2:
@@ -433,25 +633,65 @@ def pve9_field() -> Cluster:
     g106.memhost = 6 * GiB + 0.4 * builds * GiB + ou(rng, n, 0.05 * GiB, 10)
     g106.mem = g106.memhost
     place(g106, k, [], 0)
-    g107 = Guest(107, "qemu", "mon-01", 2, 4096, {
-        "balloon": 2048, "cores": 2, "memory": "4096", "ostype": "l26", "sockets": 1,
-        "scsi0": "local-zfs:vm-107-disk-0,size=16G"},
-        {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1})  # fmt: skip
+    g107 = Guest(
+        107,
+        "qemu",
+        "mon-01",
+        2,
+        4096,
+        {
+            "balloon": 2048,
+            "cores": 2,
+            "memory": "4096",
+            "ostype": "l26",
+            "sockets": 1,
+            "scsi0": "local-zfs:vm-107-disk-0,size=16G",
+        },
+        {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1},
+    )
     g107.cpu = np.clip(0.2 + np.abs(ou(rng, n, 0.04, 5)), 0, 2)
     g107.memhost = 2.6 * GiB + ou(rng, n, 0.02 * GiB, 60)
     g107.mem = g107.memhost * 0.9
     t_move107 = k.at(2, 10.25)
     place(g107, k, [(t_move107 + 40, 1)], 0)
-    g108 = Guest(108, "qemu", "gpu-render", 8, 32768, {
-        "cores": 8, "hostpci0": "0000:41:00.0,pcie=1,x-vga=1", "machine": "q35", "memory": "32768",
-        "ostype": "win11", "sockets": 1, "scsi0": "ceph-vm:vm-108-disk-0,size=256G"},
-        {"state": "stopped", "failback": 1, "max_relocate": 1, "max_restart": 1})  # fmt: skip
+    g108 = Guest(
+        108,
+        "qemu",
+        "gpu-render",
+        8,
+        32768,
+        {
+            "cores": 8,
+            "hostpci0": "0000:41:00.0,pcie=1,x-vga=1",
+            "machine": "q35",
+            "memory": "32768",
+            "ostype": "win11",
+            "sockets": 1,
+            "scsi0": "ceph-vm:vm-108-disk-0,size=256G",
+        },
+        {"state": "stopped", "failback": 1, "max_relocate": 1, "max_restart": 1},
+    )
     g108.cpu = np.full(n, np.nan)
     g108.memhost = g108.mem = np.full(n, np.nan)
     place(g108, k, [], 1)
-    g200 = Guest(200, "lxc", "dns-01", 2, 2048, {
-        "arch": "amd64", "cores": 2, "memory": 2048, "ostype": "debian", "rootfs": "ceph-vm:vm-200-disk-0,size=8G",
-        "swap": 512, "unprivileged": 1}, {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1}, 8)  # fmt: skip
+    g200 = Guest(
+        200,
+        "lxc",
+        "dns-01",
+        2,
+        2048,
+        {
+            "arch": "amd64",
+            "cores": 2,
+            "memory": 2048,
+            "ostype": "debian",
+            "rootfs": "ceph-vm:vm-200-disk-0,size=8G",
+            "swap": 512,
+            "unprivileged": 1,
+        },
+        {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1},
+        8,
+    )
     g200.cpu = np.clip(0.05 + np.abs(ou(rng, n, 0.02, 5)), 0, 2)
     g200.memhost = 0.3 * GiB + ou(rng, n, 0.01 * GiB, 60)
     g200.mem = g200.memhost
@@ -464,15 +704,47 @@ def pve9_field() -> Cluster:
     for t0, t1 in ((k.at(4, 13.0), k.at(4, 13.75)), (k.at(7, 9.5), k.at(7, 11.5))):
         t = t0 + 45.0
         while t < t1:
-            c.tasks.append({"type": "qmigrate", "id": "101", "node": "pve-ams-01",
-                            "starttime": int(t), "endtime": int(t) + 3, "status": "error"})  # fmt: skip
+            c.tasks.append(
+                {
+                    "type": "qmigrate",
+                    "id": "101",
+                    "node": "pve-ams-01",
+                    "starttime": int(t),
+                    "endtime": int(t) + 3,
+                    "status": "error",
+                }
+            )
             t += 40.0 + float(rng.uniform(-2.0, 2.0))
-    c.tasks.append({"type": "hamigrate", "id": "vm:107", "node": "pve-ams-01", "starttime": t_move107 - 8,
-                    "endtime": t_move107 - 7, "status": "OK"})  # fmt: skip
-    c.tasks.append({"type": "qmigrate", "id": "107", "node": "pve-ams-01", "starttime": t_move107,
-                    "endtime": t_move107 + 40, "status": "OK"})  # fmt: skip
-    c.tasks.append({"type": "vzmigrate", "id": "200", "node": "pve-ams-03", "starttime": t_evac,
-                    "endtime": t_evac + 45, "status": "OK"})  # fmt: skip
+    c.tasks.append(
+        {
+            "type": "hamigrate",
+            "id": "vm:107",
+            "node": "pve-ams-01",
+            "starttime": t_move107 - 8,
+            "endtime": t_move107 - 7,
+            "status": "OK",
+        }
+    )
+    c.tasks.append(
+        {
+            "type": "qmigrate",
+            "id": "107",
+            "node": "pve-ams-01",
+            "starttime": t_move107,
+            "endtime": t_move107 + 40,
+            "status": "OK",
+        }
+    )
+    c.tasks.append(
+        {
+            "type": "vzmigrate",
+            "id": "200",
+            "node": "pve-ams-03",
+            "starttime": t_evac,
+            "endtime": t_evac + 45,
+            "status": "OK",
+        }
+    )
 
     options = {
         "crs": {"ha": "dynamic", "ha-rebalance-on-start": 1, "ha-auto-rebalance": 1,
@@ -520,8 +792,15 @@ def pve8_groups() -> Cluster:
     n = k.n
     backup = ((k.tod_h >= 2.0) & (k.tod_h < 3.0)).astype(float)  # nightly vzdump, 02:00–03:00
     for name, cpus, mem in (("pve8-a", 24, 96), ("pve8-b", 24, 96), ("pve8-c", 16, 64)):
-        c.node(name, cpus, mem, "Intel Xeon Silver 4214R", 0.3 + backup + np.abs(ou(rng, n, 0.05, 5)),
-               4 * GiB + GiB * backup + ou(rng, n, 0.1 * GiB, 60), None)  # fmt: skip
+        c.node(
+            name,
+            cpus,
+            mem,
+            "Intel Xeon Silver 4214R",
+            0.3 + backup + np.abs(ou(rng, n, 0.05, 5)),
+            4 * GiB + GiB * backup + ou(rng, n, 0.1 * GiB, 60),
+            None,
+        )
     office = daily(k, 13.0, 3.0)
     specs = [
         (201, "app-01", 0, 6, 12288, {"state": "started", "group": "prefer-a"}, {}),
@@ -530,19 +809,45 @@ def pve8_groups() -> Cluster:
         (204, "batch-01", 2, 8, 16384, None, {"usb0": "host=1050:0407"}),
     ]
     for vmid, name, j, cores, mem, ha, extra in specs:
-        g = Guest(vmid, "qemu", name, cores, mem, {
-            "cores": cores, "memory": str(mem), "ostype": "l26", "sockets": 1,
-            "scsi0": f"nfs-vm:{vmid}/vm-{vmid}-disk-0.qcow2,size=40G", **extra},
-            {"failback": 1, "max_relocate": 1, "max_restart": 1, **ha} if ha else None)  # fmt: skip
+        g = Guest(
+            vmid,
+            "qemu",
+            name,
+            cores,
+            mem,
+            {
+                "cores": cores,
+                "memory": str(mem),
+                "ostype": "l26",
+                "sockets": 1,
+                "scsi0": f"nfs-vm:{vmid}/vm-{vmid}-disk-0.qcow2,size=40G",
+                **extra,
+            },
+            {"failback": 1, "max_relocate": 1, "max_restart": 1, **ha} if ha else None,
+        )
         g.cpu = np.clip(0.4 + 0.4 * cores * office + np.abs(ou(rng, n, 0.2, 5)), 0, cores)
         g.memhost = 0.6 * mem * MiB + ou(rng, n, 0.05 * GiB, 60)
         g.mem = g.memhost
         place(g, k, [], j)
         c.guests.append(g)
-    g300 = Guest(300, "lxc", "proxy", 2, 1024, {
-        "arch": "amd64", "cores": 2, "memory": 1024, "mp0": "/srv/cache",
-        "ostype": "debian", "rootfs": "local-lvm:vm-300-disk-0,size=8G", "swap": 512},
-        {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1}, 8)  # fmt: skip
+    g300 = Guest(
+        300,
+        "lxc",
+        "proxy",
+        2,
+        1024,
+        {
+            "arch": "amd64",
+            "cores": 2,
+            "memory": 1024,
+            "mp0": "/srv/cache",
+            "ostype": "debian",
+            "rootfs": "local-lvm:vm-300-disk-0,size=8G",
+            "swap": 512,
+        },
+        {"state": "started", "failback": 1, "max_relocate": 1, "max_restart": 1},
+        8,
+    )
     g300.cpu = np.clip(0.1 + 0.3 * office + np.abs(ou(rng, n, 0.03, 5)), 0, 2)
     g300.memhost = 0.4 * GiB + ou(rng, n, 0.01 * GiB, 60)
     g300.mem = g300.memhost

@@ -95,11 +95,20 @@ def answer(root: Path, path: str, opts: dict[str, str]) -> Any:
         opts_doc.setdefault("migration", {})["network"] = "10.20.30.0/24"
         return opts_doc
     if path == "/cluster/ha/resources":
-        return [{**r, "comment": "ha comment: call bob", "digest": "abc"} for r in load(root, "cluster/ha/resources.json")]
+        return [
+            {**r, "comment": "ha comment: call bob", "digest": "abc"}
+            for r in load(root, "cluster/ha/resources.json")
+        ]
     if path == "/cluster/ha/rules":
-        return [{**r, "comment": "rule comment: keep apart", "digest": "abc"} for r in load(root, "cluster/ha/rules.json")]
+        return [
+            {**r, "comment": "rule comment: keep apart", "digest": "abc"}
+            for r in load(root, "cluster/ha/rules.json")
+        ]
     if path == "/cluster/ha/groups":
-        return [{**r, "comment": "group comment: legacy", "digest": "abc"} for r in load(root, "cluster/ha/groups.json")]
+        return [
+            {**r, "comment": "group comment: legacy", "digest": "abc"}
+            for r in load(root, "cluster/ha/groups.json")
+        ]
     if path == "/cluster/ha/status/manager_status":
         return load(root, "cluster/ha/manager_status.json")
     if path == "/cluster/mapping/pci":
@@ -122,9 +131,26 @@ def answer(root: Path, path: str, opts: dict[str, str]) -> Any:
             status = t.get("status")
             if status == "error":
                 status = "can't migrate VM which uses local devices: ssh 10.11.12.13 failed"
-            out.append({**t, "status": status, "user": "alice@pve", "pid": 4242, "pstart": 77,
-                        "upid": f"UPID:{t['node']}:00001092:0000004D:{t['starttime']:08X}:{t['type']}:{t['id']}:alice@pve:"})  # fmt: skip
-        out.append({"type": "vzdump", "id": "", "node": parts[1], "starttime": 1, "user": "alice@pve", "status": "OK"})
+            out.append(
+                {
+                    **t,
+                    "status": status,
+                    "user": "alice@pve",
+                    "pid": 4242,
+                    "pstart": 77,
+                    "upid": f"UPID:{t['node']}:00001092:0000004D:{t['starttime']:08X}:{t['type']}:{t['id']}:alice@pve:",
+                }
+            )
+        out.append(
+            {
+                "type": "vzdump",
+                "id": "",
+                "node": parts[1],
+                "starttime": 1,
+                "user": "alice@pve",
+                "status": "OK",
+            }
+        )
         return [t for t in out if not want or t["type"] == want]
     if parts[0] == "nodes" and parts[-1] == "rrddata":
         tf, cf = opts.get("timeframe"), opts.get("cf", "AVERAGE")
@@ -162,7 +188,10 @@ def answer(root: Path, path: str, opts: dict[str, str]) -> Any:
                 if key.startswith("scsi") and key[4:].isdigit():
                     cfg[key] = value + ",iothread=1,discard=on,serial=SECRETSERIAL"
         else:
-            cfg.update(hostname="planted-hostname", net0="name=eth0,bridge=vmbr0,hwaddr=bc:24:11:5e:c2:e7,ip=192.168.77.5/24")
+            cfg.update(
+                hostname="planted-hostname",
+                net0="name=eth0,bridge=vmbr0,hwaddr=bc:24:11:5e:c2:e7,ip=192.168.77.5/24",
+            )
             if "mp0" in cfg:
                 cfg["mp0"] += ",mp=/var/lib/secret-mountpoint"
         return cfg
