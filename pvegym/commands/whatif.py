@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pvegym.experiments.whatif import run_whatif
+    from pvegym.experiments.whatif_report import write_report
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         args.seed,
         progress=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
+    write_report(result, out, study, args.seed)
     v = result.validation
     print(f"window: {result.imp.window.describe()}")
     for r in result.runs:

@@ -14,7 +14,7 @@ Read top to bottom, :func:`run_whatif` is the whole experiment:
    and (PVE 9) PSI are compared with the export's series on the held-out rest (mean absolute error
    in percentage points), next to a naive baseline (each node's own mean over the fit part).
 4. **report** into ``DIR/report.md`` with plots, ``DIR/whatif.json`` (everything the report says,
-   machine-readable) — :mod:`pvegym.experiments.whatif_report`.
+   machine-readable): :func:`pvegym.experiments.whatif_report.write_report` on the result.
 
 The replay is deterministic for a seed (the traces carry the workload; the seed draws only the
 LRM's start offsets).
@@ -38,8 +38,8 @@ from pvegym.experiments.record import play, write_json_atomic
 from pvegym.experiments.runner import Trace
 from pvegym.pve_export.cluster import ClusterExport, read_export
 from pvegym.pve_export.to_scenario import Import, build_import, write_import
-from pvegym.sim.scenario import Scenario
 from pvegym.sim import catalog
+from pvegym.sim.scenario import Scenario
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
 
@@ -324,7 +324,8 @@ def run_whatif(
     seed: int = 0,
     progress: Any = None,
 ) -> WhatIf:
-    """The whole experiment (see the module docstring); writes ``out/report.md`` and the rest."""
+    """Steps 1–3 of the module docstring (the scenario files land in ``out``); the report is
+    :func:`pvegym.experiments.whatif_report.write_report` of the result."""
     say = progress or (lambda msg: None)
     out.mkdir(parents=True, exist_ok=True)
     export = read_export(export_path)
@@ -341,11 +342,7 @@ def run_whatif(
         say(f"  {e.label}: {runs[-1].metrics['moves']} motions in {runs[-1].wall_s:.1f} s")
     say("validation run (fitted host load, held-out comparison) …")
     val = validate(imp, vscn, seed)
-    result = WhatIf(imp, export, runs, val, _local_disks(export))
-    from pvegym.experiments.whatif_report import write_report
-
-    write_report(result, out, study, seed)
-    return result
+    return WhatIf(imp, export, runs, val, _local_disks(export))
 
 
 def _local_disks(export: ClusterExport) -> dict[str, float]:

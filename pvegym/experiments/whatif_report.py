@@ -20,23 +20,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from pvegym.experiments import plots
-from pvegym.experiments.report import UNITS, fmt
+from pvegym.experiments.report import fmt
 from pvegym.experiments.whatif import PolicyRun, WhatIf, cost_weights, save_json
 from pvegym.provenance import git_commit, package_versions
+from pvegym.sim.metrics import GLANCE, metric_spec, metrics_in
 
-#: the at-a-glance columns (§9 metric names)
-GLANCE = (
-    "moves",
-    "moves_failed",
-    "failed_repeats",
-    "oscillations",
-    "churn_moves",
-    "migration_bytes",
-    "stall_cpu_s",
-    "guest_stall_s",
-    "cpu_shortfall_core_s",
-    "imbalance_mean",
-)
+#: what a what-if adds to the registry's at-a-glance table: retries and the network they cost
+WHATIF_EXTRA = ("failed_repeats", "migration_bytes", "cpu_shortfall_core_s")
 MOTIONS_LISTED = 12  # individual motions listed per policy (all are in whatif.json)
 
 
@@ -44,10 +34,15 @@ def _utc(t: float) -> str:
     return time.strftime("%a %Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
 
 
+def glance() -> tuple[str, ...]:
+    """The report's columns: the metric registry's at-a-glance table plus :data:`WHATIF_EXTRA`."""
+    base = metrics_in(GLANCE)
+    return (*base, *(m for m in WHATIF_EXTRA if m not in base))
+
+
 def _metric(run: PolicyRun, key: str) -> str:
-    factor = UNITS[key][1]
     v = run.metrics.get(key)
-    return "—" if v is None else fmt(float(v) * factor)
+    return "—" if v is None else fmt(float(v) * metric_spec(key).report_scale)
 
 
 def cost(run: PolicyRun, weights: dict[str, float]) -> float:
@@ -295,11 +290,13 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
         "",
         "## At a glance",
         "",
-        "| policy | " + " | ".join(f"{k} ({UNITS[k][0]})" for k in GLANCE) + " |",
-        "|---|" + "---:|" * len(GLANCE),
+        "| policy | " + " | ".join(f"{k} ({metric_spec(k).shown_unit})" for k in glance()) + " |",
+        "|---|" + "---:|" * len(glance()),
     ]
     for run in result.runs:
-        lines.append(f"| {run.entry.label} | " + " | ".join(_metric(run, k) for k in GLANCE) + " |")
+        lines.append(
+            f"| {run.entry.label} | " + " | ".join(_metric(run, k) for k in glance()) + " |"
+        )
     noop = result.runs[0]
     lines += [
         "",
@@ -397,26 +394,21 @@ def _model_vs_reality_plot(result: WhatIf, path: Path) -> None:
 
 
 def _compare_plot(result: WhatIf, path: Path) -> None:
-    keys = (
-        "moves",
-        "moves_failed",
-        "oscillations",
-        "churn_moves",
-        "stall_cpu_s",
-        "guest_stall_s",
-        "migration_bytes",
-        "imbalance_mean",
-    )
-    fig = Figure(figsize=(13, 5.5), dpi=plots.DPI, layout="constrained")
-    axes = fig.subplots(2, 4).ravel()
+    keys = glance()
+    ncols = 4
+    nrows = -(-len(keys) // ncols)
+    fig = Figure(figsize=(13, 2.8 * nrows), dpi=plots.DPI, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     labels = [r.entry.label for r in result.runs]
     colors = [plots.POLICY_COLORS[i % len(plots.POLICY_COLORS)] for i in range(len(labels))]
-    for ax, key in zip(axes, keys, strict=True):
-        unit, f = UNITS[key]
-        vals = [float(r.metrics.get(key) or 0.0) * f for r in result.runs]
+    for ax, key in zip(axes, keys, strict=False):
+        spec = metric_spec(key)
+        vals = [float(r.metrics.get(key) or 0.0) * spec.report_scale for r in result.runs]
         ax.bar(np.arange(len(labels)), vals, color=colors)
         ax.set_title(key, fontsize=9)
-        ax.set_ylabel(unit, fontsize=8)
+        ax.set_ylabel(spec.shown_unit, fontsize=8)
         ax.set_xticks(np.arange(len(labels)), labels, fontsize=7, rotation=25)
+    for ax in axes[len(keys) :]:
+        ax.set_visible(False)
     fig.suptitle("one replay of the window per policy", fontsize=11)
     plots._save(fig, path)

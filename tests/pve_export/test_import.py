@@ -12,7 +12,7 @@ import pytest
 
 from pvegym.pve_export.cluster import read_export
 from pvegym.pve_export.to_scenario import build_import
-from pvegym.sim.scenarios import load_scenario
+from pvegym.sim import catalog
 from tests.conftest import RunCli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "pve-exports"
@@ -29,7 +29,7 @@ def _import(cli: RunCli, export: Path, out: Path, *args: str) -> tuple[str, dict
 def test_pve9_cluster_as_a_scenario(cli: RunCli, tmp_path: Path) -> None:
     out = tmp_path / "field.toml"
     stdout, data = _import(cli, PVE9, out, "--window", "day")
-    scn = load_scenario(str(out))  # the written file loads through the scenario lookup
+    scn = catalog.resolve(str(out)).scenario  # the written file loads through the scenario lookup
     nodes = {n.name: n for n in scn.nodes}
     guests = {g.sid: g for g in scn.guests}
     assert set(nodes) == {"pve-ams-01", "pve-ams-02", "pve-ams-03"}
@@ -122,7 +122,7 @@ def test_a_duration_picks_the_finest_series_that_covers_it() -> None:
 def test_pve8_groups_static_crs_and_bandwidth(cli: RunCli, tmp_path: Path) -> None:
     out = tmp_path / "p8.toml"
     stdout, _ = _import(cli, PVE8, out, "--window", "day")
-    scn = load_scenario(str(out))
+    scn = catalog.resolve(str(out)).scenario
     guests = {g.sid: g for g in scn.guests}
     assert scn.crs_mode == "static"
     assert scn.migration.bandwidth == 256000 * 1024  # bwlimit migration=256000 KiB/s
