@@ -12,7 +12,9 @@ Read top to bottom, :func:`run_whatif` is the whole experiment:
 3. **validate** without circularity: the validation scenario's host load was fitted on the first
    part of the window only; replayed under ``noop`` with every real migration, its node CPU, memory
    and (PVE 9) PSI are compared with the export's series on the held-out rest (mean absolute error
-   in percentage points), next to a naive baseline (each node's own mean over the fit part).
+   in percentage points), next to a naive baseline (each node's own mean over the fit part). Where
+   PVE 9 recorded PSI, the contention model's ``psi.cpu_blend`` is fitted on the fit part too
+   (:data:`BLEND_GRID`) and its held-out error reported beside the default's.
 4. **report** into ``DIR/report.md`` with plots, ``DIR/whatif.json`` (everything the report says,
    machine-readable): :func:`pvegym.experiments.whatif_report.write_report` on the result.
 
@@ -78,8 +80,9 @@ class NodeFit:
     mem_mae_pp: float
     mem_bias_pp: float
     mem_naive_mae_pp: float
-    psi_cpu_mae_pp: float
+    psi_cpu_mae_pp: float  # with the model's default PSI parameters
     psi_cpu_bias_pp: float
+    psi_cpu_fitted_mae_pp: float  # with the cpu_blend fitted on the fit part
     psi_mem_mae_pp: float
 
 
@@ -95,6 +98,9 @@ class Validation:
     real_mem_pct: FloatArray
     real_cpu_some: FloatArray | None
     how: str
+    cpu_blend: float = math.nan  # psi.cpu_blend fitted on the fit part (NaN: no recorded PSI)
+    cpu_blend_fit_mae_pp: float = math.nan
+    default_cpu_blend: float = math.nan
     wall_s: float = 0.0
 
     @property
@@ -264,22 +270,55 @@ def _mae(a: FloatArray, b: FloatArray) -> tuple[float, float]:
     return float(np.mean(np.abs(d))), float(np.mean(d))
 
 
-def validate(imp: Import, vscn: Scenario, seed: int) -> Validation:
+#: the PSI blend weights tried on the fit part (``PsiModel.cpu_blend``: per-runqueue ρ² vs M/M/c,
+#: ``reference/migration-psi.md`` §D.3 recommends fitting it on RRD pairs of cpu and pressure)
+BLEND_GRID = tuple(round(0.1 * k, 1) for k in range(11))
+
+
+def _replay_rows(scn: Scenario, seed: int, imp: Import, rows: int) -> dict[str, FloatArray]:
+    """The noop replay of the first ``rows`` window rows: per-row means of node cores busy, bytes
+    in use and PSI some avg10 (percent), nodes in the export's order."""
+    sim = Simulation(scn, seed)
+    rec = _Rows()
+    play(sim, lambda view: None, rows * imp.window.step, rec)
+    order = [sim.cluster.node_names.index(n) for n in imp.reality.node_names]
+    t = np.asarray(rec.t)
+    return {
+        key: _per_row(t, np.asarray(getattr(rec, key))[:, order], imp.window.step, rows)
+        for key in ("cpu", "mem", "some", "mem_some")
+    }
+
+
+def fit_cpu_blend(imp: Import, path: Path, seed: int) -> tuple[float, float]:
+    """The ``psi.cpu_blend`` whose replay of the *fit* rows is closest to the recorded node
+    cpu some (mean absolute error over nodes and rows): ``(blend, its fit-part MAE)``."""
+    f, real = imp.fit_rows, imp.reality
+    assert real.cpu_some is not None
+    best = (math.nan, math.inf)
+    for blend in BLEND_GRID:
+        scn = catalog.resolve(str(path), overrides={"psi.cpu_blend": blend}).scenario
+        some = _replay_rows(scn, seed, imp, f)["some"]
+        err = _mae(some, real.cpu_some[:f])[0]
+        if err < best[1]:
+            best = (blend, err)
+    return best
+
+
+def validate(imp: Import, path: Path, seed: int) -> Validation:
     """The validation run (noop, every real migration, fitted host load) against the export's
-    series on the held-out rows."""
+    series on the held-out rows; with PVE 9's PSI, the PSI blend is fitted on the fit rows too."""
     started = time.perf_counter()
-    sim = Simulation(vscn, seed)
-    rows = _Rows()
-    play(sim, lambda view: None, None, rows)
     w, real = imp.window, imp.reality
-    order = [sim.cluster.node_names.index(n) for n in real.node_names]
-    t = np.asarray(rows.t)
-    cpu = _per_row(t, np.asarray(rows.cpu)[:, order], w.step, w.n)
-    mem = _per_row(t, np.asarray(rows.mem)[:, order], w.step, w.n)
-    some = _per_row(t, np.asarray(rows.some)[:, order], w.step, w.n)
-    mem_some = _per_row(t, np.asarray(rows.mem_some)[:, order], w.step, w.n)
-    model_cpu = 100.0 * cpu / real.maxcpu
-    model_mem = 100.0 * mem / real.maxmem
+    vscn = catalog.resolve(str(path)).scenario
+    model = _replay_rows(vscn, seed, imp, w.n)
+    blend, blend_fit_mae = math.nan, math.nan
+    fitted_some = None
+    if real.cpu_some is not None:
+        blend, blend_fit_mae = fit_cpu_blend(imp, path, seed)
+        scn = catalog.resolve(str(path), overrides={"psi.cpu_blend": blend}).scenario
+        fitted_some = _replay_rows(scn, seed, imp, w.n)["some"]
+    model_cpu = 100.0 * model["cpu"] / real.maxcpu
+    model_mem = 100.0 * model["mem"] / real.maxmem
     real_cpu = 100.0 * real.cpu / real.maxcpu
     real_mem = 100.0 * real.mem / real.maxmem
     f = imp.fit_rows
@@ -289,26 +328,40 @@ def validate(imp: Import, vscn: Scenario, seed: int) -> Validation:
         m_mae, m_bias = _mae(model_mem[f:, j], real_mem[f:, j])
         c_naive, _ = _mae(np.full(w.n - f, real_cpu[:f, j].mean()), real_cpu[f:, j])
         m_naive, _ = _mae(np.full(w.n - f, real_mem[:f, j].mean()), real_mem[f:, j])
-        if real.cpu_some is not None and real.mem_some is not None:
-            p_mae, p_bias = _mae(some[f:, j], real.cpu_some[f:, j])
-            pm_mae = _mae(mem_some[f:, j], real.mem_some[f:, j])[0]
-        else:
-            p_mae = p_bias = pm_mae = math.nan
+        p_mae = p_bias = pm_mae = p_fit_mae = math.nan
+        if real.cpu_some is not None and real.mem_some is not None and fitted_some is not None:
+            p_mae, p_bias = _mae(model["some"][f:, j], real.cpu_some[f:, j])
+            p_fit_mae = _mae(fitted_some[f:, j], real.cpu_some[f:, j])[0]
+            pm_mae = _mae(model["mem_some"][f:, j], real.mem_some[f:, j])[0]
         nodes.append(
-            NodeFit(name, c_mae, c_bias, c_naive, m_mae, m_bias, m_naive, p_mae, p_bias, pm_mae)
+            NodeFit(
+                name,
+                c_mae,
+                c_bias,
+                c_naive,
+                m_mae,
+                m_bias,
+                m_naive,
+                p_mae,
+                p_bias,
+                p_fit_mae,
+                pm_mae,
+            )
         )
-    how = str(vscn.description.rsplit("host load = ", 1)[-1])
     return Validation(
         fit_rows=f,
         rows=w.n,
         nodes=nodes,
         model_cpu_pct=model_cpu,
         model_mem_pct=model_mem,
-        model_cpu_some=some,
+        model_cpu_some=model["some"] if fitted_some is None else fitted_some,
         real_cpu_pct=real_cpu,
         real_mem_pct=real_mem,
         real_cpu_some=real.cpu_some,
-        how=how,
+        how=imp.fit_how,
+        cpu_blend=blend,
+        cpu_blend_fit_mae_pp=blend_fit_mae,
+        default_cpu_blend=vscn.psi.cpu_blend,
         wall_s=time.perf_counter() - started,
     )
 
@@ -332,7 +385,6 @@ def run_whatif(
     imp = build_import(export, window, "scenario", fit_fraction, dirty_rate)
     write_import(imp, out / "scenario.toml", validation_out=out / "validation.toml")
     scn = catalog.resolve(str(out / "scenario.toml")).scenario
-    vscn = catalog.resolve(str(out / "validation.toml")).scenario
     entries = policy_entries(imp, study)
     say(f"window: {imp.window.describe()}; {imp.window.duration // 10} rounds per policy")
     runs = []
@@ -340,8 +392,8 @@ def run_whatif(
         say(f"replaying {e.label} …")
         runs.append(replay(scn, e, seed))
         say(f"  {e.label}: {runs[-1].metrics['moves']} motions in {runs[-1].wall_s:.1f} s")
-    say("validation run (fitted host load, held-out comparison) …")
-    val = validate(imp, vscn, seed)
+    say("validation runs (fitted host load and PSI blend, held-out comparison) …")
+    val = validate(imp, out / "validation.toml", seed)
     return WhatIf(imp, export, runs, val, _local_disks(export))
 
 
@@ -380,6 +432,9 @@ def save_json(result: WhatIf, path: Path, extra: dict[str, Any]) -> None:
             "rows": result.validation.rows,
             "how": result.validation.how,
             "cpu_mae_pp": result.validation.cpu_mae_pp,
+            "cpu_blend": result.validation.cpu_blend,
+            "cpu_blend_fit_mae_pp": result.validation.cpu_blend_fit_mae_pp,
+            "default_cpu_blend": result.validation.default_cpu_blend,
             "nodes": [n.__dict__ for n in result.validation.nodes],
         },
         **extra,

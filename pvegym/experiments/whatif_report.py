@@ -217,12 +217,21 @@ def _validation_section(result: WhatIf) -> list[str]:
         f"held-out rows after {_utc(t_fit)} (row averages, percentage points of the node). "
         '"naive" predicts each node\'s own mean over the fit part: the model should beat it.',
         "",
-        "| node | CPU MAE (pp) | CPU bias (pp) | naive CPU MAE | memory MAE (pp) | memory bias (pp) | naive memory MAE | PSI cpu some MAE (pp) | PSI memory some MAE (pp) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| node | CPU MAE (pp) | CPU bias (pp) | naive CPU MAE | memory MAE (pp) | memory bias (pp) | naive memory MAE | PSI cpu some MAE (pp), default | PSI cpu some MAE (pp), fitted blend | PSI memory some MAE (pp) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n in v.nodes:
-        cells = [n.cpu_mae_pp, n.cpu_bias_pp, n.cpu_naive_mae_pp, n.mem_mae_pp, n.mem_bias_pp,
-                 n.mem_naive_mae_pp, n.psi_cpu_mae_pp, n.psi_mem_mae_pp]  # fmt: skip
+        cells = [
+            n.cpu_mae_pp,
+            n.cpu_bias_pp,
+            n.cpu_naive_mae_pp,
+            n.mem_mae_pp,
+            n.mem_bias_pp,
+            n.mem_naive_mae_pp,
+            n.psi_cpu_mae_pp,
+            n.psi_cpu_fitted_mae_pp,
+            n.psi_mem_mae_pp,
+        ]
         lines.append(
             f"| {n.node} | "
             + " | ".join("—" if math.isnan(c) else f"{c:.2f}" for c in cells)
@@ -236,10 +245,12 @@ def _validation_section(result: WhatIf) -> list[str]:
         lines.append("PSI: this export's RRD format records no pressure (PVE 8): not compared.")
     else:
         lines.append(
-            "PSI: the model's node pressure (its contention model, default parameters — not "
-            "fitted) against PVE 9's recorded `pressurecpusome`/`pressurememorysome` (avg10 "
-            "averaged per row). At coarse resolutions the replay loses the within-row variance "
-            "that drives real pressure, so the model tends to read low."
+            "PSI: the model's node pressure against PVE 9's recorded `pressurecpusome`/"
+            "`pressurememorysome` (avg10 averaged per row), once with the contention model's "
+            f"default `psi.cpu_blend` = {v.default_cpu_blend:g} and once with the blend fitted on "
+            f"the fit part ({v.cpu_blend:g}: fit-part MAE {v.cpu_blend_fit_mae_pp:.2f} pp; "
+            "`reference/migration-psi.md` §D.3). At coarse resolutions the replay loses the "
+            "within-row variance that drives real pressure, so the model tends to read low."
         )
     return [*lines, "", "![model vs reality](plots/model-vs-reality.png)", ""]
 

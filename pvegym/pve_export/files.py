@@ -175,6 +175,9 @@ class ExportFiles:
                 if name in self._members:
                     return name
             elif (self.path / name).is_file():
+                real = (self.path / name).resolve()
+                if not real.is_relative_to(self.path.resolve()):
+                    raise ExportError(name, "", "is a symlink out of the export")
                 return name
         return None
 

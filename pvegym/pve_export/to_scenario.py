@@ -144,6 +144,7 @@ class Import:
     validation_traces: dict[str, TraceData]  # the validation scenario's fitted host loads
     notes: list[Note]
     fit_rows: int  # rows of the window the validation's host load was fitted on
+    fit_how: str  # how it was fitted (a time-of-day profile or the mean)
     migrations: list[Migration]
     failed: list[Migration]
     reality: Reality
@@ -251,7 +252,7 @@ def build_import(
     window = choose_window(export, window_spec)
     fit_rows = max(1, min(window.n - 1, round(window.n * fit_fraction)))
     migrations, failed = _migrations(export, window, notes)
-    start_node = _start_placement(export, window, notes)
+    start_node = _start_placement(export, window)
     placement = _placement_matrix(export, window, start_node, migrations)
 
     traces: dict[str, TraceData] = {}
@@ -323,7 +324,7 @@ def build_import(
         )
     )
     fitted: dict[str, TraceData] = {}
-    validation = _validation(
+    validation, fit_how = _validation(
         scenario, export, window, fit_rows, base_cpu, base_mem, migrations, fitted
     )
     params = _policy_params(export, notes)
@@ -336,6 +337,7 @@ def build_import(
         validation_traces=fitted,
         notes=notes,
         fit_rows=fit_rows,
+        fit_how=fit_how,
         migrations=migrations,
         failed=failed,
         reality=reality,
@@ -742,7 +744,7 @@ def _origin(export: ClusterExport, g: GuestExport, t: Task, requests: dict[int, 
     return "ha-manager"
 
 
-def _start_placement(export: ClusterExport, window: Window, notes: list[Note]) -> dict[int, str]:
+def _start_placement(export: ClusterExport, window: Window) -> dict[int, str]:
     """Each guest's node at the window's start: the source of its first successful migration that
     ended after the start, else its node at export time."""
     out: dict[int, str] = {}
@@ -904,7 +906,9 @@ def _validation(
     base_mem: dict[str, FloatArray],
     migrations: list[Migration],
     traces: dict[str, TraceData],
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], str]:
+    """The validation scenario (every real migration replayed, host load fitted on the first
+    ``fit_rows`` rows) and how the host load was fitted; its traces go into ``traces``."""
     import copy
 
     val = copy.deepcopy(scenario)
@@ -929,7 +933,7 @@ def _validation(
     val["description"] = (
         f"{scenario['description']}; validation: every real migration replayed, host load = {how}"
     )
-    return val
+    return val, how
 
 
 def _meta(export: ClusterExport, imp: Import) -> dict[str, Any]:

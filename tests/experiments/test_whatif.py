@@ -11,6 +11,7 @@ import pytest
 
 from policies.patched import PatchedPolicy
 from pvegym.cli import main
+from pvegym.experiments.whatif import BLEND_GRID
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "pve-exports"
 STRESS_START = 1795167000  # Fri 2026-11-20 09:30 UTC: the stress run in the fixture's day series
@@ -99,8 +100,9 @@ def test_held_out_validation_beats_the_naive_prediction(pve9: tuple[Path, dict[s
     # the fitted host load follows it; each node's own fit-part mean cannot
     stressed = nodes["pve-ams-01"]
     assert stressed["cpu_mae_pp"] < stressed["cpu_naive_mae_pp"] / 5
-    # PVE 9 records PSI: the model's pressure is compared with it
+    # PVE 9 records PSI: the model's pressure is compared with it, the blend fitted on the fit part
     assert all(n["psi_cpu_mae_pp"] is not None for n in nodes.values())
+    assert v["cpu_blend"] in BLEND_GRID and v["default_cpu_blend"] == 0.2
 
 
 def test_pve8_export_replays_without_psi(tmp_path: Path) -> None:

@@ -47,6 +47,14 @@ def _write(rel: str, data: bytes) -> Callable[[Path], None]:
     return apply
 
 
+def _symlink_out(rel: str, target: str) -> Callable[[Path], None]:
+    def apply(root: Path) -> None:
+        (root / rel).unlink()
+        (root / rel).symlink_to(target)
+
+    return apply
+
+
 def _set_item(
     key: str, value: Any, where: Callable[[dict[str, Any]], bool]
 ) -> Callable[[Any], Any]:
@@ -77,6 +85,12 @@ def _row(i: int, key: str, value: Any) -> Callable[[Any], Any]:
 
 CASES: list[tuple[str, Callable[[Path], None], str, str]] = [
     # (case, damage, file, field + message)
+    (
+        "a file that links out of the export",
+        _symlink_out("cluster/options.json", "/etc/hostname"),
+        "cluster/options.json",
+        "is a symlink out of the export",
+    ),
     (
         "missing resources",
         _remove("cluster/resources.json"),
