@@ -366,6 +366,17 @@ def _property(value: Value) -> dict[str, str]:
     return out
 
 
+def _number(field: str, text: str) -> float:
+    """A finite number ≥ 0 from a property string of ``cluster/options.json``."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise ExportError("cluster/options.json", field, f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise ExportError("cluster/options.json", field, f"must be ≥ 0, not {text!r}")
+    return v
+
+
 def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[str]) -> CrsSettings:
     ov = files.json("cluster/options.json")
     assert ov is not None
@@ -380,19 +391,7 @@ def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[st
         )
 
     def num(key: str) -> float | None:
-        if key not in crs:
-            return None
-        try:
-            v = float(crs[key])
-        except ValueError:
-            raise ExportError(
-                "cluster/options.json", f"crs.{key}", f"not a number: {crs[key]!r}"
-            ) from None
-        if not math.isfinite(v) or v < 0:
-            raise ExportError(
-                "cluster/options.json", f"crs.{key}", f"must be ≥ 0, not {crs[key]!r}"
-            )
-        return v
+        return _number(f"crs.{key}", crs[key]) if key in crs else None
 
     def flag(key: str) -> bool:
         if key not in crs:
@@ -407,12 +406,7 @@ def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[st
     bw_kib = None
     for key in ("migration", "default"):
         if key in bw:
-            try:
-                bw_kib = float(bw[key])
-            except ValueError:
-                raise ExportError(
-                    "cluster/options.json", f"bwlimit.{key}", f"not a number: {bw[key]!r}"
-                ) from None
+            bw_kib = _number(f"bwlimit.{key}", bw[key])
             break
     migration = _property(ov.get("migration")) if ov.has("migration") else {}
     threshold, margin = num("ha-auto-rebalance-threshold"), num("ha-auto-rebalance-margin")

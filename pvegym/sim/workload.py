@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -112,22 +113,41 @@ def _bad(where: str, message: str) -> ConfigError:
     return ConfigError("", f"{where}: {message}")
 
 
-def _parse_meta(text: str, file: str) -> dict[str, float]:
+def _parse_meta(
+    text: str,
+    file: str,
+    required: tuple[str, ...] = ("interval_s", "cpu_count", "cpu_capacity_mhz", "mem_capacity_kb"),
+    labels: tuple[str, ...] = ("id",),
+) -> dict[str, float]:
+    """The ``key=value`` items of a metadata line: numbers, except the ``labels`` (skipped);
+    every ``required`` key a positive finite number."""
     meta: dict[str, float] = {}
-    for item in text.lstrip("#").split():
+    for item in text.split():
         key, sep, value = item.partition("=")
         if not sep:
             raise _bad(f"{file}:1", f"malformed metadata item {item!r} (want key=value)")
-        if key == "id":
+        if key in labels:
             continue
         try:
             meta[key] = float(value)
         except ValueError:
             raise _bad(f"{file}:1", f"metadata {key} is not a number: {value!r}") from None
-    for key in ("interval_s", "cpu_count", "cpu_capacity_mhz", "mem_capacity_kb"):
+    for key in required:
         if not (meta.get(key, 0.0) > 0.0 and math.isfinite(meta[key])):
             raise _bad(f"{file}:1", f"metadata needs a positive {key}=")
     return meta
+
+
+def _csv_rows(lines: list[str], header: list[str], file: str) -> Iterator[tuple[int, list[str]]]:
+    """The data rows of a CSV trace (from line 3) as ``(line number, cells)``: blank lines
+    skipped, a row with another number of cells than the header an error naming its line."""
+    for no, line in enumerate(lines[2:], 3):
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        if len(cells) != len(header):
+            raise _bad(f"{file}:{no}", f"{len(cells)} columns, expected {len(header)}")
+        yield no, cells
 
 
 @functools.cache
@@ -162,7 +182,7 @@ def _read_trace(file: str, fmt: str, col: str) -> Trace:
     # bitbrains: "# id=… interval_s=… cpu_count=… cpu_capacity_mhz=… mem_capacity_kb=…", a header
     if not lines[0].startswith("#"):
         raise _bad(f"{file}:1", "missing '# interval_s=… cpu_count=… …' metadata line")
-    meta = _parse_meta(lines[0], file)
+    meta = _parse_meta(lines[0].lstrip("#"), file)
     header = [h.strip() for h in lines[1].split(",")] if len(lines) > 1 else []
     want = "cpu_mhz" if col == "cpu" else "mem_kb"
     if want not in header:
@@ -170,12 +190,7 @@ def _read_trace(file: str, fmt: str, col: str) -> Trace:
     j = header.index(want)
     cap = meta["cpu_capacity_mhz"] if col == "cpu" else meta["mem_capacity_kb"]
     vals = []
-    for no, line in enumerate(lines[2:], 3):
-        if not line.strip():
-            continue
-        cells = line.split(",")
-        if len(cells) != len(header):
-            raise _bad(f"{file}:{no}", f"{len(cells)} columns, expected {len(header)}")
+    for no, cells in _csv_rows(lines, header, file):
         try:
             v = float(cells[j])
         except ValueError:
@@ -196,36 +211,25 @@ def _read_rrd(lines: list[str], file: str, col: str) -> Trace:
     head = lines[0].split()
     if len(head) < 2 or head[0] != "#" or head[1] != RRD_TAG:
         raise _bad(f"{file}:1", f"missing '# {RRD_TAG} interval_s=… cpu_capacity=… …' line")
-    meta: dict[str, float] = {}
-    for item in head[2:]:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise _bad(f"{file}:1", f"malformed metadata item {item!r} (want key=value)")
-        if key in ("interval_s", "cpu_capacity", "mem_capacity"):
-            try:
-                meta[key] = float(value)
-            except ValueError:
-                raise _bad(f"{file}:1", f"metadata {key} is not a number: {value!r}") from None
-    for key in ("interval_s", "cpu_capacity", "mem_capacity"):
-        if not (meta.get(key, 0.0) > 0.0 and math.isfinite(meta[key])):
-            raise _bad(f"{file}:1", f"metadata needs a positive {key}=")
+    meta = _parse_meta(
+        " ".join(head[2:]),
+        file,
+        ("interval_s", "cpu_capacity", "mem_capacity"),
+        ("timeframe", "cf"),
+    )
     header = [h.strip() for h in lines[1].split(",")] if len(lines) > 1 else []
     if header[:1] != ["time"] or col not in header:
-        raise _bad(f"{file}:2", f"header must be time,{','.join(RRD_COLUMNS)} (got {lines[1:2]})")
+        got = lines[1] if len(lines) > 1 else "nothing"
+        raise _bad(f"{file}:2", f"header must be time,{','.join(RRD_COLUMNS)}, not {got!r}")
     j = header.index(col)
     step = meta["interval_s"]
     vals: list[float] = []
     t_prev: float | None = None
-    for no, line in enumerate(lines[2:], 3):
-        if not line.strip():
-            continue
-        cells = line.split(",")
-        if len(cells) != len(header):
-            raise _bad(f"{file}:{no}", f"{len(cells)} columns, expected {len(header)}")
+    for no, cells in _csv_rows(lines, header, file):
         try:
             t, v = float(cells[0]), float(cells[j])
         except ValueError:
-            raise _bad(f"{file}:{no}", f"not a number in {line.strip()!r}") from None
+            raise _bad(f"{file}:{no}", f"not a number in {','.join(cells).strip()!r}") from None
         if not (math.isfinite(v) and v >= 0.0):
             raise _bad(f"{file}:{no}", f"{col} must be a finite number ≥ 0, not {v!r}")
         if t_prev is not None and abs(t - t_prev - step) > 1e-6:

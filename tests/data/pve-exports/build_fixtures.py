@@ -87,7 +87,8 @@ VM_FIELDS_PVE9 = (
     "pressurememorysome",
     "pressurememoryfull",
 )
-#: timeframe -> (resolution s, rows), create_rrd_data's $setup_pve2 / $setup
+#: timeframe -> (resolution s, rows), create_rrd_data's $setup_pve2 / $setup — stated again here,
+#: not imported from pvegym.pve_export.rrd: the fixtures check the reader, not the reader itself
 RESOLUTION = {
     "pve2": {"hour": (60, 60), "day": (1800, 70), "week": (10800, 70)},
     "pve9": {"hour": (60, 60), "day": (60, 1440), "week": (1800, 336)},
