@@ -24,6 +24,7 @@ from pvegym.experiments.report import fmt
 from pvegym.experiments.whatif import PolicyRun, WhatIf, cost_weights, save_json
 from pvegym.provenance import git_commit, package_versions
 from pvegym.sim.metrics import GLANCE, metric_spec, metrics_in
+from pvegym.units import GiB
 
 #: what a what-if adds to the registry's at-a-glance table: retries and the network they cost
 WHATIF_EXTRA = ("failed_repeats", "migration_bytes", "cpu_shortfall_core_s")
@@ -135,13 +136,9 @@ def _motion_section(result: WhatIf, run: PolicyRun) -> list[str]:
     extra = sum(disks.get(m["guest"], 0.0) for m in moves if m["outcome"] == "succeeded")
     lines += [
         "",
-        f"{len(moves)} motions; migration traffic {run.metrics['migration_bytes'] / 2**30:,.1f} GiB "
+        f"{len(moves)} motions; migration traffic {run.metrics['migration_bytes'] / GiB:,.1f} GiB "
         f"in {run.metrics['migration_seconds']:,.0f} s, guest downtime {run.metrics['downtime_s']:.2f} s"
-        + (
-            f", plus {extra / 2**30:,.0f} GiB of local disks the model does not send"
-            if extra
-            else ""
-        )
+        + (f", plus {extra / GiB:,.0f} GiB of local disks the model does not send" if extra else "")
         + ".",
         "",
         "| guest | from → to | motions | outcome | why | first | last | every |",

@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from pvegym.units import GiB
+
 #: config keys that hold a VM volume (``PVE::QemuServer::Drive``)
 _VM_DRIVE = re.compile(r"^(ide|sata|scsi|virtio)\d+$|^(efidisk|tpmstate)0$|^unused\d+$")
 _CT_VOLUME = re.compile(r"^rootfs$|^mp\d+$|^unused\d+$")
@@ -139,7 +141,7 @@ def _vm_volume(key: str, value: str, shared: dict[str, bool], out: Migratability
     out.local_disk_bytes += size
     out.notes.append(
         f"{key}: local disk on {storage!r}"
-        + (f" ({size / 2**30:.0f} GiB)" if size else "")
+        + (f" ({size / GiB:.0f} GiB)" if size else "")
         + " is copied by --with-local-disks: that traffic is not modelled"
     )
 

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from pvegym.errors import ConfigError
+from pvegym.units import MiB
 
 #: Largest file read from an export, uncompressed (bytes). A week of 1-minute RRD rows for one
 #: guest is ~0.7 MB as JSON.
-MAX_FILE_BYTES = 256 * 2**20
+MAX_FILE_BYTES = 256 * MiB
 
 
 class ExportError(ConfigError):

@@ -46,7 +46,7 @@ from pvegym.pve_export.cluster import ClusterExport, GuestExport, NodeExport, Ta
 from pvegym.pve_export.files import ExportError
 from pvegym.pve_export.rrd import RESOLUTION, TIMEFRAMES, Series, fill_gaps
 from pvegym.sim.workload import RRD_TAG
-from pvegym.units import parse_duration
+from pvegym.units import GiB, MiB, parse_duration
 
 FloatArray = NDArray[np.float64]
 IMPORT_FORMAT = "pvegym-import/1"
@@ -111,7 +111,8 @@ class TraceData:
 class Migration:
     """A migration task of the window: ``origin`` operator | ha-manager; ``target`` derived."""
 
-    t: float  # seconds into the window
+    t: float  # seconds into the window: the task started
+    t_end: float  # seconds into the window: the task ended (the guest runs on the target after)
     sid: str
     source: str
     target: str
@@ -318,7 +319,7 @@ def build_import(
         Note(
             "assumed",
             "guests",
-            f"dirty rate {dirty_rate / 2**20:g} MiB/s for every VM: PVE records no dirty-page "
+            f"dirty rate {dirty_rate / MiB:g} MiB/s for every VM: PVE records no dirty-page "
             "rate (set guests[i].dirty_rate / wws / throttle_sensitivity to study "
             "non-converging migrations)",
         )
@@ -389,7 +390,7 @@ def _guest(
                 f"{g.maxcpu:g} vCPUs rounded up to {maxcpu} (the schema takes whole cores)",
             )
         )
-    maxmem = g.maxmem if g.maxmem > 0 else 2**30
+    maxmem = g.maxmem if g.maxmem > 0 else GiB
     s = g.series.get((window.timeframe, window.cf))
     if s is None:
         if g.status == "running":
@@ -585,7 +586,7 @@ def _node(
             Note(
                 "dropped",
                 node.name,
-                f"KSM shares {node.ksm_shared / 2**30:.1f} GiB: KSM is not modelled (its effect is in the measured series)",
+                f"KSM shares {node.ksm_shared / GiB:.1f} GiB: KSM is not modelled (its effect is in the measured series)",
             )
         )
     return entry, base_cpu, base_mem
@@ -693,6 +694,7 @@ def _migrations(
             ok_moves.append(
                 Migration(
                     t.start - window.start,
+                    (t.end or t.start) - window.start,
                     g.sid,
                     t.node,
                     target,
@@ -705,6 +707,7 @@ def _migrations(
                 failed.append(
                     Migration(
                         t.start - window.start,
+                        (t.end or t.start) - window.start,
                         g.sid,
                         t.node,
                         "",
@@ -770,14 +773,15 @@ def _start_placement(export: ClusterExport, window: Window) -> dict[int, str]:
 def _placement_matrix(
     export: ClusterExport, window: Window, start: dict[int, str], moves: list[Migration]
 ) -> dict[int, NDArray[np.object_]]:
-    """Each guest's node per window row (the row's interval end)."""
-    rel = window.times - window.start
+    """Each guest's node per window row: where it spent most of the row's interval (it runs on
+    the target once the migration task has ended)."""
+    rel = window.times - window.start - window.step / 2
     out: dict[int, NDArray[np.object_]] = {}
     for vmid, g in export.guests.items():
         where = np.full(window.n, start[vmid], dtype=object)
         for m in moves:
             if m.sid == g.sid:
-                where[rel > m.t] = m.target
+                where[rel > m.t_end] = m.target
         out[vmid] = where
     return out
 
