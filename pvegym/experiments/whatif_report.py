@@ -273,7 +273,7 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
     for run in result.runs:
         plots.timeline(
             run.trace,
-            f"{run.entry.label} on the imported cluster",
+            f"{run.entry.label} on the imported cluster (time 0 = {_utc(w.start)})",
             plots_dir / f"timeline-{run.entry.label}.png",
         )
     _model_vs_reality_plot(result, plots_dir / "model-vs-reality.png")
