@@ -69,6 +69,14 @@ def recommendation(result: WhatIf, weights: dict[str, float], source: str) -> li
             "**Recommendation: keep `ha-auto-rebalance` off** — no balancer would have made this "
             "window cheaper than leaving the guests where they were."
         )
+        others = sorted((c, k) for k, c in costs.items() if k != "noop")
+        if others:
+            c, k = others[0]
+            lines.append(
+                f"If you switch it on anyway, `{k}` costs least of the balancers "
+                f"({fmt(c)} vs {fmt(costs['noop'])} for noop: {runs[k].metrics['moves']} motions, "
+                f"{runs[k].metrics['moves_failed']} failed)."
+            )
     else:
         d_stall = float(b.metrics["guest_stall_s"]) - float(noop.metrics["guest_stall_s"])
         lines.append(
