@@ -263,7 +263,8 @@ if ($mode eq 'tasks') {
             next if ($x->{type} // '') !~ /^(qmigrate|vzmigrate|hamigrate)$/;
             my $e = keep($x, qw(type starttime endtime));
             $e->{node} = m_node($x->{node});
-            $e->{id} = $x->{type} eq 'hamigrate' ? m_sid($x->{id}) : m_vmid($x->{id}) . '';
+            my $id = $x->{id} // '';   # a vmid (qemu-server's and pve-container's hamigrate too)
+            $e->{id} = $id =~ /^(vm|ct):\d+$/ ? m_sid($id) : m_vmid($id) . '';
             $e->{status} = !defined $x->{status} ? undef : $x->{status} eq 'OK' ? 'OK' : 'error';
             push @t, $e;
         }

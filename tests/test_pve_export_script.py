@@ -154,6 +154,11 @@ def test_anonymized_export_has_no_names_or_ids_and_imports(
     assert len(new_ids) == len(vmids) and not new_ids & vmids
     sids = {f"vm:{v}" for v in vmids} | {f"ct:{v}" for v in vmids}
     assert not sids & words
+    # guest ids in task lists and directory names are mapped too
+    task_ids = {t["id"] for p in root.glob("nodes/*/tasks.json") for t in json.loads(p.read_text())}
+    assert task_ids and not task_ids & vmids
+    dirs = {p.name for p in root.glob("nodes/*/*/*") if p.is_dir()}
+    assert dirs == new_ids
     # the same cluster, under other names
     plain = build_import(read_export(fixture), "day")
     anon = build_import(read_export(root), "day")

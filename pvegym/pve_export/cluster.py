@@ -294,8 +294,8 @@ def _read_tasks(
         if kind not in ("qmigrate", "vzmigrate", "hamigrate"):
             continue
         ident = item.get("id").text()
-        if kind == "hamigrate":  # the id is the HA sid, e.g. vm:101
-            ident = ident.split(":", 1)[-1]
+        if ident.startswith(("vm:", "ct:")):  # an HA sid: accepted for hamigrate
+            ident = ident.split(":", 1)[1]
         if not ident.isdigit():
             raise item.get("id").error(f"{ident!r} is not a guest id")
         end = item.opt("endtime")

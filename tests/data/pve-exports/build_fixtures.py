@@ -718,8 +718,8 @@ def pve9_field() -> Cluster:
             t += 40.0 + float(rng.uniform(-2.0, 2.0))
     c.tasks.append(
         {
-            "type": "hamigrate",
-            "id": "vm:107",
+            "type": "hamigrate",  # qemu-server API2/Qemu.pm: fork_worker('hamigrate', $vmid, …)
+            "id": "107",
             "node": "pve-ams-01",
             "starttime": t_move107 - 8,
             "endtime": t_move107 - 7,
