@@ -36,7 +36,9 @@ MAC = re.compile(rb"\b[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}\b")
 def export(tmp: Path, fixture: str, *args: str) -> tuple[Path, list[str]]:
     """Run the script with the stub as ``pvesh``; the export directory and the stub's call log."""
     stub = tmp / "pvesh"
-    stub.write_text(f'#!/bin/sh\nexec {sys.executable} {FIXTURES / "stub_pvesh.py"} "$@"\n')
+    # -I -S: the stub needs the standard library only; skipping site-packages keeps its ~150
+    # invocations per export cheap
+    stub.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S {FIXTURES / "stub_pvesh.py"} "$@"\n')
     stub.chmod(0o755)
     log = tmp / "pvesh.log"
     out = tmp / "export"

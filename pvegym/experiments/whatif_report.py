@@ -29,6 +29,7 @@ from pvegym.units import GiB
 #: what a what-if adds to the registry's at-a-glance table: retries and the network they cost
 WHATIF_EXTRA = ("failed_repeats", "migration_bytes", "cpu_shortfall_core_s")
 MOTIONS_LISTED = 12  # individual motions listed per policy (all are in whatif.json)
+MOTIONS_MARKED = 150  # motions marked on a timeline at most
 
 
 def _utc(t: float) -> str:
@@ -279,9 +280,10 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
     weights, source = cost_weights(study)
     plots_dir = out / "plots"
     for run in result.runs:
+        trace, title = _thinned(run.trace)
         plots.timeline(
-            run.trace,
-            f"{run.entry.label} on the imported cluster (time 0 = {_utc(w.start)})",
+            trace,
+            f"{run.entry.label} on the imported cluster (time 0 = {_utc(w.start)}){title}",
             plots_dir / f"timeline-{run.entry.label}.png",
         )
     _model_vs_reality_plot(result, plots_dir / "model-vs-reality.png")
@@ -373,6 +375,17 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
         },
     )
     return report
+
+
+def _thinned(trace: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
+    """At most :data:`MOTIONS_MARKED` motions for a timeline (every k-th; drawing thousands of
+    failed retries takes minutes and shows nothing more), and the title's note saying so."""
+    n = len(trace["move_t"])
+    if n <= MOTIONS_MARKED:
+        return trace, ""
+    k = -(-n // MOTIONS_MARKED)
+    keep = {key: v[::k] for key, v in trace.items() if key.startswith("move_")}
+    return {**trace, **keep}, f"\nevery {k}th of its {n} motions marked"
 
 
 def _model_vs_reality_plot(result: WhatIf, path: Path) -> None:
