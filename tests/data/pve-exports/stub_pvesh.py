@@ -155,11 +155,17 @@ def answer(root: Path, path: str, opts: dict[str, str]) -> Any:
     if parts[0] == "nodes" and parts[-1] == "rrddata":
         tf, cf = opts.get("timeframe"), opts.get("cf", "AVERAGE")
         if len(parts) == 3:
-            return load(root, f"nodes/{parts[1]}/rrddata-{tf}-{cf}.json")
-        d = guest_dir(root, parts[2], parts[3])
-        if d is None:
-            fail(f"Configuration file 'nodes/{parts[1]}/{parts[2]}/{parts[3]}.conf' does not exist")
-        return load(d, f"rrddata-{tf}-{cf}.json")
+            rows = load(root, f"nodes/{parts[1]}/rrddata-{tf}-{cf}.json")
+        else:
+            d = guest_dir(root, parts[2], parts[3])
+            if d is None:
+                fail(
+                    f"Configuration file 'nodes/{parts[1]}/{parts[2]}/{parts[3]}.conf' does not exist"
+                )
+            rows = load(d, f"rrddata-{tf}-{cf}.json")
+        # the RRD API returns numbers only; a string here checks the export's allow-list
+        rows[0]["comment"] = "Notes: root password is swordfish"
+        return rows
     if parts[0] == "nodes" and parts[-1] == "config" and len(parts) == 5:
         d = guest_dir(root, parts[2], parts[3])
         if d is None:
