@@ -239,19 +239,19 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
         node.ksm_shared = ksm.get("shared").num() if ksm is not None and ksm.has("shared") else 0.0
         node.tasks = _read_tasks(files, name, nodes, missing)
 
-    _read_series(files, nodes, guests, rrd_format)
+    # the small configuration files first, the series (the bulk of an export) last
     for vmid, g in guests.items():
         if g.template:
             continue
         cfg = files.json(f"nodes/{g.node}/{g.kind}/{vmid}/config.json")
         assert cfg is not None
         g.config = {k: v.text() for k, v in cfg.members() if not isinstance(v.raw, dict | list)}
-
     crs = _read_options(files, vt, missing)
     ha_resources = _read_ha_resources(files, guests)
     rules = _read_rules(files, ha_resources, nodes, rrd_format, missing)
     _read_manager_status(files, nodes, missing)
     pci = _read_pci(files, missing)
+    _read_series(files, nodes, guests, rrd_format)
     for nd in nodes.values():  # a node without status (offline) still needs a size
         if nd.maxcpu == 0:
             nd.maxcpu = max(1, int(_last(nd.series, "maxcpu") or 1))

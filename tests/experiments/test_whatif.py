@@ -139,7 +139,7 @@ def test_a_study_adds_its_tuned_constants(tmp_path: Path) -> None:
             "--out",
             str(out),
             "--window",
-            "2h",
+            "1h",
             "--study",
             str(study),
         ]
