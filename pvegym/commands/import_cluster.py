@@ -55,7 +55,8 @@ def dirty_rate(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from pvegym.pve_export.cluster import read_export
-    from pvegym.pve_export.to_scenario import build_import, write_import
+    from pvegym.pve_export.to_scenario import build_import
+    from pvegym.pve_export.write import write_import
     from pvegym.sim import catalog
 
     out = Path(args.out)

@@ -39,7 +39,8 @@ from pvegym.errors import ConfigError
 from pvegym.experiments.record import play, write_json_atomic
 from pvegym.experiments.runner import Trace
 from pvegym.pve_export.cluster import ClusterExport, read_export
-from pvegym.pve_export.to_scenario import Import, build_import, write_import
+from pvegym.pve_export.to_scenario import Import, build_import
+from pvegym.pve_export.write import write_import
 from pvegym.sim import catalog
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.simulation import Simulation

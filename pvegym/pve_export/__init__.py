@@ -7,8 +7,11 @@
 * :mod:`~pvegym.pve_export.blockers` — what makes a migration fail, read from a guest's config as
   qemu-server's and pve-container's checks read it.
 * :mod:`~pvegym.pve_export.cluster` — the whole export, typed and cross-checked.
-* :mod:`~pvegym.pve_export.to_scenario` — the cluster as scenario data and traces, with the list of
-  what the scenario cannot represent (``pvegym import``).
+* :mod:`~pvegym.pve_export.window` — the window replayed and its grid; :mod:`~pvegym.pve_export.
+  placement` — where each guest was, and the window's migrations.
+* :mod:`~pvegym.pve_export.to_scenario` — the cluster as scenario data and traces, with
+  :mod:`~pvegym.pve_export.notes` on what the scenario cannot represent (``pvegym import``);
+  :mod:`~pvegym.pve_export.write` writes them.
 
 This package is in the experiment layer: it reads operator files and writes scenario files; the
 model only ever reads the scenario and its traces.

@@ -3,12 +3,11 @@
 :func:`build_import` maps a :class:`~pvegym.pve_export.cluster.ClusterExport` onto the scenario
 schema (:mod:`pvegym.sim.scenario`) over one *window* of its RRD series:
 
-* **window** — the finest series that covers it: a timeframe name (``hour``, ``day``, ``week``:
-  that series' whole span) or a duration (the finest timeframe whose series of every node and guest
-  cover it; the window ends at the last row they all have). Its resolution and span are recorded.
+* **window** — the finest series that covers it (:mod:`~pvegym.pve_export.window`); its
+  resolution and span are recorded.
 * **nodes** — cores and memory from ``status.json``; the host's own load (``base_cpu``,
   ``base_mem``) is the node series minus the guests on the node at that time (placement from the
-  migration tasks), replayed as an ``rrd`` trace; a node in maintenance is offline (the HA
+  migration tasks, :mod:`~pvegym.pve_export.placement`), replayed as an ``rrd`` trace; a node in maintenance is offline (the HA
   manager's online-node list excludes it, ``NodeStatus::list_online_nodes``).
 * **guests** — vCPUs and memory from ``cluster/resources.json``; CPU (cores) and host footprint
   (``memhost``; PVE 8 records only ``mem``) replayed as ``rrd`` traces; ``mem_ratio`` = Σ mem /
@@ -20,10 +19,10 @@ schema (:mod:`pvegym.sim.scenario`) over one *window* of its RRD series:
   requests, evacuations of a node in maintenance) as manual ``migrate`` events; migrations the
   HA manager issued itself are what a balancer under test replaces, so they are only listed.
 
-Everything the schema cannot represent is a :class:`Note` (``dropped``: a fact of the export the
-scenario leaves out; ``assumed``: a value the export does not record; ``info``), written into the
-scenario file's header and ``import.json`` and printed by ``pvegym import`` — never a silent
-guess. The *validation* scenario (:attr:`Import.validation`) is the same cluster with every real
+Everything the schema cannot represent is a :class:`~pvegym.pve_export.notes.Note` (``dropped``:
+a fact of the export the scenario leaves out; ``assumed``: a value the export does not record;
+``info``), written into the scenario file's header and ``import.json``
+(:mod:`~pvegym.pve_export.write`) and printed by ``pvegym import`` — never a silent guess. The *validation* scenario (:attr:`Import.validation`) is the same cluster with every real
 migration replayed and the host's own load *fitted* on the first part of the window only, so that
 ``pvegym whatif`` can compare the model with the held-out rest without circularity.
 """
@@ -32,9 +31,7 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,59 +39,22 @@ from numpy.typing import NDArray
 
 from pvegym.errors import ConfigError
 from pvegym.pve_export.blockers import ct_migratability, vm_migratability
-from pvegym.pve_export.cluster import ClusterExport, GuestExport, NodeExport, Task
+from pvegym.pve_export.cluster import ClusterExport, GuestExport, NodeExport
 from pvegym.pve_export.files import ExportError
-from pvegym.pve_export.rrd import RESOLUTION, TIMEFRAMES, Series, fill_gaps
-from pvegym.sim.workload import RRD_TAG
-from pvegym.units import GiB, MiB, parse_duration
+from pvegym.pve_export.notes import Note, utc
+from pvegym.pve_export.placement import (
+    Migration,
+    migrations,
+    placement_matrix,
+    start_placement,
+)
+from pvegym.pve_export.rrd import fill_gaps
+from pvegym.pve_export.window import Window, choose_window, on_grid, rows_empty
+from pvegym.units import GiB, MiB
 
 FloatArray = NDArray[np.float64]
 IMPORT_FORMAT = "pvegym-import/1"
 DAY_S = 86400
-#: A ``hamigrate`` request counts as the origin of a ``qmigrate`` starting this soon after (s).
-HAMIGRATE_LAG_S = 120
-
-
-@dataclass(frozen=True)
-class Note:
-    """``kind``: ``dropped`` (in the export, not in the scenario), ``assumed`` (not in the
-    export, a default is used) or ``info``; ``subject``: the node, guest, rule or file."""
-
-    kind: str
-    subject: str
-    text: str
-
-    def line(self) -> str:
-        return f"[{self.kind}] {self.subject}: {self.text}"
-
-
-@dataclass(frozen=True)
-class Window:
-    """``(start, end]`` in unix seconds, rows every ``step`` s stamped at the interval's end."""
-
-    timeframe: str
-    cf: str
-    step: int
-    start: int
-    end: int
-
-    @property
-    def duration(self) -> int:
-        return self.end - self.start
-
-    @property
-    def n(self) -> int:
-        return self.duration // self.step
-
-    @property
-    def times(self) -> NDArray[np.int64]:
-        return self.start + self.step * np.arange(1, self.n + 1, dtype=np.int64)
-
-    def describe(self) -> str:
-        return (
-            f"{_iso(self.start)} – {_iso(self.end)} ({self.duration / 3600:g} h), "
-            f"the {self.timeframe} series at {self.step} s resolution ({self.cf})"
-        )
 
 
 @dataclass
@@ -105,19 +65,6 @@ class TraceData:
     mem: FloatArray
     cpu_capacity: float  # cores
     mem_capacity: float  # bytes
-
-
-@dataclass
-class Migration:
-    """A migration task of the window: ``origin`` operator | ha-manager; ``target`` derived."""
-
-    t: float  # seconds into the window: the task started
-    t_end: float  # seconds into the window: the task ended (the guest runs on the target after)
-    sid: str
-    source: str
-    target: str
-    ok: bool
-    origin: str
 
 
 @dataclass
@@ -153,89 +100,6 @@ class Import:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def _iso(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
-
-
-# ------------------------------------------------------------------------------------------ window
-def _entities(export: ClusterExport) -> list[tuple[str, str, dict[tuple[str, str], Series]]]:
-    """``(name, directory, series)`` of the nodes and the running-or-recorded guests whose series
-    decide the window."""
-    out = [
-        (f"node {n.name}", f"nodes/{n.name}", n.series) for n in export.nodes.values() if n.series
-    ]
-    out += [
-        (g.sid, f"nodes/{g.node}/{g.kind}/{g.vmid}", g.series)
-        for g in export.guests.values()
-        if not g.template and (g.series or g.status == "running")
-    ]
-    return out
-
-
-def choose_window(export: ClusterExport, spec: str, cf: str = "AVERAGE") -> Window:
-    """The window for ``spec``: a timeframe name or a duration (``36h``), see the module doc."""
-    table = RESOLUTION[export.rrd_format]
-    entities = _entities(export)
-    if spec in TIMEFRAMES:
-        candidates = [spec]
-        want: float | None = None
-    else:
-        try:
-            want = parse_duration(spec, "--window")
-        except ConfigError:
-            raise ConfigError(
-                "--window", f"{spec!r} is not hour, day, week or a duration (e.g. 36h)"
-            ) from None
-        if want <= 0:
-            raise ConfigError("--window", "must be positive")
-        candidates = sorted(TIMEFRAMES, key=lambda tf: (table[tf][0], -table[tf][1]))
-    spans: list[str] = []
-    for tf in candidates:
-        step = table[tf][0]
-        start, end = -math.inf, math.inf
-        lacking = [(name, where) for name, where, series in entities if (tf, cf) not in series]
-        if lacking and want is None:  # the timeframe asked for: name the file that is missing
-            name, where = lacking[0]
-            raise ExportError(
-                f"{where}/rrddata-{tf}-{cf}.json", "", f"is missing ({name} has no {tf} series)"
-            )
-        if lacking:
-            spans.append(f"{tf}: no {cf} series of {', '.join(n for n, _ in lacking[:3])}")
-            continue
-        for _, _, series in entities:
-            s0, s1 = series[(tf, cf)].span
-            start, end = max(start, s0), min(end, s1)
-        if end - start < 2 * step:
-            spans.append(f"{tf}: the series do not overlap")
-            continue
-        if want is None:
-            return Window(tf, cf, step, int(start), int(end))
-        rows = math.ceil(want / step)
-        if end - start >= rows * step:
-            return Window(tf, cf, step, int(end) - rows * step, int(end))
-        spans.append(f"{tf}: covers {(end - start) / 3600:g} h")
-    raise ConfigError(
-        "--window", f"no exported series covers {spec!r} ({'; '.join(spans) or 'no series'})"
-    )
-
-
-def _on_grid(s: Series, name: str, window: Window) -> FloatArray:
-    """Field ``name`` at the window's row times (NaN where the series has no such row)."""
-    out = np.full(window.n, np.nan)
-    k = (s.times - window.start) // window.step - 1
-    ok = (k >= 0) & (k < window.n) & ((s.times - window.start) % window.step == 0)
-    out[k[ok]] = s.get(name)[ok]
-    return out
-
-
-def _rows_empty(s: Series, window: Window) -> NDArray[np.bool_]:
-    empty = np.ones(window.n, dtype=bool)
-    k = (s.times - window.start) // window.step - 1
-    ok = (k >= 0) & (k < window.n) & ((s.times - window.start) % window.step == 0)
-    empty[k[ok]] = s.empty_rows()[ok]
-    return empty
-
-
 # ------------------------------------------------------------------------------------------ build
 def build_import(
     export: ClusterExport,
@@ -252,9 +116,9 @@ def build_import(
         notes.append(Note("info", "export", f"not in the export: {part}"))
     window = choose_window(export, window_spec)
     fit_rows = max(1, min(window.n - 1, round(window.n * fit_fraction)))
-    migrations, failed = _migrations(export, window, notes)
-    start_node = _start_placement(export, window)
-    placement = _placement_matrix(export, window, start_node, migrations)
+    moved, failed = migrations(export, window, notes)
+    start_node = start_placement(export, window)
+    placement = placement_matrix(export, window, start_node, moved)
 
     traces: dict[str, TraceData] = {}
     guests: list[dict[str, Any]] = []
@@ -310,7 +174,7 @@ def build_import(
         "resource_affinity": rules_ra,
         "events": [
             {"t": m.t, "type": "migrate", "sid": m.sid, "target": m.target}
-            for m in migrations
+            for m in moved
             if m.origin == "operator" and m.sid in {g["sid"] for g in guests}
         ],
         "migration": _migration_settings(export, notes),
@@ -326,7 +190,7 @@ def build_import(
     )
     fitted: dict[str, TraceData] = {}
     validation, fit_how = _validation(
-        scenario, export, window, fit_rows, base_cpu, base_mem, migrations, fitted
+        scenario, export, window, fit_rows, base_cpu, base_mem, moved, fitted
     )
     params = _policy_params(export, notes)
     imp = Import(
@@ -339,7 +203,7 @@ def build_import(
         notes=notes,
         fit_rows=fit_rows,
         fit_how=fit_how,
-        migrations=migrations,
+        migrations=moved,
         failed=failed,
         reality=reality,
         policy_params=params,
@@ -404,11 +268,11 @@ def _guest(
         empty = np.ones(window.n, dtype=bool)
         row_maxcpu = np.full(window.n, float(maxcpu))
     else:
-        cpu_frac = _on_grid(s, "cpu", window)
-        mem = _on_grid(s, "mem", window)
-        memhost = _on_grid(s, "memhost", window) if s.has("memhost") else mem.copy()
-        empty = _rows_empty(s, window)
-        row_maxcpu = _on_grid(s, "maxcpu", window)
+        cpu_frac = on_grid(s, "cpu", window)
+        mem = on_grid(s, "mem", window)
+        memhost = on_grid(s, "memhost", window) if s.has("memhost") else mem.copy()
+        empty = rows_empty(s, window)
+        row_maxcpu = on_grid(s, "maxcpu", window)
     # rows with values but no cpu: the guest was not running (pvestatd writes undef)
     stopped = ~empty & ~np.isfinite(cpu_frac)
     running_rows = np.isfinite(cpu_frac)
@@ -609,28 +473,28 @@ def _reality(export: ClusterExport, window: Window, notes: list[Note]) -> Realit
                 "",
                 f"is missing for node {name}",
             )
-        frac = _on_grid(s, "cpu", window)
-        maxcpu = _on_grid(s, "maxcpu", window)
+        frac = on_grid(s, "cpu", window)
+        maxcpu = on_grid(s, "maxcpu", window)
         maxcpu = np.where(np.isfinite(maxcpu), maxcpu, node.maxcpu)
         c, filled = fill_gaps(frac * maxcpu)
         if filled:
             notes.append(Note("info", name, f"{filled} of {n} rows without data: interpolated"))
         if not np.isfinite(c).any():
             raise ExportError(s.file, "cpu", "has no value in the window")
-        m, _ = fill_gaps(_on_grid(s, "memused", window))
+        m, _ = fill_gaps(on_grid(s, "memused", window))
         if not np.isfinite(m).any():
             raise ExportError(s.file, "memused", "has no value in the window")
         cpu[:, j], mem[:, j] = c, m
         smax = node.series.get((window.timeframe, "MAX"))
         if smax is not None:
-            cm, _ = fill_gaps(_on_grid(smax, "cpu", window) * maxcpu)
+            cm, _ = fill_gaps(on_grid(smax, "cpu", window) * maxcpu)
             cpu_max[:, j] = np.where(np.isfinite(cm), cm, c)
         else:
             cpu_max[:, j] = c
         if s.has("pressurecpusome"):
-            some[:, j] = fill_gaps(_on_grid(s, "pressurecpusome", window))[0]
+            some[:, j] = fill_gaps(on_grid(s, "pressurecpusome", window))[0]
         if s.has("pressurememorysome"):
-            msome[:, j] = fill_gaps(_on_grid(s, "pressurememorysome", window))[0]
+            msome[:, j] = fill_gaps(on_grid(s, "pressurememorysome", window))[0]
     has_psi = bool(np.isfinite(some).any())
     if not has_psi:
         notes.append(
@@ -658,132 +522,6 @@ def _reality(export: ClusterExport, window: Window, notes: list[Note]) -> Realit
         maxcpu=np.array([export.nodes[x].maxcpu for x in names], dtype=float),
         maxmem=np.array([export.nodes[x].maxmem for x in names], dtype=float),
     )
-
-
-# ------------------------------------------------------------------------------------------ placement
-def _migrations(
-    export: ClusterExport, window: Window, notes: list[Note]
-) -> tuple[list[Migration], list[Migration]]:
-    """Successful and failed migrations in the window, with their origin and derived target."""
-    tasks = sorted((t for n in export.nodes.values() for t in n.tasks), key=lambda t: t.start)
-    by_vmid: dict[int, list[Task]] = {}
-    requests: dict[int, list[int]] = {}
-    for t in tasks:
-        if t.kind == "hamigrate":
-            requests.setdefault(t.vmid, []).append(t.start)
-        elif t.vmid in export.guests:
-            by_vmid.setdefault(t.vmid, []).append(t)
-    ok_moves: list[Migration] = []
-    failed: list[Migration] = []
-    for vmid, ts in sorted(by_vmid.items()):
-        g = export.guests[vmid]
-        done = [t for t in ts if t.ok and t.end is not None]
-        for i, t in enumerate(done):
-            target = done[i + 1].node if i + 1 < len(done) else g.node
-            if target == t.node:
-                notes.append(
-                    Note(
-                        "info",
-                        g.sid,
-                        f"migration at {_iso(t.start)} from {t.node} ends where it started: the task list is incomplete; ignored",
-                    )
-                )
-                continue
-            if not (window.start < (t.end or t.start) <= window.end):
-                continue
-            ok_moves.append(
-                Migration(
-                    t.start - window.start,
-                    (t.end or t.start) - window.start,
-                    g.sid,
-                    t.node,
-                    target,
-                    True,
-                    _origin(export, g, t, requests),
-                )
-            )
-        for t in ts:
-            if not t.ok and window.start < t.start <= window.end:
-                failed.append(
-                    Migration(
-                        t.start - window.start,
-                        (t.end or t.start) - window.start,
-                        g.sid,
-                        t.node,
-                        "",
-                        False,
-                        _origin(export, g, t, requests),
-                    )
-                )
-    if ok_moves:
-        by_origin = {o: sum(m.origin == o for m in ok_moves) for o in ("operator", "ha-manager")}
-        notes.append(
-            Note(
-                "info",
-                "migrations",
-                f"{len(ok_moves)} in the window ({by_origin['operator']} by the operator: replayed "
-                f"as events; {by_origin['ha-manager']} issued by the HA manager: replaced by the "
-                "balancer under test, replayed only in the validation run)",
-            )
-        )
-    if failed:
-        notes.append(
-            Note(
-                "info",
-                "migrations",
-                f"{len(failed)} failed migration tasks in the window (listed in the what-if report)",
-            )
-        )
-    return sorted(ok_moves, key=lambda m: m.t), sorted(failed, key=lambda m: m.t)
-
-
-def _origin(export: ClusterExport, g: GuestExport, t: Task, requests: dict[int, list[int]]) -> str:
-    if g.ha is None or g.ha.state == "ignored":
-        return "operator"
-    if any(0 <= t.start - r <= HAMIGRATE_LAG_S for r in requests.get(t.vmid, [])):
-        return "operator"
-    if export.nodes[t.node].maintenance:
-        return "operator"  # evacuating a node in maintenance: any balancer would
-    return "ha-manager"
-
-
-def _start_placement(export: ClusterExport, window: Window) -> dict[int, str]:
-    """Each guest's node at the window's start: the source of its first successful migration that
-    ended after the start, else its node at export time."""
-    out: dict[int, str] = {}
-    for vmid, g in export.guests.items():
-        node = g.node
-        done = sorted(
-            (
-                t
-                for n in export.nodes.values()
-                for t in n.tasks
-                if t.vmid == vmid and t.kind != "hamigrate" and t.ok and t.end is not None
-            ),
-            key=lambda t: t.start,
-        )
-        for t in done:
-            if (t.end or 0) > window.start:
-                node = t.node
-                break
-        out[vmid] = node
-    return out
-
-
-def _placement_matrix(
-    export: ClusterExport, window: Window, start: dict[int, str], moves: list[Migration]
-) -> dict[int, NDArray[np.object_]]:
-    """Each guest's node per window row: where it spent most of the row's interval (it runs on
-    the target once the migration task has ended)."""
-    rel = window.times - window.start - window.step / 2
-    out: dict[int, NDArray[np.object_]] = {}
-    for vmid, g in export.guests.items():
-        where = np.full(window.n, start[vmid], dtype=object)
-        for m in moves:
-            if m.sid == g.sid:
-                where[rel > m.t_end] = m.target
-        out[vmid] = where
-    return out
 
 
 # ------------------------------------------------------------------------------------------ rules etc.
@@ -954,8 +692,8 @@ def _meta(export: ClusterExport, imp: Import) -> dict[str, Any]:
             "resolution_s": w.step,
             "start": w.start,
             "end": w.end,
-            "start_utc": _iso(w.start),
-            "end_utc": _iso(w.end),
+            "start_utc": utc(w.start),
+            "end_utc": utc(w.end),
             "rows": w.n,
             "fit_rows": imp.fit_rows,
         },
@@ -964,83 +702,3 @@ def _meta(export: ClusterExport, imp: Import) -> dict[str, Any]:
         "failed_migrations": [m.__dict__ for m in imp.failed],
         "notes": [n.__dict__ for n in imp.notes],
     }
-
-
-# ------------------------------------------------------------------------------------------ writing
-def traces_dir_name(scenario_path: Path) -> str:
-    return f"{scenario_path.stem}-traces"
-
-
-def write_trace(path: Path, data: TraceData, window: Window) -> None:
-    lines = [
-        f"# {RRD_TAG} interval_s={window.step} cpu_capacity={data.cpu_capacity:g} "
-        f"mem_capacity={data.mem_capacity:.0f} timeframe={window.timeframe} cf={window.cf}",
-        "time,cpu,mem",
-    ]
-    for t, c, m in zip(window.times.tolist(), data.cpu.tolist(), data.mem.tolist(), strict=True):
-        lines.append(f"{t},{max(c, 0.0):.6g},{max(m, 0.0):.6g}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
-
-
-def _with_trace_dir(data: Any, trace_dir: str) -> Any:
-    if isinstance(data, dict):
-        return {
-            k: (trace_dir if v == TRACE_DIR_PLACEHOLDER else _with_trace_dir(v, trace_dir))
-            for k, v in data.items()
-        }
-    if isinstance(data, list):
-        return [_with_trace_dir(v, trace_dir) for v in data]
-    return data
-
-
-def scenario_text(data: dict[str, Any], imp: Import, trace_dir: str) -> str:
-    """The scenario as TOML, with a header that states the window and every note."""
-    import tomli_w
-
-    head = [
-        f"# pvegym scenario imported by `pvegym import` from {imp.meta['export']}",
-        f"# PVE {imp.meta['pve_version']} ({imp.meta['rrd_format']} RRD format)",
-        f"# window: {imp.window.describe()}",
-        f"# traces: {trace_dir}/rrd/*.csv (read from beside this file)",
-        "# What the scenario cannot represent or had to assume:",
-    ]
-    head += [f"#   {n.line()}" for n in imp.notes if n.kind != "info"]
-    head += ["# Other facts of the import:"] + [
-        f"#   {n.line()}" for n in imp.notes if n.kind == "info"
-    ]
-    body = tomli_w.dumps(_with_trace_dir(data, trace_dir))
-    return "\n".join(head) + "\n\n" + body
-
-
-def write_import(imp: Import, out: Path, validation_out: Path | None = None) -> list[Path]:
-    """Write the scenario (``out``), its traces (``<stem>-traces/rrd/``), ``<stem>.import.json``
-    and, if asked, the validation scenario; returns the files written."""
-    import json
-
-    trace_dir = traces_dir_name(out)
-    written: list[Path] = []
-    traces = dict(imp.traces)
-    if validation_out is not None:
-        traces.update(imp.validation_traces)
-    for name, trace in sorted(traces.items()):
-        p = out.parent / trace_dir / "rrd" / f"{name}.csv"
-        write_trace(p, trace, imp.window)
-        written.append(p)
-    docs = [(out, imp.scenario)]
-    if validation_out is not None:
-        docs.append((validation_out, imp.validation))
-    for path, data in docs:
-        rel = trace_dir if path.parent == out.parent else str((out.parent / trace_dir).resolve())
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(scenario_text(data, imp, rel))
-        tmp.replace(path)
-        written.append(path)
-    meta = out.with_name(f"{out.stem}.import.json")
-    tmp = meta.with_name(f".{meta.name}.tmp")
-    tmp.write_text(json.dumps(imp.meta, indent=1, sort_keys=True, default=str) + "\n")
-    tmp.replace(meta)
-    written.append(meta)
-    return written
