@@ -344,7 +344,8 @@ filter() { perl "$TMP/filter.pl" "$@"; }
 # get PATH FILE — pvesh answer into FILE; a failure is recorded in export.json, not fatal
 get() {
   local path="$1" file="$2"; shift 2
-  if "$PVESH" get "$path" --output-format json "$@" >"$file" 2>"$TMP/err"; then
+  # stdin from /dev/null: the loops below feed their own input on stdin
+  if "$PVESH" get "$path" --output-format json "$@" <"/dev/null" >"$file" 2>"$TMP/err"; then
     return 0
   fi
   local msg
