@@ -1,8 +1,8 @@
 """The written report of a run: ``metrics.csv``, ``summary.md`` (bootstrap CIs) and ``manifest.json``.
 
 Everything here is a pure function of the finished cells and the experiment, so two runs of the same
-experiment write byte-identical ``metrics.csv`` and ``summary.md`` (only the manifest carries
-timestamps). Floats in the CSV are written with ``repr`` (shortest exact round-trip): the CSV *is* the
+experiment write byte-identical ``metrics.csv`` and ``summary.md``; a rerun that reproduces them
+leaves ``manifest.json`` untouched too, and records its own timestamps in an untracked ``run.json``. Floats in the CSV are written with ``repr`` (shortest exact round-trip): the CSV *is* the
 data, not a rounded view of it.
 
 Confidence intervals are 95 % percentile bootstraps of the mean over seeds, with a generator seeded by
@@ -16,9 +16,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import math
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,8 +28,8 @@ import numpy as np
 import pvegym
 from pvegym.experiments.cells import Row, RunStats
 from pvegym.experiments.config import Experiment
-from pvegym.experiments.record import write_json_atomic
-from pvegym.provenance import git_commit, package_versions
+from pvegym.experiments.record import write_json_atomic, write_json_stable
+from pvegym.provenance import git_commit, machine, package_versions
 from pvegym.sim import catalog
 from pvegym.sim.metrics import GLANCE, METRIC_KEYS, metric_spec, metric_specs, metrics_in
 
@@ -331,6 +329,17 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+#: who produced the results (not what they are): kept when a rerun reproduces them
+MANIFEST_PROVENANCE = (
+    "git_commit",
+    "git_dirty",
+    "model_sha256",
+    "pvegym_version",
+    "python",
+    "packages",
+)
+
+
 def write_manifest(
     path: Path,
     exp: Experiment,
@@ -339,10 +348,15 @@ def write_manifest(
     started: float,
     command: list[str] | None,
 ) -> None:
-    """``manifest.json``: the resolved config and its hash, the seeds, the code and environment it
-    ran with, and when. ``pvegym run manifest.json`` reruns exactly this config."""
+    """``manifest.json``: the resolved config and its hash, the seeds, the cells, the metrics'
+    hash and the code and packages that produced them. ``pvegym run manifest.json`` reruns exactly
+    this config. A rerun that reproduces the metrics leaves it untouched (see
+    :func:`~pvegym.experiments.record.write_json_stable`); what is particular to this run — when,
+    how long, the command, the machine, the commit it ran at — goes to ``run.json`` beside it,
+    which is not committed."""
     commit, dirty = git_commit()
     csv_bytes = (path.parent / "metrics.csv").read_bytes()
+    model = rows[0].cell.config.get("code_sha256", "") if rows else ""
     doc = {
         "experiment": exp.name,
         "config": exp.resolved(),
@@ -352,19 +366,27 @@ def write_manifest(
             {"scenario": r.scenario, "policy": r.policy, "seed": r.seed, "key": r.cell.key}
             for r in rows
         ],
-        "cells_computed": stats.computed,
-        "cells_reused": stats.cached,
         "metrics_csv_sha256": hashlib.sha256(csv_bytes).hexdigest(),
-        "model_sha256": rows[0].cell.config.get("code_sha256", "") if rows else "",
+        "model_sha256": model,
         "git_commit": commit,
         "git_dirty": dirty,
         "pvegym_version": pvegym.__version__,
         "python": sys.version.split()[0],
-        "platform": platform.platform(),
         "packages": package_versions(),
+    }
+    wrote = write_json_stable(path, doc, MANIFEST_PROVENANCE)
+    run = {
+        "command": command if command is not None else sys.argv,
         "started": _iso(started),
         "finished": _iso(time.time()),
         "wall_s": round(stats.wall_s, 2),
-        "command": command if command is not None else sys.argv,
+        "cells_computed": stats.computed,
+        "cells_reused": stats.cached,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "model_sha256": model,
+        "metrics_csv_sha256": doc["metrics_csv_sha256"],
+        "manifest_unchanged": not wrote,  # this run reproduced the manifest's results
+        **machine(),
     }
-    write_json_atomic(path, json.loads(json.dumps(doc)))
+    write_json_atomic(path.with_name("run.json"), run)
