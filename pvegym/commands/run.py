@@ -58,6 +58,6 @@ def run(args: argparse.Namespace) -> int:
         )
     print(
         f"{exp.name}: {stats.computed} cells evaluated, {stats.cached} reused, "
-        f"{stats.wall_s:.1f} s → {stats.out_dir}/summary.md"
+        f"{stats.wall_s:.1f} s → {stats.out_dir}/summary.md (plots in {stats.out_dir}/plots/)"
     )
     return 0
