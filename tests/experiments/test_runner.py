@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +224,18 @@ def test_traced_loop_equals_simulation_run(
     assert doc["moves"] == expected["moves"]
     assert trace is not None and trace["t"].shape == (round(duration / scn.round_s),)
     assert trace["imbalance"].mean() == pytest.approx(expected["metrics"]["imbalance_mean"])
+
+
+def test_report_only_rewrites_the_summary_from_metrics_csv_alone(tmp_path: Path) -> None:
+    from pvegym.experiments.runner import rerender
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    out = tmp_path / "out"
+    exp = load_experiment(path)
+    run_experiment(exp, out, progress=False)
+    written = (out / "summary.md").read_bytes()
+    shutil.rmtree(out / "cells")  # as in a clone: the cells are not committed
+    (out / "summary.md").unlink()
+    rerender(exp, out)
+    assert (out / "summary.md").read_bytes() == written
