@@ -251,13 +251,16 @@ def comparison_figure(s: Summary, scenario: str) -> Figure:
     significant, or identical), and a title that says which way is better."""
     metrics = [m for m in s.metrics if metric_spec(m).compared]
     pairs = comparison_pairs(s.policies)
-    ncols = min(4, max(len(metrics), 1))
+    many = len(pairs) > 4  # e.g. heuristics vs learned agents: wider panels, upright labels
+    panel_w = max(3.4, 0.55 * len(pairs) + 1.2)
+    ncols = min(4, max(len(metrics), 1), max(1, int(14.0 // panel_w)))
     nrows = max(1, -(-len(metrics) // ncols))
-    fig = Figure(figsize=(3.4 * ncols, 2.8 * nrows + 1.0), dpi=DPI, layout="constrained")
+    panel_h = 3.6 if many else 2.8
+    fig = Figure(figsize=(panel_w * ncols, panel_h * nrows + 1.0), dpi=DPI, layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     n = len(s.seeds[scenario])
     fig.suptitle(
-        f"{scenario}: paired difference to a reference over {n} seeds (as in summary.md); "
+        f"{scenario}: paired difference to a reference over {n} seeds (as in summary.md)\n"
         "error bars = 95 % bootstrap CI; green/red = significantly better/worse "
         "(Wilcoxon, p < 0.05)",
         fontsize=11,
@@ -266,7 +269,10 @@ def comparison_figure(s: Summary, scenario: str) -> Figure:
     for ax, metric in zip(axes, metrics, strict=False):
         spec = metric_spec(metric)
         ax.set_title(f"{metric}\n{BETTER_TEXT[spec.better]}", fontsize=9)
-        ax.set_xticks(x, [f"{p}\nvs {r}" for p, r in pairs], fontsize=7)
+        if many:
+            ax.set_xticks(x, [f"{p} vs {r}" for p, r in pairs], fontsize=7, rotation=90)
+        else:
+            ax.set_xticks(x, [f"{p}\nvs {r}" for p, r in pairs], fontsize=7)
         ax.tick_params(axis="y", labelsize=8)
         ax.axhline(0.0, color="black", lw=0.8)
         diffs = [s.diff[(scenario, p, r, metric)] for p, r in pairs]
@@ -296,7 +302,9 @@ def comparison_figure(s: Summary, scenario: str) -> Figure:
             color = VERDICT_COLORS.get(verdict(d, spec.better), "#9a9a9a")
             m, lo, hi = e.mean * scale, e.lo * scale, e.hi * scale
             ax.bar(i, m, color=color, width=0.6)
-            ax.errorbar(i, m, yerr=[[m - lo], [hi - m]], color="black", capsize=3, lw=1)
+            # the CI as drawn bounds (a BCa interval need not contain the mean itself)
+            ax.vlines(i, lo, hi, color="black", lw=1)
+            ax.hlines((lo, hi), i - 0.08, i + 0.08, color="black", lw=1)
     for ax in axes[len(metrics) :]:
         ax.set_visible(False)
     return fig

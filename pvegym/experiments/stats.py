@@ -9,8 +9,9 @@
 * :func:`bootstrap_change` — the relative change of the mean, ``mean(x)/mean(ref) − 1``, with a
   **paired** bootstrap interval (seeds resampled together).
 * :func:`paired_test` — the **Wilcoxon signed-rank** test of the paired differences
-  (``scipy.stats.wilcoxon``, exact for small samples without ties): does a policy differ from the
-  reference on the same seeds? Seeds with no difference are dropped (``zero_method="wilcox"``).
+  (``scipy.stats.wilcoxon``; exact without ties, the normal approximation with tie correction
+  otherwise): does a policy differ from the reference on the same seeds? Seeds with no
+  difference are dropped (``zero_method="wilcox"``).
 
 Every resampling generator is seeded from the report's seed and the quantity's name (e.g.
 ``failure-loop|upstream|moves``), so intervals are reproducible and independent of the order in
@@ -71,6 +72,8 @@ def _interval(
                 vectorized=True,
                 rng=rng(seed, name),
             )
+        if not np.isfinite(res.bootstrap_distribution).all():
+            return None  # e.g. a resample whose reference mean is 0: the ratio is undefined
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if math.isfinite(lo) and math.isfinite(hi):
             return lo, hi
@@ -104,8 +107,8 @@ def bootstrap_change(
     x: np.ndarray, ref: np.ndarray, resamples: int, seed: int, name: str
 ) -> Estimate | None:
     """Relative change of the mean, ``mean(x)/mean(ref) − 1``, with a paired bootstrap CI.
-    ``None`` when a value is missing or the reference's mean is 0, or a resampled one can be
-    (the interval is then undefined) — the report shows the absolute difference instead."""
+    ``None`` when a value is missing or the reference's mean is 0, or a resample's is (the
+    interval is then undefined) — the report shows the absolute difference instead."""
     if np.isnan(x).any() or np.isnan(ref).any() or ref.mean() == 0:
         return None
     change = float(x.mean() / ref.mean() - 1.0)
@@ -121,9 +124,14 @@ def paired_test(x: np.ndarray, ref: np.ndarray) -> float | None:
     """Two-sided Wilcoxon signed-rank p-value of ``x − ref`` over the seeds where both have a
     value; None when no seed differs (the policies are identical there)."""
     d = (x - ref)[~(np.isnan(x) | np.isnan(ref))]
-    if not np.any(d != 0):
+    d = d[d != 0]  # zero_method="wilcox": seeds without a difference carry no sign
+    if d.size == 0:
         return None
-    return float(stats.wilcoxon(d, zero_method="wilcox", alternative="two-sided").pvalue)
+    # exact null distribution without ties; with tied |differences| the normal approximation
+    # with tie correction, as R's wilcox.test (SciPy's "auto" runs a permutation test there,
+    # ~1 s a call: minutes for a report)
+    method = "exact" if np.unique(np.abs(d)).size == d.size else "approx"
+    return float(stats.wilcoxon(d, alternative="two-sided", method=method).pvalue)
 
 
 def paired_difference(
