@@ -275,6 +275,7 @@ def comparison_figure(s: Summary, scenario: str) -> Figure:
             ax.set_xticks(x, [f"{p}\nvs {r}" for p, r in pairs], fontsize=7)
         ax.tick_params(axis="y", labelsize=8)
         ax.axhline(0.0, color="black", lw=0.8)
+        ax.set_xlim(-0.6, len(pairs) - 0.4)  # every pair in view, "=" and "no value" ones too
         diffs = [s.diff[(scenario, p, r, metric)] for p, r in pairs]
         changes = [s.change[(scenario, p, r, metric)] for p, r in pairs]
         relative = all(c is not None for c, d in zip(changes, diffs, strict=True) if d is not None)

@@ -54,6 +54,7 @@ def test_comparison_panels_show_paired_differences_and_which_way_is_better() -> 
             "patched\nvs noop",
             "patched\nvs upstream",
         ]
+        assert ax.get_xlim() == (-0.6, 2.6)  # every pair in view
         bars = ax.patches
         heights = [b.get_height() for b in bars]
         assert heights[0] < 0 < heights[1] and heights[2] > 0  # upstream halves, patched +50 %

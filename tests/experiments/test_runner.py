@@ -159,13 +159,18 @@ def test_every_output_file_is_written(tmp_path: Path) -> None:
     assert run_experiment(rerun, out, progress=False).computed == 0
 
 
-def test_a_rerun_that_reproduces_the_results_leaves_every_file_as_it_was(tmp_path: Path) -> None:
-    # as after a commit that changed no result: the committed files name older code
+def _tiny_run(tmp_path: Path) -> tuple[Experiment, Path]:
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
     out = tmp_path / "out"
     exp = load_experiment(path)
     run_experiment(exp, out, progress=False)
+    return exp, out
+
+
+def test_a_rerun_that_reproduces_the_results_leaves_every_file_as_it_was(tmp_path: Path) -> None:
+    # as after a commit that changed no result: the committed files name older code
+    exp, out = _tiny_run(tmp_path)
     manifest, record = out / "manifest.json", next((out / "records").rglob("seed-*.json"))
     for f in (manifest, record):
         doc = json.loads(f.read_text())
@@ -229,11 +234,7 @@ def test_traced_loop_equals_simulation_run(
 def test_report_only_rewrites_the_summary_from_metrics_csv_alone(tmp_path: Path) -> None:
     from pvegym.experiments.runner import rerender
 
-    path = tmp_path / "tiny.toml"
-    path.write_text(TINY)
-    out = tmp_path / "out"
-    exp = load_experiment(path)
-    run_experiment(exp, out, progress=False)
+    exp, out = _tiny_run(tmp_path)
     written = (out / "summary.md").read_bytes()
     shutil.rmtree(out / "cells")  # as in a clone: the cells are not committed
     (out / "summary.md").unlink()
