@@ -75,10 +75,11 @@ class MotionMemory:
             self.pair[FAIL_K, g, target] = 0.0
             self.pair[BACKOFF_UNTIL, g, target] = -math.inf
             return
-        k = self.pair[FAIL_K, g, target] + 1.0
+        k = float(self.pair[FAIL_K, g, target]) + 1.0
         self.pair[FAIL_K, g, target] = k
         self.pair[FAIL_T, g, target] = t_end
-        delay = min(opt.backoff_base_s * opt.backoff_factor ** (k - 1.0), opt.backoff_cap_s)
+        # libm's pow (math.pow), never NumPy's dispatched power (tests/test_portability.py)
+        delay = min(opt.backoff_base_s * math.pow(opt.backoff_factor, k - 1.0), opt.backoff_cap_s)
         self.pair[BACKOFF_UNTIL, g, target] = t_end + delay
         self.failures[g, self._ring[g] % FAILURE_RING] = t_end
         self._ring[g] += 1

@@ -14,10 +14,11 @@
    instances (:mod:`pvegym.learning.selection`): deterministic actions through the balancer
    interface, as the benchmark runs it. The best is the seed's ``model.zip``.
 
-Then the best seed's model (by the same score) is copied to ``results/<name>/model.zip`` with the
-resolved ``config.json``, and ``manifest.json`` records per seed what ran and how long: the wall
-time of cloning (collection in the environment, the expert's decisions, training), of PPO (with
-the environment's share) and of validation, and the totals.
+Then the best seed's model (by the same score) is copied to the run directory's ``model.zip``
+(``runs/<name>/`` or ``--out``) with the resolved ``config.json``, and ``manifest.json`` records
+per seed what ran and how long: the wall time of cloning (collection in the environment, the
+expert's decisions, training), of PPO (with the environment's share) and of validation, and the
+totals.
 
 A seed whose ``done.json`` exists is not run again; a seed interrupted during PPO restarts its
 PPO from ``bc.zip`` (the clone is kept).
@@ -198,12 +199,12 @@ def train_seed(cfg: TrainConfig, seed: int, out: Path, progress: bool) -> dict[s
 
 def run_recipe(
     cfg: TrainConfig,
-    out_dir: Path | None = None,
+    out: Path,
     progress: bool = True,
-    fresh: bool = False,
     command: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Every training seed, then the best seed's model as the run's ``model.zip``."""
+    """Every training seed into ``out`` (a run directory: ``pvegym train`` chooses it with
+    :func:`pvegym.experiments.rundir.choose`), then the best seed's model as its ``model.zip``."""
     import torch
 
     from pvegym.learning.selection import order_key
@@ -211,9 +212,7 @@ def run_recipe(
 
     t0, started = time.perf_counter(), time.time()
     torch.set_num_threads(cfg.torch_threads)
-    out = Path(out_dir) if out_dir is not None else Path("results") / cfg.out_name
-    if fresh and out.exists():
-        shutil.rmtree(out)
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     old = out / "config.json"
     if old.is_file() and json.loads(old.read_text()) != cfg.resolved():

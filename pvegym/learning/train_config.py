@@ -373,6 +373,12 @@ class TrainConfig:
         return ENV_CLASSES[self.env.version]
 
     @property
+    def is_recipe(self) -> bool:
+        """Whether ``pvegym train`` runs :mod:`pvegym.learning.recipe` (clone, fine-tune, select,
+        per seed) rather than one SB3 training."""
+        return self.imitation is not None or self.selection is not None or self.seeds is not None
+
+    @property
     def run_seeds(self) -> tuple[int, ...]:
         """The training seeds: ``seeds`` if given, else ``(seed,)``."""
         return self.seeds or (self.seed,)
