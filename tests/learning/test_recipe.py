@@ -21,7 +21,7 @@ algo = "MaskablePPO"
 policy = "PairScorer"
 n_envs = 2
 vec_env = "dummy"
-total_timesteps = 64
+total_timesteps = 32       # the tests give --total-timesteps 64
 seeds = [0, 1]
 eval_seeds = [1000000]
 
@@ -61,9 +61,11 @@ def test_recipe_trains_selects_and_resumes(tmp_path: Path) -> None:
     path = tmp_path / "tiny.toml"
     path.write_text(TRAIN)
     out = tmp_path / "run"
-    assert main(["train", str(path), "--out", str(out), "--quiet"]) == 0
+    args = ["train", str(path), "--out", str(out), "--total-timesteps", "64", "--quiet"]
+    assert main(args) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["seeds"] == [0, 1] and manifest["selected_seed"] in (0, 1)
+    assert manifest["budget"]["ppo_timesteps_per_seed"] == 64  # --total-timesteps is the budget
     t = manifest["time"]
     assert t["train_wall_s"] > 0 and 0 < t["env_share"] < 1
     assert t["clone_env_s"] > 0 and t["ppo_env_s"] > 0 and t["validation_env_s"] > 0
@@ -78,7 +80,7 @@ def test_recipe_trains_selects_and_resumes(tmp_path: Path) -> None:
     assert (out / "validation-reference.json").is_file()
     sha = manifest["model_sha256"]
     # a rerun finds every seed done: same selection, nothing retrained
-    assert main(["train", str(path), "--out", str(out), "--quiet"]) == 0
+    assert main(args) == 0
     assert json.loads((out / "manifest.json").read_text())["model_sha256"] == sha
     # the selected agent acts as a balancer, loaded by policy name (no pickled class)
     policy = make_policy("learned", model=str(out))
