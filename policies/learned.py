@@ -18,6 +18,12 @@ its class resolved by that name (:data:`POLICY_MODULE`), not unpickled from the 
   counted in :attr:`LearnedPolicy.masked_actions` — in the environment it would be a no-op too.
 * While the pipeline is busy every motion is masked, so the policy answers ``None`` without
   running the network (identical result, ~10× cheaper in migration-heavy episodes).
+* A v1 pair scorer acts on clusters larger than its training padding (``medium``, ``trace``
+  after training on ``small``): v1's features do not depend on the padding and the network's
+  weights are shared by every slot, so the encoder is rebuilt with the smallest layout holding
+  the view (:meth:`Layout.fitting`) and the network scores that layout. Within the padding the
+  training layout is kept (bit for bit the environment's observation). A flat MLP (v0 or v1)
+  has one output per padded slot and refuses a larger cluster.
 
 ``model`` is a run name (``results/<name>/model.zip`` with its resolved ``config.json``), a run
 directory, or a path to a ``.zip`` (its ``config.json`` is looked up beside it and one directory
@@ -36,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from pvegym.env.observation_layout import MemoryOptions
+from pvegym.env.observation_layout import Layout, MemoryOptions
 from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partners
 from pvegym.env.view_encoding_v1 import ViewEncoderV1
 from pvegym.errors import ConfigError
@@ -211,6 +217,7 @@ class LearnedPolicy:
         self.decisions = 0
         self._partners: tuple[int, list[list[int]]] | None = None
         self._encoder: ViewEncoderV1 | None = None
+        self._train_layout: Layout | None = None
 
     @classmethod
     def from_model(cls, model: Any, info: ModelInfo, deterministic: bool = True) -> LearnedPolicy:
@@ -226,15 +233,33 @@ class LearnedPolicy:
         self.maskable = info.algo in MASKABLE
         self.max_nodes, self.max_guests = info.max_nodes, info.max_guests
         self.episode_seconds = float(info.episode_seconds)
+        self._info = info
         if info.version == "v1":
-            self._encoder = ViewEncoderV1(
-                info.max_nodes,
-                info.max_guests,
-                info.episode_seconds,
-                info.memory_options(),
-                info.mask_unmigratable,
-                mask_headroom=info.mask_headroom,
-            )
+            self._train_layout = Layout(info.max_nodes, info.max_guests)
+            self._encoder = self._new_encoder(self._train_layout)
+
+    def _new_encoder(self, lay: Layout) -> ViewEncoderV1:
+        info = self._info
+        return ViewEncoderV1(
+            lay.max_nodes,
+            lay.max_guests,
+            info.episode_seconds,
+            info.memory_options(),
+            info.mask_unmigratable,
+            mask_headroom=info.mask_headroom,
+        )
+
+    def _v1_encoder(self, view: ClusterView) -> ViewEncoderV1:
+        """The v1 encoder for ``view``'s cluster: the training layout if the cluster fits it, else
+        (a pair scorer only) the smallest layout that holds it, chosen at the episode's start."""
+        enc, train = self._encoder, self._train_layout
+        assert enc is not None and train is not None
+        if enc.memory is None:  # the episode's first view
+            lay = train.fitting(len(view.node_names), len(view.sids))
+            if lay != enc.layout and (lay == train or self._info.policy != "MlpPolicy"):
+                enc = self._encoder = self._new_encoder(lay)
+                self.max_nodes, self.max_guests = lay.max_nodes, lay.max_guests
+        return enc
 
     def reset(self, seed: int | None = None) -> None:
         """A new episode: the v1 encoder forgets its motion memory; a seed makes sampled
@@ -250,8 +275,9 @@ class LearnedPolicy:
         """The observation and mask the model sees for ``view`` (after :meth:`decide` saw the
         rounds before it: v1 remembers motion results)."""
         if self._encoder is not None:
-            self._encoder.observe(view)
-            return self._encoder.encode(view), self._encoder.mask(view)
+            enc = self._v1_encoder(view)
+            enc.observe(view)
+            return enc.encode(view), enc.mask(view)
         key = id(view.rules)
         if self._partners is None or self._partners[0] != key:
             self._partners = (key, negative_partners(view))
@@ -261,6 +287,16 @@ class LearnedPolicy:
     def action(self, view: ClusterView) -> tuple[int, np.ndarray]:
         """The model's action on ``view`` and the view's mask (for tests and diagnostics)."""
         obs, mask = self.observation(view)
+        if self._encoder is not None and self._encoder.layout != self._train_layout:
+            registry = importlib.import_module(POLICY_MODULE)
+            act = registry.predict_in_layout(
+                self.model.policy,
+                obs,
+                mask if self.maskable else None,
+                self._encoder.layout,
+                self.config.deterministic,
+            )
+            return int(act), mask
         kwargs: dict[str, Any] = {"deterministic": self.config.deterministic}
         if self.maskable:
             kwargs["action_masks"] = mask
@@ -271,7 +307,7 @@ class LearnedPolicy:
         self.decisions += 1
         if view.motion_active:  # every motion is masked: no need to ask the network
             if self._encoder is not None:
-                self._encoder.observe(view)  # results arrive in these rounds
+                self._v1_encoder(view).observe(view)  # results arrive in these rounds
             return None
         action, mask = self.action(view)
         if action == 0:

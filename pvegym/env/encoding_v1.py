@@ -72,6 +72,8 @@ _N_GUESTS, _N_HACPU, _N_HAMEM, _N_IN, _N_PR = (
     _NF["pressure_rounds"],
 )
 _CPU_LOG, _MEM_LOG, _DURATION_LOG = L.GUEST_CPU_LOG, L.GUEST_MEM_LOG, L.DURATION_LOG
+_NODES_LOG, _GUESTS_LOG, _NODE_GUESTS_LOG = L.NODES_LOG, L.GUESTS_LOG, L.NODE_GUESTS_LOG
+_INV_INDEX = 1.0 / L.NODE_INDEX_SCALE
 _GF = L.GU_INDEX
 _G_BACKOFF = _GF["backoff"]
 _G_CONTAINER = _GF["container"]
@@ -181,13 +183,13 @@ def encode_v1(
     n_n = node_online.size
     g_n = gidx.size
     window, cap, inv_bw = opts[O_WINDOW], opts[O_BACKOFF_CAP], opts[O_INV_BW]
-    inv_mn, inv_mg = 1.0 / max_nodes, 1.0 / max_guests
 
     # ------------------------------------------------------------------ nodes
     ncpu = np.zeros(n_n)
     nmem = np.zeros(n_n)
     ha_cpu = np.zeros(n_n)
     ha_mem = np.zeros(n_n)
+    on_node = np.zeros(n_n)
     load_sum = 0.0
     online = 0
     pmax = 0.0
@@ -229,8 +231,8 @@ def encode_v1(
             disabled[_T_GMEM],
         )
         guestf[_G_PRESENT, i] = 1.0
-        guestf[_G_NODE, i] = (node + 1) * inv_mn
-        guestf[_G_TARGET, i] = (tgt + 1) * inv_mn if tgt >= 0 else 0.0
+        guestf[_G_NODE, i] = (node + 1) * _INV_INDEX
+        guestf[_G_TARGET, i] = (tgt + 1) * _INV_INDEX if tgt >= 0 else 0.0
         guestf[_G_STARTED, i] = 1.0 if started[c] else 0.0
         guestf[_G_MOVING, i] = 1.0 if tgt >= 0 else 0.0
         guestf[_G_RUNNING, i] = 1.0 if running[c] and guest_src[guest_rows[G_RUN], c] > 0.0 else 0.0
@@ -254,7 +256,7 @@ def encode_v1(
             _tel(guest_src[guest_rows[G_MF], c], disabled[_T_GMF]) * 0.01
         )
         if 0 <= node < n_n:
-            nodef[_N_GUESTS, node] += inv_mg
+            on_node[node] += 1.0
             ha_cpu[node] += cpu
             ha_mem[node] += memhost
             guestf[_G_CPU_NODE_SHARE, i] = _unit(cpu / node_cap[0, node])
@@ -291,12 +293,13 @@ def encode_v1(
     for n in range(n_n):
         nodef[_N_HACPU, n] = _unit(ha_cpu[n] / node_cap[0, n])
         nodef[_N_HAMEM, n] = _unit(ha_mem[n] / node_cap[1, n])
+        nodef[_N_GUESTS, n] = _log_unit(on_node[n], _NODE_GUESTS_LOG)
 
     # ------------------------------------------------------------------ globals
     glob[_GL_TIME] = _unit(time_frac)
     glob[_GL_ACTIVE] = 1.0 if motion_active else 0.0
-    glob[_GL_NODES] = n_n * inv_mn
-    glob[_GL_GUESTS] = g_n * inv_mg
+    glob[_GL_NODES] = _log_unit(float(n_n), _NODES_LOG)
+    glob[_GL_GUESTS] = _log_unit(float(g_n), _GUESTS_LOG)
     imb = 0.0
     if online >= 2 and load_sum > 0.0:
         mean = load_sum / online

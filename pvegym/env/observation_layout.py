@@ -19,9 +19,13 @@ pair       ``(P_F, max_guests,       ``pair_offset + (f·max_guests + i)·max_no
 =========  ========================  =============================================================
 
 Every feature is in [0, 1] (clipped; NaN — telemetry switched off — reads 0 and sets the global
-``missing_<field>`` flag). Units and scales are given per feature below. Node and guest indices are
-stored as ``(index + 1) / max_nodes`` (0: none), which a network decodes exactly with
-``round(x · max_nodes) − 1``.
+``missing_<field>`` flag). Units and scales are given per feature below. No feature depends on the
+padding: counts have fixed (log) scales and node indices are stored as ``(index + 1) /
+NODE_INDEX_SCALE`` (0: none; exact in float32), which a network decodes with ``round(x ·
+NODE_INDEX_SCALE) − 1``. So a cluster padded to 4 × 40 slots and the same cluster padded to
+8 × 100 give the same features in the slots they share, and a model trained on one padding acts on
+any cluster by re-padding (:class:`~policies.learned.LearnedPolicy` builds the layout of the view's
+size when the cluster exceeds its training padding).
 
 The observation is built from telemetry only — what :class:`~pvegym.sim.view.ClusterView` carries,
 round after round — plus the memory an HA manager keeps of the motions it saw end
@@ -50,13 +54,17 @@ DURATION_LOG = (10.0, 3600.0)  # predicted/observed motion durations, seconds (l
 PRESSURE_ROUNDS_SCALE = 6.0  # consecutive CRM rounds above the pressure gate
 FAILURES_SCALE = 4.0  # failed motions of a guest within the memory window
 AFTER_SCALE = 2.0  # what-if load of a target (fraction of its capacity) is stored halved
+NODE_INDEX_SCALE = 1024.0  # node index + 1 over this (a power of two: exact in float32)
+NODES_LOG = (1.0, 128.0)  # real nodes in the cluster: x0, max (log)
+GUESTS_LOG = (1.0, 4096.0)  # real HA guests in the cluster: x0, max (log)
+NODE_GUESTS_LOG = (1.0, 512.0)  # HA guests on one node: x0, max (log)
 
 # --------------------------------------------------------------------------------------- features
 GLOBAL_FEATURES: tuple[str, ...] = (
     "time_frac",  # simulated time / episode length
     "motion_active",  # the pipeline is busy: only action 0 is valid
-    "nodes_frac",  # real nodes / max_nodes
-    "guests_frac",  # real HA guests / max_guests
+    "nodes",  # real nodes, log scale NODES_LOG
+    "guests",  # real HA guests, log scale GUESTS_LOG
     "imbalance",  # normalized CV of telemetry node loads (cpu/maxcpu + mem/maxmem)/2, clipped to 1
     "result_ok",  # a motion result (success) arrived this round
     "result_failed",  # a motion result (failure) arrived this round
@@ -75,7 +83,7 @@ NODE_FEATURES: tuple[str, ...] = (
     "cpu_some",  # PSI avg10 / 100
     "mem_some",
     "mem_full",
-    "guests",  # HA guests on the node / max_guests
+    "guests",  # HA guests on the node, log scale NODE_GUESTS_LOG
     "ha_cpu",  # Σ cpu of the HA guests on the node / maxcpu
     "ha_memhost",  # Σ memhost of the HA guests on the node / maxmem
     "incoming",  # a motion is bringing a guest here
@@ -83,8 +91,8 @@ NODE_FEATURES: tuple[str, ...] = (
 )
 GUEST_FEATURES: tuple[str, ...] = (
     "present",
-    "node",  # (node index + 1) / max_nodes
-    "target",  # (motion target + 1) / max_nodes, 0 when not moving
+    "node",  # (node index + 1) / NODE_INDEX_SCALE: an identifier, not a quantity
+    "target",  # (motion target + 1) / NODE_INDEX_SCALE, 0 when not moving
     "started",  # HA state started (movable)
     "moving",  # in migrate/relocate
     "running",
@@ -130,6 +138,20 @@ class Layout:
 
     max_nodes: int
     max_guests: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_nodes < NODE_INDEX_SCALE or self.max_guests < 1:
+            raise ValueError(
+                f"a layout needs 1..{int(NODE_INDEX_SCALE) - 1} nodes and ≥ 1 guest, not "
+                f"{self.max_nodes} × {self.max_guests}"
+            )
+
+    def fitting(self, nodes: int, guests: int) -> Layout:
+        """This layout if a cluster of ``nodes`` × ``guests`` fits it, else the smallest layout
+        that holds both (the features do not depend on the padding)."""
+        if nodes <= self.max_nodes and guests <= self.max_guests:
+            return self
+        return Layout(max(self.max_nodes, nodes), max(self.max_guests, guests))
 
     @property
     def n_global(self) -> int:
@@ -183,10 +205,14 @@ class MemoryOptions:
 
 __all__ = [
     "GLOBAL_FEATURES",
+    "GUESTS_LOG",
     "GUEST_FEATURES",
     "GU_INDEX",
     "G_INDEX",
+    "NODES_LOG",
     "NODE_FEATURES",
+    "NODE_GUESTS_LOG",
+    "NODE_INDEX_SCALE",
     "N_INDEX",
     "PAIR_FEATURES",
     "P_INDEX",

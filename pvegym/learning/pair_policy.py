@@ -162,10 +162,17 @@ class PairScorerNet(nn.Module):
         keep[L.G_INDEX["time_frac"]] = 0.0
         self._actor_globals: th.Tensor
         self.register_buffer("_actor_globals", keep, persistent=False)
+        # node indices are identifiers: decoded for the guest's own node, never a network input
+        # (an input would tie the scores to slot order and break the equivariance)
+        ids = th.ones(len(L.GUEST_FEATURES))
+        ids[L.GU_INDEX["node"]] = 0.0
+        ids[L.GU_INDEX["target"]] = 0.0
+        self._guest_inputs: th.Tensor
+        self.register_buffer("_guest_inputs", ids, persistent=False)
 
     # ------------------------------------------------------------------ decoding
-    def _split(self, x: th.Tensor) -> dict[str, th.Tensor]:
-        lay = self.lay
+    def _split(self, x: th.Tensor, lay: L.Layout | None = None) -> dict[str, th.Tensor]:
+        lay = lay or self.lay
         b = x.shape[0]
         mn, mg = lay.max_nodes, lay.max_guests
         glob = x[:, : lay.n_global]
@@ -174,7 +181,7 @@ class PairScorerNet(nn.Module):
         pairs = x[:, lay.pair_offset :].reshape(b, -1, mg, mn).permute(0, 2, 3, 1)
         node_present = nodes[..., self._present_n]
         guest_present = guests[..., self._present_g]
-        own = th.round(guests[..., self._node_g] * mn) - 1.0  # −1: none
+        own = th.round(guests[..., self._node_g] * L.NODE_INDEX_SCALE) - 1.0  # −1: none
         onehot = (own[..., None] == th.arange(mn, device=x.device, dtype=x.dtype)).to(x.dtype)
         src = th.bmm(onehot, nodes)  # the guest's node's features
         possible = (
@@ -186,7 +193,7 @@ class PairScorerNet(nn.Module):
         return {
             "glob": glob,
             "nodes": nodes,
-            "guests_src": th.cat([guests, src], dim=-1),
+            "guests_src": th.cat([guests * self._guest_inputs, src], dim=-1),
             "pairs": pairs,
             "node_present": node_present,
             "guest_present": guest_present,
@@ -194,8 +201,10 @@ class PairScorerNet(nn.Module):
         }
 
     # ------------------------------------------------------------------ heads
-    def forward_actor(self, features: th.Tensor) -> th.Tensor:
-        d = self._split(features)
+    def forward_actor(self, features: th.Tensor, lay: L.Layout | None = None) -> th.Tensor:
+        """Action logits ``[batch, 1 + max_guests · max_nodes]``; ``lay``: the observation's
+        layout when it is not the one the network was built for (the weights fit any)."""
+        d = self._split(features, lay)
         glob = d["glob"] * self._actor_globals
         e_n, e_g, ctx = self.pi_sets(
             glob, d["nodes"], d["guests_src"], d["node_present"], d["guest_present"]
@@ -370,15 +379,43 @@ def policy_class(name: str, maskable: bool) -> type[Any]:
 
 
 def action_probabilities(
-    policy: ActorCriticPolicy, obs: np.ndarray, mask: np.ndarray | None
+    policy: ActorCriticPolicy,
+    obs: np.ndarray,
+    mask: np.ndarray | None,
+    lay: L.Layout | None = None,
 ) -> np.ndarray:
-    """The policy's action distribution on one observation (and mask), as probabilities."""
+    """The policy's action distribution on one observation (and mask), as probabilities;
+    ``lay``: the observation's layout if not the network's own."""
     with th.no_grad():
         x = th.as_tensor(obs[None, :], dtype=th.float32)
-        logits = policy.mlp_extractor.forward_actor(x)[0]
+        net: PairScorerNet = policy.mlp_extractor  # type: ignore[assignment]
+        logits = net.forward_actor(x, lay)[0]
         if mask is not None:
             logits = th.where(th.as_tensor(mask), logits, th.full_like(logits, -math.inf))
         return th.softmax(logits, dim=0).numpy()
+
+
+def predict_in_layout(
+    policy: ActorCriticPolicy,
+    obs: np.ndarray,
+    mask: np.ndarray | None,
+    lay: L.Layout,
+    deterministic: bool,
+) -> int:
+    """The action of a pair-scorer policy on an observation of another padding than it was built
+    for (``lay``: a cluster larger than the training family's): the same rule as ``predict`` —
+    :func:`greedy_actions` when deterministic, else a sample of the masked distribution drawn from
+    torch's generator as SB3 draws it."""
+    with th.no_grad():
+        x = th.as_tensor(obs[None, :], dtype=th.float32)
+        net: PairScorerNet = policy.mlp_extractor  # type: ignore[assignment]
+        logits = net.forward_actor(x, lay)
+        if mask is not None:
+            m = th.as_tensor(mask[None, :], dtype=th.bool)
+            logits = th.where(m, logits, th.full_like(logits, -th.inf))
+        if deterministic:
+            return int(greedy_actions(logits)[0])
+        return int(th.distributions.Categorical(logits=logits).sample()[0])
 
 
 __all__ = [
@@ -389,4 +426,5 @@ __all__ = [
     "action_probabilities",
     "greedy_actions",
     "policy_class",
+    "predict_in_layout",
 ]

@@ -57,7 +57,7 @@ def test_make_and_layout_offsets() -> None:
     assert _feature(base, obs, "node", "present").tolist() == [1.0] * n + [0.0] * (4 - n)
     assert _feature(base, obs, "guest", "present").sum() == g
     # indices decode exactly: the guest's node
-    node = np.round(_feature(base, obs, "guest", "node")[:g] * 4) - 1
+    node = np.round(_feature(base, obs, "guest", "node")[:g] * L.NODE_INDEX_SCALE) - 1
     assert node.tolist() == list(base.view.guest_node)
     # the HA stack does not report maintenance or fencing yet: 0
     assert not _feature(base, obs, "node", "maintenance").any()
@@ -115,6 +115,59 @@ def _check_view_encoder(env: ClusterEnvV1, seed: int, move_prob: float) -> tuple
         step += 1
         if trunc:
             return int(info["moves"]), int(info["moves_failed"])
+
+
+def _blocks(lay: L.Layout, obs: np.ndarray, n: int, g: int) -> dict[str, np.ndarray]:
+    """The real slots of each block (padding cut off)."""
+    nodes = obs[lay.node_offset : lay.guest_offset].reshape(-1, lay.max_nodes)[:, :n]
+    guests = obs[lay.guest_offset : lay.pair_offset].reshape(-1, lay.max_guests)[:, :g]
+    pairs = obs[lay.pair_offset :].reshape(-1, lay.max_guests, lay.max_nodes)[:, :g, :n]
+    return {"global": obs[: lay.n_global], "node": nodes, "guest": guests, "pair": pairs}
+
+
+def test_features_do_not_depend_on_the_padding() -> None:
+    """The same views encoded into the small family's 4 × 40 slots and into 8 × 100 give the same
+    bits in the real slots: counts have fixed scales and node indices a fixed divisor, so a model
+    trained on one padding reads a larger cluster's observation as it read its own."""
+    env = ClusterEnvV1("small", episode_seconds=1800)
+    rng = np.random.default_rng(5)
+    encoders = [ViewEncoderV1(mn, mg, 1800.0, env.memory_options) for mn, mg in ((4, 40), (8, 100))]
+    env.reset(seed=1_000_005)
+    n, g = len(env.view.node_names), len(env.view.sids)
+    assert n < 4 or g < 40  # padding present in the small layout too
+    compared = moved = 0
+    for step in range(180):
+        view = env.view
+        out = []
+        for enc in encoders:
+            enc.observe(view)
+            out.append(_blocks(enc.layout, enc.encode(view), n, g))
+        for block in out[0]:
+            assert np.array_equal(out[0][block], out[1][block]), f"step {step}: {block} differs"
+        compared += 1
+        mask = env.action_masks()
+        valid = np.flatnonzero(mask[1:]) + 1
+        a = int(valid[rng.integers(valid.size)]) if valid.size and rng.random() < 0.1 else 0
+        moved += a > 0
+        _, _, _, trunc, _ = env.step(a)
+        if trunc:
+            break
+    assert compared > 100 and moved > 0
+    # the cluster's size is on fixed log scales (layout constants), not over the padding
+    glob = out[1]["global"]
+    x0, top = L.NODES_LOG
+    assert glob[L.G_INDEX["nodes"]] == np.float32(math.log1p(n / x0) / math.log1p(top / x0))
+    x0, top = L.GUESTS_LOG
+    assert glob[L.G_INDEX["guests"]] == np.float32(math.log1p(g / x0) / math.log1p(top / x0))
+
+
+def test_layout_fitting_grows_only_when_needed() -> None:
+    lay = L.Layout(4, 40)
+    assert lay.fitting(3, 40) is lay
+    assert lay.fitting(8, 12) == L.Layout(8, 40)
+    assert lay.fitting(8, 100) == L.Layout(8, 100)
+    with pytest.raises(ValueError, match=r"1\.\.1023 nodes"):
+        L.Layout(int(L.NODE_INDEX_SCALE), 10)
 
 
 @pytest.mark.parametrize("masks", [(False, None), (True, 0.05)])
@@ -202,7 +255,7 @@ def test_successful_motion_marks_the_node_left() -> None:
     assert _feature(env, obs, "guest", "motion_recency")[g] > 0.99
     # the view shows service states before this round's state machine: the node changes next round
     obs, *_ = env.step(0)
-    assert np.round(_feature(env, obs, "guest", "node")[g] * env.max_nodes) - 1 == target
+    assert np.round(_feature(env, obs, "guest", "node")[g] * L.NODE_INDEX_SCALE) - 1 == target
 
 
 def test_mask_unmigratable_removes_exactly_the_pinned_guests() -> None:

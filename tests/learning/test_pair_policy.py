@@ -12,6 +12,7 @@ from stable_baselines3 import PPO
 
 from pvegym.env import observation_layout as L
 from pvegym.env.cluster_env_v1 import ClusterEnvV1
+from pvegym.env.view_encoding_v1 import ViewEncoderV1
 from pvegym.learning.pair_policy import (
     IMPOSSIBLE,
     MaskablePairScorerPolicy,
@@ -94,8 +95,8 @@ def _permute_nodes(lay: L.Layout, obs: np.ndarray, perm: np.ndarray) -> np.ndarr
     gb = out[lay.guest_offset : lay.pair_offset].reshape(-1, mg)
     for name in ("node", "target"):
         row = gb[L.GU_INDEX[name]]
-        idx = np.round(row * mn).astype(int) - 1
-        row[:] = np.where(idx >= 0, (inverse[np.maximum(idx, 0)] + 1) / mn, 0.0)
+        idx = np.round(row * L.NODE_INDEX_SCALE).astype(int) - 1
+        row[:] = np.where(idx >= 0, (inverse[np.maximum(idx, 0)] + 1) / L.NODE_INDEX_SCALE, 0.0)
     return out
 
 
@@ -132,6 +133,40 @@ def test_scores_are_permutation_equivariant() -> None:
     # and the scores do differ between pairs (else equivariance would be vacuous)
     real = grid[-1, :g, :n]
     assert np.ptp(real[real > IMPOSSIBLE / 2]) > 1e-3
+
+
+def test_scores_do_not_depend_on_the_padding() -> None:
+    """A network built for 4 × 40 slots scores the same views encoded into 8 × 100 slots (its
+    weights are per slot; ``lay`` tells it the observation's layout) with the same move scores and
+    the same no-motion score: how a model trained on ``small`` acts on ``medium`` and ``trace``."""
+    env = ClusterEnvV1("small", episode_seconds=1800)
+    net = PairScorerNet(env.layout.as_dict(), hidden=16)
+    _randomize(net, 1)
+    big = L.Layout(8, 100)
+    enc = ViewEncoderV1(big.max_nodes, big.max_guests, 1800.0, env.memory_options)
+    rng = np.random.default_rng(2)
+    obs, _ = env.reset(seed=1_000_006)
+    n, g = len(env.view.node_names), len(env.view.sids)
+    small_obs, big_obs = [], []
+    for _ in range(60):
+        enc.observe(env.view)
+        small_obs.append(obs)
+        big_obs.append(enc.encode(env.view))
+        mask = env.action_masks()
+        valid = np.flatnonzero(mask[1:]) + 1
+        a = int(valid[rng.integers(valid.size)]) if valid.size and rng.random() < 0.1 else 0
+        obs, *_ = env.step(a)
+    with th.no_grad():
+        a = net.forward_actor(th.as_tensor(np.stack(small_obs))).numpy()
+        b = net.forward_actor(th.as_tensor(np.stack(big_obs)), big).numpy()
+    sa = a[:, 1:].reshape(-1, 40, 4)[:, :g, :n]
+    sb = b[:, 1:].reshape(-1, 100, 8)[:, :g, :n]
+    np.testing.assert_allclose(sb, sa, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(b[:, 0], a[:, 0], rtol=1e-5, atol=1e-5)
+    # the larger layout's extra slots are structurally impossible moves
+    rest = b[:, 1:].reshape(-1, 100, 8)
+    assert (rest[:, g:, :] <= IMPOSSIBLE / 2).all() and (rest[:, :, n:] <= IMPOSSIBLE / 2).all()
+    assert np.ptp(sa[sa > IMPOSSIBLE / 2]) > 1e-3
 
 
 def test_structural_mask_covers_padding_own_node_and_busy_pipeline() -> None:

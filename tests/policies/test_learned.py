@@ -112,3 +112,64 @@ def test_learned_needs_a_model_and_names_the_key(tmp_path: Path) -> None:
     assert err.value.path == "params.model"
     with pytest.raises(ConfigError, match="no trained model"):
         make_policy("learned", model=str(tmp_path / "nothing"))
+
+
+def _pair_scorer_run(tmp_path: Path, flat: bool = False) -> Path:
+    """A saved v1 model trained on ``small`` (weights randomized so that it moves), with the
+    resolved config ``pvegym train`` writes beside it."""
+    import json
+
+    import numpy as np
+    from sb3_contrib import MaskablePPO
+
+    from pvegym.env.cluster_env_v1 import ClusterEnvV1
+    from pvegym.learning.pair_policy import policy_class
+
+    env = ClusterEnvV1("small", episode_seconds=600.0)
+    if flat:
+        model = MaskablePPO("MlpPolicy", env, n_steps=64, seed=0, device="cpu")
+    else:
+        kwargs = {"layout": env.layout.as_dict(), "hidden": 16, "noop_prob": 0.5}
+        model = MaskablePPO(
+            policy_class("PairScorer", True), env, policy_kwargs=kwargs, n_steps=64, device="cpu"
+        )
+        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for p in model.policy.parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    model.save(tmp_path / "model.zip")
+    config = {
+        "algo": "MaskablePPO",
+        "policy": "MlpPolicy" if flat else "PairScorer",
+        "spaces": {"max_nodes": env.max_nodes, "max_guests": env.max_guests},
+        "env": {"scenario": "small", "version": "v1", "episode_seconds": 600.0},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert (env.max_nodes, env.max_guests) == (4, 40)
+    assert np.isfinite(env.layout.size)
+    return tmp_path
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_pair_scorer_acts_on_clusters_larger_than_its_padding(
+    tmp_path: Path, deterministic: bool
+) -> None:
+    """A pair scorer trained on ``small`` (4 nodes / 40 guests of padding) runs a ``medium``
+    instance (8 / 100): the layout is rebuilt for the view, every motion it issues is allowed, and
+    back on ``small`` it uses its training layout again."""
+    run = _pair_scorer_run(tmp_path)
+    policy = make_policy("learned", model=str(run), deterministic=deterministic)
+    assert isinstance(policy, LearnedPolicy)
+    big = _checked_episode(policy, "medium", 1_000_000, 900.0)
+    assert (policy.max_nodes, policy.max_guests) == catalog.max_sizes("medium") == (8, 100)
+    assert big["issued"] > 0 and big["issued"] == big["moves"]
+    small = _checked_episode(policy, "small", 1_000_000, 600.0)
+    assert (policy.max_nodes, policy.max_guests) == (4, 40)
+    assert small["issued"] == small["moves"]
+
+
+def test_flat_v1_model_refuses_a_larger_cluster(tmp_path: Path) -> None:
+    """A flat MLP has one output per padded slot: it cannot act on a larger cluster and says so."""
+    policy = make_policy("learned", model=str(_pair_scorer_run(tmp_path, flat=True)))
+    with pytest.raises(ValueError, match="more than the encoding's 4 / 40"):
+        _checked_episode(policy, "medium", 1_000_000, 60.0)
