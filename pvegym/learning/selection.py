@@ -165,11 +165,13 @@ class Selector:
             sel = self.cfg.selection
             assert sel is not None
             path = self.out.parent / "validation-reference.json"
-            key = {
+            key: dict[str, Any] = {
                 "policy": sel.reference,
                 "seeds": list(sel.seeds),
                 "env": self.cfg.resolved()["env"],
             }
+            if sel.reference_params:  # keys of runs without constants stay as they were
+                key["params"] = dict(sorted(sel.reference_params.items()))
             if path.is_file():
                 doc = json.loads(path.read_text())
                 if doc.get("key") == key:
@@ -177,7 +179,8 @@ class Selector:
             if self._reference is None:
                 from policies.registry import make_policy
 
-                self._reference = evaluate_policy(make_policy(sel.reference), self.cfg, sel.seeds)
+                policy = make_policy(sel.reference, **sel.reference_params)
+                self._reference = evaluate_policy(policy, self.cfg, sel.seeds)
                 write_json(path, {"key": key, "rows": self._reference})
         return self._reference
 

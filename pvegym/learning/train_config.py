@@ -194,7 +194,9 @@ class SelectionOptions:
     instances on which ``metric`` is strictly below the ``reference`` policy's, ties broken by
     the cost. ``relative`` constraints bound a metric's mean by a factor of the reference's
     (``{ migration_bytes = 1.1 }``: at most 10 % more bytes than the reference); their violation
-    is the relative excess. The best seed's selected model becomes the run's ``model.zip``.
+    is the relative excess. ``reference_params`` are the reference's constants (e.g. a tuning
+    study's best, to select against the tuned heuristic). The best seed's selected model becomes
+    the run's ``model.zip``.
 
     ``noop_offsets`` calibrate the clone's operating point: each offset is added to the no-motion
     score (the PairScorer's ``noop_bias``: larger waits more), the clone is evaluated with each,
@@ -206,6 +208,7 @@ class SelectionOptions:
     every: int = field(0, ge=0)
     objective: Literal["cost", "wins"] = "wins"
     reference: str = "patched"
+    reference_params: dict[str, Any] = dataclasses.field(default_factory=dict)
     metric: str = "guest_stall_s"
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     constraints: tuple[str, ...] = ()
@@ -232,7 +235,10 @@ class SelectionOptions:
         parse_constraints(list(self.constraints), f"{path}.constraints")
         from policies.registry import make_policy
 
-        make_policy(self.reference, f"{path}.reference")
+        if self.reference_params:
+            make_policy(self.reference, f"{path}.reference_params", **self.reference_params)
+        else:
+            make_policy(self.reference, f"{path}.reference")
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch as th
 
 from policies.learned import LearnedPolicy
+from policies.registry import make_policy
+from pvegym.errors import ConfigError
 from pvegym.learning.recipe import make_model
-from pvegym.learning.selection import evaluate_batched, order_key, score
+from pvegym.learning.selection import Selector, evaluate_batched, order_key, score
 from pvegym.learning.train import evaluate_policy, model_info
 from pvegym.learning.train_config import parse_train_config
 
@@ -96,3 +100,19 @@ def test_relative_constraints_bound_a_mean_by_the_references() -> None:
     assert score(_rows([11.0, 11.0]), ref, cfg)["feasible"]
     over = score(_rows([12.0, 12.0]), ref, cfg)
     assert not over["feasible"] and over["violation"] == pytest.approx(0.1)
+
+
+def test_reference_params_are_the_references_constants(tmp_path: Path) -> None:
+    """``reference_params`` select against the heuristic with given constants (a study's best):
+    the validation reference is that policy's episodes, cached under a key naming them."""
+    params = {"threshold": 0.15, "min_pressure_pct": 5.0}
+    cfg = _cfg(reference_params=params)
+    rows = Selector(cfg, tmp_path / "seed-0").reference()
+    seeds = cfg.selection.seeds
+    assert rows == evaluate_policy(make_policy("patched", **params), cfg, seeds)
+    assert rows != evaluate_policy(make_policy("patched"), cfg, seeds)  # the constants matter
+    doc = json.loads((tmp_path / "validation-reference.json").read_text())
+    assert doc["key"]["params"] == dict(sorted(params.items()))
+    with pytest.raises(ConfigError) as err:
+        _cfg(reference_params={"no_such_constant": 1.0})
+    assert err.value.path == "selection.reference_params.no_such_constant"
