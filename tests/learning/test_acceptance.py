@@ -29,6 +29,7 @@ def _write(path: Path) -> Path:
         rows.append(["small", "agent", seed, mine, 1.0, 2.0, 3.0, 0, 0, 0])
         rows.append(["small", "ref", seed, ref, 2.0, 2.0, 2.0, 0, 0, 0])
     rows.append(["failure-loop", "agent", 0, 1.0, 0.0, 0.0, 0.0, 1, 0, 2])
+    rows.append(["medium", "agent", 1000010, 1.0, 0.0, 0.0, 0.0, 0, 3, 0])  # another family
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(FIELDS)
@@ -57,4 +58,7 @@ def test_cli_prints_the_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str
     path = _write(tmp_path / "m.csv")
     assert main([str(path), "--policy", "agent", "--reference", "ref"]) == 0
     out = capsys.readouterr().out
-    assert "| ref | 2 | 1 | 1 |" in out and "| **all** | **1** | **0** | **2** |" in out
+    assert "| ref | 2 | 1 | 1 |" in out
+    # the sum (small and the field scenarios) leaves medium out; the overall one does not
+    assert "| **small + field scenarios** | **1** | **0** | **2** |" in out
+    assert "| **all** | **1** | **3** | **2** |" in out
