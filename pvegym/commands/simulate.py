@@ -125,7 +125,7 @@ def format_summary(doc: dict[str, Any]) -> str:
         "",
         "balancer",
         f"  moves                     {m['moves']}  (succeeded {m['moves_succeeded']}, failed {m['moves_failed']}, "
-        f"aborted {m['moves_aborted']})",
+        f"aborted {m['moves_aborted']}; guest paused ≥ 10 s by {m['moves_guest_failed']})",
         f"  failed repeats            {m['failed_repeats']}",
         f"  oscillations              {m['oscillations']}",
         f"  max moves of one guest    {m['max_moves_one_guest']}",

@@ -47,6 +47,7 @@ UNITS: dict[str, tuple[str, float]] = {
     "moves_succeeded": ("count", 1.0),
     "moves_failed": ("count", 1.0),
     "moves_aborted": ("count", 1.0),
+    "moves_guest_failed": ("count", 1.0),
     "failed_repeats": ("count", 1.0),
     "oscillations": ("count", 1.0),
     "max_moves_one_guest": ("count", 1.0),
@@ -65,6 +66,7 @@ UNITS: dict[str, tuple[str, float]] = {
 GLANCE = (
     "moves",
     "moves_failed",
+    "moves_guest_failed",
     "oscillations",
     "churn_moves",
     "stall_cpu_s",

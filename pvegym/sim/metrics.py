@@ -3,6 +3,11 @@
 The names are part of the public interface. Pressure and stall metrics integrate the *true*
 instantaneous pressure of each round (not the telemetry a policy sees); counts come from the
 motions the balancer issued (a bundle counts once, under its leader).
+
+Beyond §9: ``moves_guest_failed`` counts live migrations the HA manager reports as succeeded that
+paused their guest for at least :attr:`Metrics.pause_failure_s` (10 s) — the unpatched
+non-converging case's ≈ 23 s switchover (MODEL §6) is a success for the pipeline and a failure
+for the guest, and the reports say so.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ METRIC_KEYS = (
     "moves_succeeded",
     "moves_failed",
     "moves_aborted",
+    "moves_guest_failed",
     "failed_repeats",
     "oscillations",
     "max_moves_one_guest",
@@ -43,6 +49,7 @@ class MoveRecord:
     outcome: str = "running"  # running | succeeded | failed | aborted
     reason: str = ""
     t_end: float | None = None
+    pause_s: float = 0.0  # guest-visible pause of the motion (s): switchover or container down
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +60,7 @@ class MoveRecord:
             "outcome": self.outcome,
             "t_end": self.t_end,
             "reason": self.reason,
+            "pause_s": self.pause_s,
         }
 
 
@@ -61,6 +69,10 @@ class Metrics:
     """Accumulates §9 metrics over an episode."""
 
     oscillation_window_s: float = 3600.0
+    pause_failure_s: float = 10.0
+    """A live migration that paused its guest this long (s) failed the guest although the HA
+    manager counts it as succeeded: MODEL §10's bar for the unpatched non-converging case ("ends
+    with a guest pause ≥ 10 s"), the limit qemu-server was told is 0.1 s (``migrate_downtime``)."""
     sim_seconds: float = 0.0
     stall_cpu_s: float = 0.0
     stall_mem_s: float = 0.0
@@ -110,10 +122,17 @@ class Metrics:
             self.churn_moves += 1
 
     def move_ended(
-        self, rec: MoveRecord, ok: bool, aborted: bool, reason: str, t_end: float
+        self,
+        rec: MoveRecord,
+        ok: bool,
+        aborted: bool,
+        reason: str,
+        t_end: float,
+        pause_s: float = 0.0,
     ) -> None:
         rec.t_end = t_end
         rec.reason = reason
+        rec.pause_s = pause_s
         if ok:
             rec.outcome = "succeeded"
             self._departures[(rec.guest, rec.source)] = t_end
@@ -138,6 +157,12 @@ class Metrics:
             "moves_succeeded": sum(m.outcome == "succeeded" for m in moves),
             "moves_failed": self.moves_failed,
             "moves_aborted": sum(m.outcome == "aborted" for m in moves),
+            "moves_guest_failed": sum(
+                m.outcome == "succeeded"
+                and m.guest.startswith("vm:")  # a live migration (a container restarts by design)
+                and m.pause_s >= self.pause_failure_s
+                for m in moves
+            ),
             "failed_repeats": self.failed_repeats,
             "oscillations": self.oscillations,
             "max_moves_one_guest": max(self._per_guest.values(), default=0),

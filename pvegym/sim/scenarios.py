@@ -412,10 +412,13 @@ def nonconverging_migration() -> ScenarioData:
     dirtying that auto-converge throttling cannot slow (``throttle_sensitivity`` 0, MODEL §6's
     non-converging case: the seed's guest kept dirtying at 600–760 MiB/s under throttling); the
     guest is the best move of a rebalance on a two-node cluster whose node1 is under CPU pressure
-    (~27 of 32 cores), so the patched balancer acts too. 15 minutes: unpatched qemu-server still
-    migrates after 10 min; patched qemu-server aborts at 4 passes (≈ 229 s), after which the
-    balancer backs off. Target: upstream (``--qemu-server unpatched``) still running after 10 min;
-    patched (``--qemu-server patched``) aborted at 4 passes, then backed off.
+    (~27 of 32 cores), so the patched balancer acts too. 15 minutes: with the unpatched
+    qemu-server and QEMU's 5 s sync timer the migration runs ≈ 300–320 s until qemu-server's
+    doubling of the downtime limit lets QEMU switch over with a ≈ 23 s guest pause (still running
+    after 10 min without the timer, ``migration.sync_timer = false``); the patched qemu-server
+    aborts at 4 passes (≈ 229 s), after which the balancer backs off. Target (MODEL §10): upstream
+    (``--qemu-server unpatched``) runs ≥ 280 s and ends with a guest pause ≥ 10 s; patched
+    (``--qemu-server patched``) aborted at 4 passes, then backed off.
     """
     c1, m1 = _host()
     c2, m2 = _host()

@@ -280,7 +280,7 @@ class Simulation:
                         self._pause_left[g] = down - (t1 - t)
                     self.metrics.downtime_s += down
                     cl.node[g] = job.target
-                    self._finish(job, t, ok=True)
+                    self._finish(job, t, ok=True, pause_s=down)
                 else:
                     cl.reserved_mem[job.target] += cl.memhost[g]
                     self._finish(
@@ -293,18 +293,26 @@ class Simulation:
                 if job.t_phase_end >= t1:
                     return
                 t = job.t_phase_end
-                self.metrics.downtime_s += job.t_phase_end - job.t_transfer_start
+                down = job.t_phase_end - job.t_transfer_start
+                self.metrics.downtime_s += down
                 cl.node[g] = job.target
-                self._finish(job, t, ok=True)
+                self._finish(job, t, ok=True, pause_s=down)
 
     def _finish(
-        self, job: Job, t: float, ok: bool, aborted: bool = False, reason: str = ""
+        self,
+        job: Job,
+        t: float,
+        ok: bool,
+        aborted: bool = False,
+        reason: str = "",
+        pause_s: float = 0.0,
     ) -> None:
         job.phase, job.t_end, job.ok, job.aborted, job.reason = "done", t, ok, aborted, reason
         self.jobs.pop(0)
         self.finished.append(job)
         if job.move_id is not None:
-            self.metrics.move_ended(self.metrics.moves[job.move_id], ok, aborted, reason, t)
+            rec = self.metrics.moves[job.move_id]
+            self.metrics.move_ended(rec, ok, aborted, reason, t, pause_s)
         self._log.append((t, job))  # rendered by :attr:`log` when read
 
     @property
