@@ -43,8 +43,8 @@ F64 = NDArray[np.float64]
 
 #: Rows of :attr:`ClusterState.node_rows`: maxcpu, maxmem, reserved_mem, node_demand, node_cpu,
 #: node_mem (0–5), node_inst (6–8), node_avg windows × series (9–17), the round kernel's scratch
-#: (18: the CPU share each node gives its demand).
-NODE_ROWS = 19
+#: (18: the CPU share each node gives its demand), motion_cpu (19).
+NODE_ROWS = 20
 #: Rows of :attr:`ClusterState.guest_rows`: maxcpu, maxmem, mem_ratio, run_fraction, demand,
 #: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22).
 GUEST_ROWS = 23
@@ -75,6 +75,8 @@ class ClusterState:
         self.node_inst = self.node_rows[6:9]  # out: cpu some | mem some | mem full (0–1)
         # out: PSI windows avg10/60/300 × the three node series, percent
         self.node_avg = self.node_rows[9:18].reshape(3, 3, n)
+        # in: cores of host work the motions cost the node this round (migration threads)
+        self.motion_cpu = self.node_rows[19]
         self.node_maxcpu[:] = [float(x.maxcpu) for x in self.nodes]
         self.node_maxmem[:] = [x.maxmem for x in self.nodes]
         self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
@@ -142,6 +144,7 @@ class ClusterState:
         self.running[:] = [x.state == "started" for x in self.guests]
         self.run_fraction[:] = 1.0
         self.reserved_mem[:] = 0.0
+        self.motion_cpu[:] = 0.0
         self.node_avg[:] = 0.0
         self.guest_avg[:] = 0.0
 

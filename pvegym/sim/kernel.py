@@ -147,9 +147,9 @@ def cluster_round(
     guest_rows: np.ndarray,  # (23, g) ClusterState.guest_rows: maxcpu, maxmem, mem_ratio,
     # run_fraction (in/out: clipped at 0 in place, the pipeline may take more); out: demand,
     # received, memhost, guest_inst (4 rows), guest_avg (3 windows × 4 series, percent)
-    node_rows: np.ndarray,  # (19, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
+    node_rows: np.ndarray,  # (20, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
     # node_inst (3 rows: cpu some, mem some, mem full), node_avg (3 windows × 3 series, percent);
-    # row 18 is scratch
+    # row 18 is scratch; in: row 19 motion_cpu (cores of migration threads)
     node_online: np.ndarray,
     mmc_tables: np.ndarray,
     mmc_row: np.ndarray,
@@ -178,8 +178,9 @@ def cluster_round(
     guest_inst = guest_rows[7:11]
     guest_avg = guest_rows[11:23].reshape((3, 4, g_n))
     scale = node_rows[18]  # scratch: the share of its demand each node supplies
+    motion_cpu = node_rows[19]
     for n in range(n_n):
-        node_demand[n] = max(signals[2 * g_n + n], 0.0)
+        node_demand[n] = max(signals[2 * g_n + n], 0.0) + motion_cpu[n]
         node_mem[n] = max(signals[2 * g_n + n_n + n], 0.0) + reserved_mem[n]
     for g in range(g_n):
         d = min(max(signals[g], 0.0), guest_maxcpu[g])

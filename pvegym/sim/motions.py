@@ -9,8 +9,9 @@ cluster-wide, and a live migration's single stream occupies the migration networ
 * Not enough free memory on the target (MemTotal minus what is in use there) fails after the
   precheck too.
 * Otherwise a VM live-migrates through :class:`pvegym.sim.migration.Migration`: the target holds its
-  memory from the start, auto-converge throttling takes CPU time from it, and it is paused for the
-  switchover downtime. qemu-server's non-convergence abort (the seed patch) fails the motion.
+  memory from the start, auto-converge throttling and dirty-tracking faults take CPU time from it,
+  the migration threads keep a core busy on the source and on the target while the stream sends
+  (``cpu_source_cores``/``cpu_target_cores``), and it is paused for the switchover downtime. qemu-server's non-convergence abort (the seed patch) fails the motion.
 * A container relocates: shutdown, move, start, down the whole time (``ct_shutdown_s + ct_start_s``).
 """
 
@@ -64,5 +65,7 @@ def migration_template(settings: MigrationSettings) -> NDArray[np.float64]:
             boost_factor=s.boost_factor,
             abort_factor=s.abort_factor,
             sync_timer=s.sync_timer,
+            xbzrle=s.xbzrle,
+            dirty_fault_us=s.dirty_fault_us,
         )
     )

@@ -48,7 +48,9 @@ class GuestSpec:
     memory footprint (bytes; demand above ``maxmem`` becomes guest memory pressure, never memory);
     ``mem_ratio`` is the balloon-reported guest view ``mem`` as a fraction of ``memhost`` (1 = no
     balloon stats, ``mem = memhost``). ``dirty_rate`` (bytes/s, raw guest writes), ``wws`` (bytes,
-    default all memory) and ``throttle_sensitivity`` (0–1) drive live migration.
+    default all memory) and ``throttle_sensitivity`` (0–1) drive live migration; ``xbzrle_delta``
+    (0–1] is the share of a page that changed when it is sent again (XBZRLE's encoded size; 1 =
+    pages rewritten whole, no gain).
     ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck.
     """
 
@@ -62,6 +64,7 @@ class GuestSpec:
     dirty_rate: float = field(0.0, ge=0.0, unit="rate")
     wws: float | None = field(None, gt=0.0, unit="size")
     throttle_sensitivity: float = field(1.0, ge=0.0, le=1.0)
+    xbzrle_delta: float = field(1.0, gt=0.0, le=1.0)
     ha: bool = True
     local_resources: bool = False
     state: Literal["started", "stopped"] = "started"
@@ -133,6 +136,14 @@ class MigrationSettings:
     lrm_delay_max_s: float = field(10.0, ge=0.0, unit="duration")  # LRM loop: uniform start offset
     ct_shutdown_s: float = field(10.0, ge=0.0, unit="duration")
     ct_start_s: float = field(5.0, ge=0.0, unit="duration")
+    xbzrle: bool = True  # qemu-server set_migration_caps: xbzrle on (cache 10 % of memory)
+    # vCPU time of one dirty-tracking write fault (µs; estimate: a KVM fast-path fault, ~1 µs)
+    dirty_fault_us: float = field(1.0, ge=0.0)
+    # cores busy on the source/target while the stream sends at its bandwidth: QEMU's migration
+    # thread and, for the datacenter default ``secure`` type, the ssh tunnel's cipher — one
+    # CPU-bound hop is what caps a single stream at a few hundred MiB/s (reference A.1; estimate)
+    cpu_source_cores: float = field(1.0, ge=0.0)
+    cpu_target_cores: float = field(1.0, ge=0.0)
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""

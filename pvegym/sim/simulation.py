@@ -191,6 +191,7 @@ class Simulation:
         t1 = t0 + dt
         cl.run_fraction.fill(1.0)
         cl.reserved_mem.fill(0.0)
+        cl.motion_cpu.fill(0.0)
         if self._pause_left:
             self._carry_pauses(dt)
         if self.jobs:
@@ -254,6 +255,7 @@ class Simulation:
                     spec.dirty_rate,
                     spec.wws if spec.wws is not None else memory,
                     spec.throttle_sensitivity,
+                    spec.xbzrle_delta,
                     reuse=self._ended_migration,
                 )
                 self._ended_migration = None
@@ -263,8 +265,10 @@ class Simulation:
                 mig = job.migration
                 assert mig is not None
                 before = mig.throttle_integral
+                faults, wire = mig.tracking_overhead_s, mig.transferred
                 outcome = mig.advance(t1 - t)
                 run_fraction[g] -= (mig.throttle_integral - before) / dt
+                self._migration_costs(job, mig.tracking_overhead_s - faults, mig.transferred - wire)
                 if outcome == RUNNING:  # the target holds the incoming guest's memory
                     cl.reserved_mem[job.target] += cl.memhost[g]
                     return
@@ -297,6 +301,17 @@ class Simulation:
                 self.metrics.downtime_s += down
                 cl.node[g] = job.target
                 self._finish(job, t, ok=True, pause_s=down)
+
+    def _migration_costs(self, job: Job, fault_s: float, wire: float) -> None:
+        """What a live migration's round costs the hosts: the guest's dirty-tracking faults
+        (vCPU seconds, spread over its vCPUs) and the migration threads' cores on the source and
+        the target in proportion to the stream's duty (``wire`` bytes sent of what the bandwidth
+        allows in a round)."""
+        cl, ms, dt = self.cluster, self.scenario.migration, self.round_s
+        cl.run_fraction[job.guest] -= fault_s / (cl.guest_maxcpu[job.guest] * dt)
+        duty = wire / (ms.bandwidth * dt)
+        cl.motion_cpu[job.source] += ms.cpu_source_cores * duty
+        cl.motion_cpu[job.target] += ms.cpu_target_cores * duty
 
     def _finish(
         self,

@@ -15,7 +15,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pvegym.errors import ConfigError
-from pvegym.sim.migration import ABORTED, COMPLETED, RUNNING, Migration, MigrationParams
+from pvegym.sim.migration import (
+    ABORTED,
+    COMPLETED,
+    RUNNING,
+    Migration,
+    MigrationParams,
+    xbzrle_cache_size,
+)
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -294,6 +301,72 @@ def test_property_matches_reference(
     )
 
 
+# ------------------------------------------------------------------ XBZRLE and dirty tracking (item 7)
+@pytest.mark.parametrize(
+    ("memory_gib", "cache_mib"), [(24, 4096), (8, 1024), (4, 512), (2, 256), (16, 2048)]
+)
+def test_xbzrle_cache_is_qemu_servers(memory_gib: int, cache_mib: int) -> None:
+    """qemu-server ``QemuMigrate.pm`` ``phase2``: ``xbzrle-cache-size`` = 10 % of the guest memory,
+    ``round_powerof2`` (``2 << int(log2(x − 1))``) — reference F.1's table."""
+    assert xbzrle_cache_size(memory_gib * GiB) == cache_mib * MiB
+    m = Migration(MigrationParams(memory=memory_gib * GiB, bandwidth=GiB, dirty_rate=0.0))
+    assert m.xbzrle_cache_bytes == cache_mib * MiB
+    off = Migration(
+        MigrationParams(memory=memory_gib * GiB, bandwidth=GiB, dirty_rate=0.0, xbzrle=False)
+    )
+    assert off.xbzrle_cache_bytes == 0.0
+
+
+# 512 MiB guest (cache 64 MiB), pass 1 in 20 s, unthrottleable dirtying at 1.5 × the bandwidth
+XBZRLE_CASE = {"memory": 512 * MiB, "bandwidth": 512 * MiB / 20, "dirty_rate": 1.5 * 512 * MiB / 20}
+
+
+@pytest.mark.parametrize("wws_mib", [16, 48])
+def test_xbzrle_hot_set_that_fits_matches_page_level_reference(wws_mib: int) -> None:
+    """QEMU ``ram.c`` ``save_xbzrle_page`` / ``page_cache.c``: a hot set that fits the cache is
+    re-sent as deltas (here 10 % of a page). Without XBZRLE the guest dirties faster than the
+    stream sends (ρ = 1.5) and only qemu-server's doubling ends the migration; with it, the
+    wire cost of a dirty page falls towards 1 − h (1 − δ), h = C (1 − e^(−W/C)) / W (the share
+    of the hot set a direct-mapped cache of C bytes holds), so the stream outruns the guest and
+    the migration converges at the configured 100 ms limit. The page-level reference (real cache
+    slots, the two-sync age rule) agrees on outcome, time and bytes within 10 %."""
+    kw = {**XBZRLE_CASE, "wws": wws_mib * MiB}
+    plain = Migration(MigrationParams(**kw, throttle_sensitivity=0.0)).run(200.0)
+    m = Migration(MigrationParams(**kw, throttle_sensitivity=0.0, xbzrle_delta=0.1)).run(200.0)
+    r = ref.simulate_reference(**kw, sensitivity=0.0, duration=200.0, xbzrle_delta=0.1)
+    assert plain.downtime_limit_ms > 100.0  # needs doublings without XBZRLE
+    assert m.outcome == r.outcome == COMPLETED
+    assert m.downtime_limit_ms == r.downtime_limit_ms == 100.0
+    assert m.t == pytest.approx(r.duration, rel=0.10)
+    assert m.transferred == pytest.approx(r.transferred, rel=0.10)
+    c, w = m.xbzrle_cache_bytes, wws_mib * MiB
+    floor = 1.0 - c * -math.expm1(-w / c) / w * 0.9
+    assert floor <= m.wire_cost < 0.5
+
+
+def test_xbzrle_hot_set_larger_than_cache_gains_at_most_its_share() -> None:
+    """A direct-mapped cache of C bytes holds at most C of a W-byte hot set: a dirty page costs at
+    least 1 − (C/W)(1 − δ) of itself on the wire (W = 4 C → ≥ 0.775 at δ = 0.1)."""
+    kw = {**XBZRLE_CASE, "wws": 256 * MiB}
+    m = Migration(MigrationParams(**kw, throttle_sensitivity=0.0, xbzrle_delta=0.1))
+    m.advance(60.0)
+    c = m.xbzrle_cache_bytes
+    assert c == 64 * MiB
+    assert 1.0 - (c / (256 * MiB)) * 0.9 <= m.wire_cost < 1.0
+
+
+def test_dirty_tracking_faults_match_page_level_reference() -> None:
+    """KVM write-protects guest pages while the dirty log is on: the first write to a page after
+    each sync faults. The model integrates W (1 − e^(−R/W)) growth between syncs; the page-level
+    reference counts the pages newly set in its log. 1 µs each, the seed case scaled 24×."""
+    kw = {"memory": 1 * GiB, "bandwidth": 430 * MiB / 24, "dirty_rate": 680 * MiB / 24}
+    m = Migration(MigrationParams(**kw, dirty_fault_us=1.0)).run(300.0)
+    r = ref.simulate_reference(**kw, duration=300.0, dirty_fault_s=1e-6)
+    assert m.tracking_overhead_s == pytest.approx(r.track_s, rel=0.05)
+    # bounded by one fault per page written: raw writes / page × 1 µs over the migration
+    assert m.tracking_overhead_s < kw["dirty_rate"] * m.t / 4096 * 1e-6
+
+
 # ------------------------------------------------------------------ validation and determinism
 @pytest.mark.parametrize(
     ("kwargs", "flag"),
@@ -313,6 +386,10 @@ def test_property_matches_reference(
         ({"throttle_increment_pct": 0}, "--throttle-increment"),
         ({"max_throttle_pct": 100}, "--max-throttle"),
         ({"bandwidth": float("nan")}, "--bandwidth"),
+        ({"xbzrle_delta": 0.0}, "--xbzrle-delta"),
+        ({"xbzrle_delta": 1.5}, "--xbzrle-delta"),
+        ({"xbzrle_cache": 3 * 4096.0}, "--xbzrle-cache"),
+        ({"dirty_fault_us": -1.0}, "--dirty-fault-us"),
     ],
 )
 def test_validation(kwargs: dict[str, float], flag: str) -> None:

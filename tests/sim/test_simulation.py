@@ -352,3 +352,55 @@ def test_target_memory_is_not_counted_twice_when_the_migration_completes() -> No
     g = sim.cluster.guest_index["vm:101"]
     assert sim.cluster.node[g] == 1
     assert sim.cluster.node_mem[1] == pytest.approx(before + sim.cluster.memhost[g])
+
+
+def _migrating(**migration: Any) -> Simulation:
+    """The non-converging 24 GiB migration of :func:`_nonconverging` at t = 110 s (pass 1 over,
+    the 5 s sync timer running), with the given migration settings."""
+    data = _two_nodes(
+        duration="10m",
+        migration={"lrm_delay_max_s": 0, "precheck_s": 2, **migration},
+        nodes=[
+            {"name": "node1", "maxcpu": 32, "maxmem": 128 * GiB},
+            {"name": "node2", "maxcpu": 32, "maxmem": 128 * GiB},
+        ],
+    )
+    data["guests"].append(
+        {
+            "sid": "vm:200",
+            "node": "node1",
+            "maxcpu": 4,
+            "maxmem": 24 * GiB,
+            "cpu": 2.0,
+            "memhost": 24 * GiB,
+            "dirty_rate": "680MiB/s",
+            "throttle_sensitivity": 0.0,
+        }
+    )
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    sim.step(Motion("vm:200", "node2"))
+    while sim.t < 110:
+        sim.step(None)
+    return sim
+
+
+def test_a_migration_costs_the_hosts_cpu() -> None:
+    """Issue 17 item 7: while the stream sends, the migration threads keep ``cpu_source_cores``
+    busy on the source and ``cpu_target_cores`` on the target (1 each by default: qemu-server's
+    ``secure`` type tunnels the single stream through ssh, one CPU-bound hop); the guest loses
+    vCPU time to dirty-tracking write faults: between the 5 s syncs it writes R = 5 s × 680 MiB/s
+    into its 24 GiB, W (1 − e^(−R/W)) ≈ 3.1 GiB of distinct pages, each faulting once (1 µs),
+    spread over its 4 vCPUs."""
+    costly = _migrating()
+    free = _migrating(cpu_source_cores=0.0, cpu_target_cores=0.0, dirty_fault_us=0.0)
+    g = costly.cluster.guest_index["vm:200"]
+    assert costly.cluster.node[g] == 0 and costly.jobs  # still migrating
+    # the stream never idles (the guest re-dirties faster than it sends): duty 1
+    extra = costly.cluster.node_cpu - free.cluster.node_cpu
+    lost_by_guest = free.cluster.received[g] - costly.cluster.received[g]
+    np.testing.assert_allclose(extra, [1.0 - lost_by_guest, 1.0], atol=1e-9)
+    w, written = 24 * GiB, 5.0 * 680 * 2**20
+    faults_per_s = w * -np.expm1(-written / w) / 5.0 / 4096
+    expect = 2.0 * faults_per_s * 1e-6 / 4  # demand 2 cores × the share of vCPU time lost
+    assert lost_by_guest == pytest.approx(expect, rel=0.05)
