@@ -15,11 +15,12 @@ Per round of ``dt`` seconds (constant within the round):
    the same share (CFS fairness approximated as proportional scaling). ``received ≤ min(demand,
    cores)`` holds per guest and per node.
 4. Pressure: node CPU some by :func:`pvegym.sim.psi.cpu_some`'s formula (evaluated in the round
-   kernel from the model's tables); memory some/full from memory in
-   use (base + Σ memhost + memory held for incoming migrations) over the watermark; guests see the
-   node's pressure on the resources they use, plus their own memory beyond ``maxmem``. A guest's
-   CPU *full* is the fraction of its work that waits (all its threads stalled). Throttling is not
-   pressure: a throttled vCPU sleeps (``cpu-throttle.c``).
+   kernel from the model's tables); memory some/full from memory in use (base + Σ memhost +
+   memory held for incoming migrations) over the watermark. A guest's PSI is its own cgroup's
+   (:func:`pvegym.sim.psi.guest_pressure`): the node's stall per busy CPU scaled by how much its
+   vCPU threads are runnable, full = the part spent behind other guests' threads; plus its own
+   memory beyond ``maxmem``. Throttling is not pressure: a throttled vCPU sleeps
+   (``cpu-throttle.c``); the migration threads' cores (``motion_cpu``) load the node.
 5. PSI averages advance by ``dt / 2`` periods.
 
 The arithmetic runs in one compiled call
@@ -46,8 +47,9 @@ F64 = NDArray[np.float64]
 #: (18: the CPU share each node gives its demand), motion_cpu (19).
 NODE_ROWS = 20
 #: Rows of :attr:`ClusterState.guest_rows`: maxcpu, maxmem, mem_ratio, run_fraction, demand,
-#: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22).
-GUEST_ROWS = 23
+#: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22), balloon,
+#: ksm_frac (23–24).
+GUEST_ROWS = 25
 
 
 class ClusterState:
@@ -97,6 +99,11 @@ class ClusterState:
         ) = self.guest_rows[:7]
         self.guest_inst = self.guest_rows[7:11]  # out: cpu some | cpu full | mem some | mem full
         self.guest_avg = self.guest_rows[11:23].reshape(3, 4, g)  # out: windows × series, %
+        # in (pvegym.sim.memory): the guest's memory now (bytes: maxmem unless ballooned) and the
+        # share of its footprint KSM has merged away (0–1)
+        self.balloon = self.guest_rows[23]
+        self.ksm_frac = self.guest_rows[24]
+        self.balloon[:] = self.guest_maxmem
         self.guest_maxcpu[:] = [float(x.maxcpu) for x in self.guests]
         self.guest_maxmem[:] = [x.maxmem for x in self.guests]
         self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
@@ -143,6 +150,9 @@ class ClusterState:
         self.node[:] = self.home
         self.running[:] = [x.state == "started" for x in self.guests]
         self.run_fraction[:] = 1.0
+        self.balloon[:] = self.guest_maxmem
+        self.ksm_frac[:] = 0.0
+        self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
         self.reserved_mem[:] = 0.0
         self.motion_cpu[:] = 0.0
         self.node_avg[:] = 0.0

@@ -144,9 +144,10 @@ def cluster_round(
     layout: np.ndarray,  # node base mem (n)]
     node: np.ndarray,
     running: np.ndarray,
-    guest_rows: np.ndarray,  # (23, g) ClusterState.guest_rows: maxcpu, maxmem, mem_ratio,
+    guest_rows: np.ndarray,  # (25, g) ClusterState.guest_rows: maxcpu, maxmem, mem_ratio,
     # run_fraction (in/out: clipped at 0 in place, the pipeline may take more); out: demand,
-    # received, memhost, guest_inst (4 rows), guest_avg (3 windows × 4 series, percent)
+    # received, memhost, guest_inst (4 rows), guest_avg (3 windows × 4 series, percent); in:
+    # balloon (bytes, the memory size now), ksm_frac (share of the footprint merged, 0–1)
     node_rows: np.ndarray,  # (20, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
     # node_inst (3 rows: cpu some, mem some, mem full), node_avg (3 windows × 3 series, percent);
     # row 18 is scratch; in: row 19 motion_cpu (cores of migration threads)
@@ -167,8 +168,9 @@ def cluster_round(
     supply, memory and pressure, in one call from Python."""
     sample_signals(t, dt, floats, ints, layout)
     signals = _bank_part(floats, layout, 0)
-    guest_maxcpu, guest_maxmem, run_fraction = guest_rows[0], guest_rows[1], guest_rows[3]
+    guest_maxcpu, run_fraction = guest_rows[0], guest_rows[3]
     demand, received, memhost = guest_rows[4], guest_rows[5], guest_rows[6]
+    balloon, ksm_frac = guest_rows[23], guest_rows[24]
     node_maxcpu, node_maxmem, reserved_mem = node_rows[0], node_rows[1], node_rows[2]
     node_demand, node_cpu, node_mem = node_rows[3], node_rows[4], node_rows[5]
     n_n = node_rows.shape[1]
@@ -184,7 +186,7 @@ def cluster_round(
         node_mem[n] = max(signals[2 * g_n + n_n + n], 0.0) + reserved_mem[n]
     for g in range(g_n):
         d = min(max(signals[g], 0.0), guest_maxcpu[g])
-        m = min(max(signals[g_n + g], 0.0), guest_maxmem[g])
+        m = min(max(signals[g_n + g], 0.0), balloon[g]) * (1.0 - ksm_frac[g])
         if not running[g]:
             d = 0.0
             m = 0.0
@@ -233,19 +235,24 @@ def cluster_round(
         rec = r * scale[n]
         received[g] = rec
         shortfall += demand[g] - rec
-        active = r > 0.0
-        guest_inst[0, g] = node_inst[0, n] if active else 0.0
-        guest_inst[1, g] = (1.0 - scale[n]) if active else 0.0
-        ms = node_inst[1, n] if memhost[g] > 0.0 else 0.0
-        mf = node_inst[2, n] if memhost[g] > 0.0 else 0.0
+        # the guest's own PSI (psi.guest_pressure): its threads' runnable share over the node's
+        # busy share scales the node's stall per busy CPU; full = the wait behind other cgroups
+        busy = node_cpu[n] / node_maxcpu[n]
+        ratio = min(r / guest_maxcpu[g], 1.0) / busy if busy > 0.0 else 0.0
+        cs = min(node_inst[0, n] * ratio, 1.0)
+        own_share = rec / node_cpu[n] if node_cpu[n] > 0.0 else 0.0
+        guest_inst[0, g] = cs
+        guest_inst[1, g] = cs * (1.0 - own_share)
+        ms = min(node_inst[1, n] * ratio, 1.0)
+        mf = ms
         want = signals[g_n + g]
-        if running[g] and want > guest_maxmem[g]:  # its own memory beyond maxmem: reclaim/swap
-            own = min((want - guest_maxmem[g]) / guest_maxmem[g] * mem_gain, 1.0)
+        if running[g] and want > balloon[g]:  # its own memory beyond its size: reclaim/swap
+            own = min((want - balloon[g]) / balloon[g] * mem_gain, 1.0)
             ms = max(ms, own)
             mf = max(mf, own * mem_full_ratio)
         guest_inst[2, g] = ms
         guest_inst[3, g] = mf
-        guest_stall += guest_inst[0, g] + ms
+        guest_stall += cs + ms
     for w in range(3):
         e = decay[w]
         for k in range(3):

@@ -50,7 +50,9 @@ class GuestSpec:
     balloon stats, ``mem = memhost``). ``dirty_rate`` (bytes/s, raw guest writes), ``wws`` (bytes,
     default all memory) and ``throttle_sensitivity`` (0–1) drive live migration; ``xbzrle_delta``
     (0–1] is the share of a page that changed when it is sent again (XBZRLE's encoded size; 1 =
-    pages rewritten whole, no gain).
+    pages rewritten whole, no gain). ``balloon_min`` (bytes; PVE's ``balloon`` option) lets
+    auto-ballooning shrink the VM down to it, weighted by ``shares``; ``ksm_shareable`` (0–1) is the
+    share of its footprint KSM can merge with pages on its node (see :mod:`pvegym.sim.memory`).
     ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck.
     """
 
@@ -65,6 +67,9 @@ class GuestSpec:
     wws: float | None = field(None, gt=0.0, unit="size")
     throttle_sensitivity: float = field(1.0, ge=0.0, le=1.0)
     xbzrle_delta: float = field(1.0, gt=0.0, le=1.0)
+    balloon_min: float | None = field(None, gt=0.0, unit="size")
+    shares: int = field(1000, ge=0)
+    ksm_shareable: float = field(0.0, ge=0.0, lt=1.0)
     ha: bool = True
     local_resources: bool = False
     state: Literal["started", "stopped"] = "started"
@@ -76,6 +81,8 @@ class GuestSpec:
             )
         if self.wws is not None and self.wws > self.maxmem:
             raise ConfigError(f"{path}.wws", "the writable working set cannot exceed maxmem")
+        if self.balloon_min is not None and self.balloon_min > self.maxmem:
+            raise ConfigError(f"{path}.balloon_min", "the balloon minimum cannot exceed maxmem")
 
     @property
     def kind(self) -> str:
@@ -156,6 +163,32 @@ class MigrationSettings:
 
 
 @dataclass(frozen=True)
+class MemorySettings:
+    """Memory that moves (:mod:`pvegym.sim.memory`): PVE's auto-ballooning and KSM, each a switch.
+    Defaults are PVE's: pvestatd's ``ballooning-target`` (node config, 80 %) and ksmtuned's
+    (``ksm-control-daemon``: ``KSM_*`` in ``/etc/ksmtuned.conf``)."""
+
+    autoballoon: bool = True
+    ballooning_target_pct: float = field(80.0, gt=0.0, le=100.0)
+    ksm: bool = True
+    ksm_monitor_interval_s: float = field(60.0, gt=0.0, unit="duration")  # KSM_MONITOR_INTERVAL
+    ksm_sleep_ms: float = field(10.0, gt=0.0)  # KSM_SLEEP_MSEC (for a 16 GiB host, scaled)
+    ksm_npages_boost: int = field(300, ge=0)  # KSM_NPAGES_BOOST
+    ksm_npages_decay: int = field(50, ge=0)  # -KSM_NPAGES_DECAY
+    ksm_npages_min: int = field(64, ge=0)  # KSM_NPAGES_MIN
+    ksm_npages_max: int = field(1250, ge=0)  # KSM_NPAGES_MAX
+    ksm_thres_coef_pct: float = field(20.0, ge=0.0, le=100.0)  # KSM_THRES_COEF
+    ksm_thres_const: float = field(2048 * 2**20, ge=0.0, unit="size")  # KSM_THRES_CONST (MiB)
+
+    def validate(self, path: str) -> None:
+        pre = f"{path}." if path else ""
+        if self.ksm_npages_min > self.ksm_npages_max:
+            raise ConfigError(
+                f"{pre}ksm_npages_min", f"must not exceed ksm_npages_max ({self.ksm_npages_max})"
+            )
+
+
+@dataclass(frozen=True)
 class TelemetrySettings:
     """pvestatd-like broadcast. ``disabled`` lists view fields that read NaN (fail-open tests),
     e.g. ``["node_cpu_some", "node_mem_some", "node_mem_full"]``."""
@@ -176,6 +209,7 @@ class Scenario:
     events: tuple[EventSpec, ...] = ()
     psi: PsiModel = PsiModel()
     migration: MigrationSettings = MigrationSettings()
+    memory: MemorySettings = MemorySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     crs_mode: Literal["dynamic", "static"] = "dynamic"
 

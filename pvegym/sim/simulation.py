@@ -30,6 +30,7 @@ import numpy as np
 
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
+from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.migration import COMPLETED, RUNNING, Migration
 from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_template
@@ -77,6 +78,8 @@ class Simulation:
         root = np.random.SeedSequence(seed)
         phys_seed, lrm_seed = root.spawn(2)
         self.cluster = cl = ClusterState(self.scenario, np.random.default_rng(phys_seed))
+        self.memory = GuestMemory(cl, self.scenario.memory)
+        self._memory_moves = self.memory.ballooning or self.memory.merging
         self._lrm_rng = np.random.default_rng(lrm_seed)
         self.guests = cl.guests
         self.ha_idx = np.array([i for i, g in enumerate(cl.guests) if g.ha], dtype=np.int64)
@@ -117,6 +120,7 @@ class Simulation:
     def _reset_state(self) -> None:
         cl = self.cluster
         cl.reset()
+        self.memory.reset()
         self.t = 0.0
         self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
@@ -196,10 +200,19 @@ class Simulation:
             self._carry_pauses(dt)
         if self.jobs:
             self._lrm(t0, t1)
+        if self._memory_moves:
+            self.memory.round(t0, dt, self._migrating())
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
         stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _ = cl.totals.tolist()
         self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
         self.t = t1
+
+    def _migrating(self) -> int:
+        """The guest whose live migration runs now (qemu-server holds ``lock migrate``), or −1."""
+        for job in self.jobs:
+            if job.phase == "transfer":
+                return job.guest
+        return -1
 
     def _carry_pauses(self, dt: float) -> None:
         """The part of a switchover pause that did not fit in the round it started in."""
@@ -248,10 +261,11 @@ class Simulation:
                     continue
                 spec = self.guests[g]
                 memory = spec.maxmem
+                footprint = self.memory.footprint(g)  # KSM-merged pages are sent whole
                 job.migration = Migration.for_guest(
                     self._migration_template,
                     memory,
-                    min(max(float(cl.memhost[g]), 1.0), memory),
+                    min(max(footprint, 1.0), memory),
                     spec.dirty_rate,
                     spec.wws if spec.wws is not None else memory,
                     spec.throttle_sensitivity,
@@ -269,8 +283,8 @@ class Simulation:
                 outcome = mig.advance(t1 - t)
                 run_fraction[g] -= (mig.throttle_integral - before) / dt
                 self._migration_costs(job, mig.tracking_overhead_s - faults, mig.transferred - wire)
-                if outcome == RUNNING:  # the target holds the incoming guest's memory
-                    cl.reserved_mem[job.target] += cl.memhost[g]
+                if outcome == RUNNING:  # the target holds the incoming guest's memory, unmerged
+                    cl.reserved_mem[job.target] += self.memory.footprint(g)
                     return
                 t = job.t_transfer_start + mig.t
                 self.metrics.migration_bytes += mig.transferred
@@ -284,9 +298,10 @@ class Simulation:
                         self._pause_left[g] = down - (t1 - t)
                     self.metrics.downtime_s += down
                     cl.node[g] = job.target
+                    self.memory.arrived(g)
                     self._finish(job, t, ok=True, pause_s=down)
                 else:
-                    cl.reserved_mem[job.target] += cl.memhost[g]
+                    cl.reserved_mem[job.target] += self.memory.footprint(g)
                     self._finish(
                         job, t, ok=False, aborted=True, reason=mig.error or "no convergence"
                     )
