@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from pvegym.sim.metrics import MoveRecord
-from pvegym.sim.scenario import TelemetrySettings
 from pvegym.sim.scenarios import FIELD_SCENARIOS, PRESSURE_ONSET_S, load_scenario
 from pvegym.sim.simulation import Simulation
 
@@ -124,7 +123,7 @@ def run_episode(
         sets.append(f"migration.qemu_server={qemu_server}")
     scn = load_scenario(scenario, sets)
     if telemetry_off:
-        scn = replace(scn, telemetry=TelemetrySettings(disabled=tuple(telemetry_off)))
+        scn = replace(scn, telemetry=replace(scn.telemetry, disabled=tuple(telemetry_off)))
         scn.validate("")
     pol = make_policy(policy, "--policy", **(params or {}))
     sim = Simulation(scn, seed)

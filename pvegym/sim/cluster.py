@@ -30,7 +30,8 @@ returns the round's totals for the metrics.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,6 +51,48 @@ NODE_ROWS = 20
 #: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22), balloon,
 #: ksm_frac (23–24).
 GUEST_ROWS = 25
+
+
+@dataclass(frozen=True, slots=True)
+class SampledRows:
+    """The telemetry-visible rows of a pair of matrices laid out like
+    :attr:`ClusterState.node_rows`/``guest_rows`` (the true state, or pvestatd's samples of it:
+    :mod:`pvegym.sim.telemetry`), as named views."""
+
+    node_cpu: F64  # cores busy
+    node_mem: F64  # bytes in use
+    node_avg: F64  # (3 windows, 3 series, n) percent
+    mem_ratio: F64
+    run_fraction: F64
+    received: F64  # cores
+    memhost: F64  # bytes
+    guest_avg: F64  # (3 windows, 4 series, g) percent
+
+    RECEIVED_ROW: ClassVar[int] = 5
+    MEMHOST_ROW: ClassVar[int] = 6
+    RATIO_ROW: ClassVar[int] = 2
+
+    @classmethod
+    def of(cls, node_rows: F64, guest_rows: F64) -> SampledRows:
+        n, g = node_rows.shape[1], guest_rows.shape[1]
+        return cls(
+            node_rows[4],
+            node_rows[5],
+            node_rows[9:18].reshape(3, 3, n),
+            guest_rows[cls.RATIO_ROW],
+            guest_rows[3],
+            guest_rows[cls.RECEIVED_ROW],
+            guest_rows[cls.MEMHOST_ROW],
+            guest_rows[11:23].reshape(3, 4, g),
+        )
+
+    def node_avg10(self) -> tuple[F64, F64, F64]:
+        a = self.node_avg[0]
+        return a[0], a[1], a[2]
+
+    def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
+        a = self.guest_avg[0]
+        return a[0], a[1], a[2], a[3]
 
 
 class ClusterState:

@@ -191,9 +191,18 @@ class MemorySettings:
 @dataclass(frozen=True)
 class TelemetrySettings:
     """pvestatd-like broadcast. ``disabled`` lists view fields that read NaN (fail-open tests),
-    e.g. ``["node_cpu_some", "node_mem_some", "node_mem_full"]``."""
+    e.g. ``["node_cpu_some", "node_mem_some", "node_mem_full"]``; ``timing``,
+    ``first_sample_zero`` and ``mode`` select how samples are taken (:mod:`pvegym.sim.telemetry`;
+    the defaults are PVE 9's)."""
 
     disabled: tuple[str, ...] = ()
+    # pvestatd's timing (pvegym.sim.telemetry): each node samples at its own phase (PVE) or
+    # every node exactly at the round time
+    timing: Literal["phased", "aligned"] = "phased"
+    # qemu-server vmstatus: a guest's first sample on a new node reports cpu 0
+    first_sample_zero: bool = True
+    # the latest sample (rrd_dump, what the HA manager reads) or the RRD's per-minute average
+    mode: Literal["point", "rrd"] = "point"
 
 
 @dataclass(frozen=True)

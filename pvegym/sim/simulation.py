@@ -35,6 +35,7 @@ from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.migration import COMPLETED, RUNNING, Migration
 from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_template
 from pvegym.sim.scenario import Scenario
+from pvegym.sim.telemetry import Telemetry
 from pvegym.sim.view import (
     STARTED,
     STOPPED,
@@ -76,8 +77,11 @@ class Simulation:
     def _build(self, seed: int) -> None:
         self.seed = seed
         root = np.random.SeedSequence(seed)
-        phys_seed, lrm_seed = root.spawn(2)
+        phys_seed, lrm_seed, telemetry_seed = root.spawn(3)  # the first two as spawn(2) gives
         self.cluster = cl = ClusterState(self.scenario, np.random.default_rng(phys_seed))
+        self.telemetry = Telemetry(
+            cl, self.scenario.telemetry, self.round_s, np.random.default_rng(telemetry_seed)
+        )
         self.memory = GuestMemory(cl, self.scenario.memory)
         self._memory_moves = self.memory.ballooning or self.memory.merging
         self._lrm_rng = np.random.default_rng(lrm_seed)
@@ -121,6 +125,7 @@ class Simulation:
         cl = self.cluster
         cl.reset()
         self.memory.reset()
+        self.telemetry.reset()
         self.t = 0.0
         self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
@@ -203,6 +208,7 @@ class Simulation:
         if self._memory_moves:
             self.memory.round(t0, dt, self._migrating())
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
+        self.telemetry.sample(t1)
         stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _ = cl.totals.tolist()
         self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
         self.t = t1
@@ -299,6 +305,7 @@ class Simulation:
                     self.metrics.downtime_s += down
                     cl.node[g] = job.target
                     self.memory.arrived(g)
+                    self.telemetry.arrived(g, t + down, job.source)  # runs there after the pause
                     self._finish(job, t, ok=True, pause_s=down)
                 else:
                     cl.reserved_mem[job.target] += self.memory.footprint(g)
@@ -315,6 +322,8 @@ class Simulation:
                 down = job.t_phase_end - job.t_transfer_start
                 self.metrics.downtime_s += down
                 cl.node[g] = job.target
+                self.memory.arrived(g)
+                self.telemetry.arrived(g, t, job.source)
                 self._finish(job, t, ok=True, pause_s=down)
 
     def _migration_costs(self, job: Job, fault_s: float, wire: float) -> None:
@@ -537,9 +546,10 @@ class Simulation:
     # ------------------------------------------------------------------ telemetry
     def _build_view(self) -> ClusterView:
         cl, idx, off = self.cluster, self.ha_idx, self._disabled
-        n_cpu_some, n_mem_some, n_mem_full = cl.node_avg10()
-        g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = cl.guest_avg10()
-        running = cl.running[idx] & (cl.run_fraction[idx] > 0.0)
+        tel = self.telemetry.view  # pvestatd's samples (the true state when aligned and point)
+        n_cpu_some, n_mem_some, n_mem_full = tel.node_avg10()
+        g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = tel.guest_avg10()
+        running = cl.running[idx] & (tel.run_fraction[idx] > 0.0)
 
         def node(name: str, arr: np.ndarray) -> np.ndarray:
             return self._nan_nodes if name in off else arr.copy()
@@ -566,8 +576,8 @@ class Simulation:
             node_online=cl.node_online.copy(),
             node_maxcpu=cl.node_maxcpu,
             node_maxmem=cl.node_maxmem,
-            node_cpu=node("node_cpu", cl.node_cpu),
-            node_mem=node("node_mem", cl.node_mem),
+            node_cpu=node("node_cpu", tel.node_cpu),
+            node_mem=node("node_mem", tel.node_mem),
             node_cpu_some=node("node_cpu_some", n_cpu_some),
             node_mem_some=node("node_mem_some", n_mem_some),
             node_mem_full=node("node_mem_full", n_mem_full),
@@ -578,9 +588,9 @@ class Simulation:
             guest_running=running,
             guest_maxcpu=cl.guest_maxcpu[idx],
             guest_maxmem=cl.guest_maxmem[idx],
-            guest_cpu=guest("guest_cpu", cl.received),
-            guest_mem=guest("guest_mem", cl.memhost * cl.mem_ratio),
-            guest_memhost=guest("guest_memhost", cl.memhost),
+            guest_cpu=guest("guest_cpu", tel.received),
+            guest_mem=guest("guest_mem", tel.memhost * tel.mem_ratio),
+            guest_memhost=guest("guest_memhost", tel.memhost),
             guest_cpu_some=guest("guest_cpu_some", g_cpu_some),
             guest_cpu_full=guest("guest_cpu_full", g_cpu_full),
             guest_mem_some=guest("guest_mem_some", g_mem_some),
