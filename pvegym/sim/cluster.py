@@ -45,8 +45,9 @@ F64 = NDArray[np.float64]
 
 #: Rows of :attr:`ClusterState.node_rows`: maxcpu, maxmem, reserved_mem, node_demand, node_cpu,
 #: node_mem (0–5), node_inst (6–8), node_avg windows × series (9–17), the round kernel's scratch
-#: (18: the CPU share each node gives its demand), motion_cpu (19).
-NODE_ROWS = 20
+#: (18: the CPU share each node gives its demand), motion_cpu (19), the round kernel's scratch for
+#: the guests' own PSI (20–21).
+NODE_ROWS = 22
 #: Rows of :attr:`ClusterState.guest_rows`: maxcpu, maxmem, mem_ratio, run_fraction, demand,
 #: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22), balloon,
 #: ksm_frac (23–24).
@@ -71,6 +72,11 @@ class SampledRows:
     RECEIVED_ROW: ClassVar[int] = 5
     MEMHOST_ROW: ClassVar[int] = 6
     RATIO_ROW: ClassVar[int] = 2
+    #: the rows telemetry carries (what the view and the observation read): node cpu, mem, the
+    #: avg10 of cpu some, mem some, mem full; guest mem_ratio, run_fraction, received, memhost,
+    #: the avg10 of its four series
+    NODE_SAMPLED: ClassVar[tuple[int, ...]] = (4, 5, 9, 10, 11)
+    GUEST_SAMPLED: ClassVar[tuple[int, ...]] = (2, 3, 5, 6, 11, 12, 13, 14)
 
     @classmethod
     def of(cls, node_rows: F64, guest_rows: F64) -> SampledRows:
@@ -166,13 +172,22 @@ class ClusterState:
         pm, cp = self.psi_model, self.cpu_pressure
         # the round's arguments, bound once (every array above is updated in place): the
         # workload bank's (its ``out`` is the signals the round reads), then the physics'
-        self._round_args: tuple[Any, ...] = (
+        self._physics_args: tuple[Any, ...] = (
             *self.bank.kernel_args,
             self.node, self.running, self.guest_rows, self.node_rows,
             self.node_online, cp.tables, cp.rows, GRID_STEPS,
             cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
             self.totals,
         )  # fmt: skip
+        # telemetry off until pvegym.sim.telemetry binds its buffers (tel_i[0] = 0)
+        self.bind_telemetry(self.node_rows, self.guest_rows, np.zeros(1), np.zeros(1, np.int64))
+
+    def bind_telemetry(
+        self, tel_node: F64, tel_guest: F64, tel_f: F64, tel_i: NDArray[np.int64]
+    ) -> None:
+        """The buffers the round kernel writes pvestatd's samples into
+        (:func:`pvegym.sim.kernel.sample_telemetry`; off while ``tel_i[0]`` is 0)."""
+        self._round_args = (*self._physics_args, tel_node, tel_guest, tel_f, tel_i)
         self._round = entry_point(cluster_round, 0.0, 0.0, *self._round_args)
 
     # instantaneous per-round pressure (fractions 0–1)

@@ -148,9 +148,9 @@ def cluster_round(
     # run_fraction (in/out: clipped at 0 in place, the pipeline may take more); out: demand,
     # received, memhost, guest_inst (4 rows), guest_avg (3 windows × 4 series, percent); in:
     # balloon (bytes, the memory size now), ksm_frac (share of the footprint merged, 0–1)
-    node_rows: np.ndarray,  # (20, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
+    node_rows: np.ndarray,  # (22, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
     # node_inst (3 rows: cpu some, mem some, mem full), node_avg (3 windows × 3 series, percent);
-    # row 18 is scratch; in: row 19 motion_cpu (cores of migration threads)
+    # row 18 is scratch; in: row 19 motion_cpu (cores of migration threads); rows 20–21 scratch
     node_online: np.ndarray,
     mmc_tables: np.ndarray,
     mmc_row: np.ndarray,
@@ -163,6 +163,10 @@ def cluster_round(
     decay: np.ndarray,  # (3,) per-round decay of avg10/60/300: e**periods
     totals: np.ndarray,  # (7,) out: stall cpu, stall mem, guest stall, shortfall, imbalance,
     # online nodes, peak avg10 cpu/memory some of online nodes (%, NaN if one is NaN, -inf if none)
+    tel_node: np.ndarray,  # pvestatd's samples (sample_telemetry), when tel_i[0] is set
+    tel_guest: np.ndarray,
+    tel_f: np.ndarray,
+    tel_i: np.ndarray,
 ) -> None:
     """The physics of the round (t, t + dt]: the workloads (:func:`sample_signals`), then
     supply, memory and pressure, in one call from Python."""
@@ -180,6 +184,8 @@ def cluster_round(
     guest_inst = guest_rows[7:11]
     guest_avg = guest_rows[11:23].reshape((3, 4, g_n))
     scale = node_rows[18]  # scratch: the share of its demand each node supplies
+    # scratch for the guests' own PSI: the node's cpu / memory some per busy CPU
+    cs_busy, ms_busy = node_rows[20], node_rows[21]
     motion_cpu = node_rows[19]
     for n in range(n_n):
         node_demand[n] = max(signals[2 * g_n + n], 0.0) + motion_cpu[n]
@@ -222,6 +228,12 @@ def cluster_round(
         node_inst[0, n] = some
         node_inst[1, n] = msome
         node_inst[2, n] = msome * mem_full_ratio
+        busy = node_cpu[n] / cores
+        if busy > 0.0:
+            cs_busy[n] = some / busy
+            ms_busy[n] = msome / busy
+        else:
+            cs_busy[n] = ms_busy[n] = 0.0
         if node_online[n]:
             stall_cpu += some
             stall_mem += msome
@@ -237,13 +249,11 @@ def cluster_round(
         shortfall += demand[g] - rec
         # the guest's own PSI (psi.guest_pressure): its threads' runnable share over the node's
         # busy share scales the node's stall per busy CPU; full = the wait behind other cgroups
-        busy = node_cpu[n] / node_maxcpu[n]
-        ratio = min(r / guest_maxcpu[g], 1.0) / busy if busy > 0.0 else 0.0
-        cs = min(node_inst[0, n] * ratio, 1.0)
-        own_share = rec / node_cpu[n] if node_cpu[n] > 0.0 else 0.0
+        u = min(r / guest_maxcpu[g], 1.0)
+        cs = min(cs_busy[n] * u, 1.0)
         guest_inst[0, g] = cs
-        guest_inst[1, g] = cs * (1.0 - own_share)
-        ms = min(node_inst[1, n] * ratio, 1.0)
+        guest_inst[1, g] = cs * (1.0 - rec / node_cpu[n]) if cs > 0.0 else 0.0
+        ms = min(ms_busy[n] * u, 1.0)
         mf = ms
         want = signals[g_n + g]
         if running[g] and want > balloon[g]:  # its own memory beyond its size: reclaim/swap
@@ -286,3 +296,86 @@ def cluster_round(
                 elif v > peak:  # NaN stays: NaN > x is False
                     peak = v
     totals[6] = peak
+    if tel_i[0] != 0:
+        sample_telemetry(node_rows, guest_rows, tel_node, tel_guest, tel_f, tel_i, node)
+
+
+# telemetry buffers (pvegym.sim.telemetry): the int buffer's head, then the sampled rows, then a
+# state per guest
+TEL_HEAD = 8  # on, first round, states set, node rows, guest rows, received/memhost/ratio row
+TEL_HOLD = 1  # guest state: its latest sample is older than the round (not sampled on its node)
+TEL_ZERO_CPU = 2  # guest state: its latest sample is the first on a new node (cpu 0)
+
+
+@njit(cache=True, inline="always")
+def _mix(cur: np.ndarray, prev: np.ndarray, out: np.ndarray, weight: np.ndarray) -> None:
+    """``out = cur + weight × (prev − cur)``, then ``prev = cur`` (one row)."""
+    for k in range(cur.size):
+        c = cur[k]
+        out[k] = c + weight[k] * (prev[k] - c)
+        prev[k] = c
+
+
+@njit(cache=True)
+def sample_telemetry(
+    node_rows: np.ndarray,  # the round's true state (ClusterState.node_rows / guest_rows)
+    guest_rows: np.ndarray,
+    tel_node: np.ndarray,  # out: the samples, the same layout (only the sampled rows written)
+    tel_guest: np.ndarray,
+    tel_f: np.ndarray,  # node ages (rounds, 0–1) | the previous round's sampled rows | scratch (g)
+    tel_i: np.ndarray,  # TEL_HEAD | node rows | guest rows (mem_ratio before memhost) | states
+    node: np.ndarray,  # where each guest runs
+) -> None:
+    """pvestatd's samples at the round's end (:mod:`pvegym.sim.telemetry`): node n's latest
+    sample mixes this round and the last one with the weight of its age; a guest's that of its
+    node, or its state a round ago (held: its new node has not sampled it yet), or with cpu 0 (its
+    first sample on a new node); its ``mem`` = ``memhost × mem_ratio`` sampled as one value. The
+    round's state is kept for the next call in the same pass (row-major loops, which the compiler
+    vectorizes)."""
+    n_n = node_rows.shape[1]
+    g_n = guest_rows.shape[1]
+    ns, gs = tel_i[3], tel_i[4]
+    received_row, memhost_row, ratio_row = tel_i[5], tel_i[6], tel_i[7]
+    node_sel = tel_i[TEL_HEAD : TEL_HEAD + ns]
+    guest_sel = tel_i[TEL_HEAD + ns : TEL_HEAD + ns + gs]
+    state = tel_i[TEL_HEAD + ns + gs :]
+    age = tel_f[:n_n]
+    prev_node = tel_f[n_n : n_n + ns * n_n].reshape((ns, n_n))
+    prev_guest = tel_f[n_n + ns * n_n : n_n + ns * n_n + gs * g_n].reshape((gs, g_n))
+    w = tel_f[n_n + ns * n_n + gs * g_n :]  # scratch: each guest's weight, its node's age
+    if tel_i[1] != 0:  # the first round: no earlier sample
+        tel_i[1] = 0
+        for i in range(ns):
+            prev_node[i] = node_rows[node_sel[i]]
+        for i in range(gs):
+            prev_guest[i] = guest_rows[guest_sel[i]]
+    for i in range(ns):
+        r = node_sel[i]
+        _mix(node_rows[r], prev_node[i], tel_node[r], age)
+    for g in range(g_n):
+        w[g] = age[node[g]]
+    if tel_i[2] != 0:  # held guests take their state a round ago
+        for g in range(g_n):
+            if state[g] == TEL_HOLD:
+                w[g] = 1.0
+    i_host = 0
+    for i in range(gs):
+        if guest_sel[i] == memhost_row:
+            i_host = i
+    for i in range(gs):
+        r = guest_sel[i]
+        if r == ratio_row:  # the sampled mem = memhost × ratio (memhost's prev is still old)
+            for g in range(g_n):
+                cur = guest_rows[r, g]
+                mem = guest_rows[memhost_row, g] * cur
+                tel_guest[r, g] = mem + w[g] * (prev_guest[i_host, g] * prev_guest[i, g] - mem)
+                prev_guest[i, g] = cur
+            continue
+        _mix(guest_rows[r], prev_guest[i], tel_guest[r], w)
+    for g in range(g_n):  # mem → ratio over the sampled memhost
+        host = tel_guest[memhost_row, g]
+        tel_guest[ratio_row, g] = tel_guest[ratio_row, g] / host if host > 0.0 else 0.0
+    if tel_i[2] != 0:
+        for g in range(g_n):
+            if state[g] == TEL_ZERO_CPU:
+                tel_guest[received_row, g] = 0.0

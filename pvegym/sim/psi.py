@@ -176,10 +176,13 @@ def guest_pressure(
     kernel evaluates the same formulas."""
     u = np.minimum(runnable / vcpus, 1.0)
     busy = np.maximum(node_busy, 0.0)
-    ratio = np.divide(u, busy, out=np.zeros_like(u), where=busy > 0.0)
-    cpu = np.minimum(node_cpu_some * ratio, 1.0)
+    idle = busy <= 0.0
+    # per busy CPU first, as the round kernel evaluates it
+    cpu_per_busy = np.divide(node_cpu_some, busy, out=np.zeros_like(u), where=~idle)
+    mem_per_busy = np.divide(node_mem_some, busy, out=np.zeros_like(u), where=~idle)
+    cpu = np.minimum(cpu_per_busy * u, 1.0)
     full = cpu * (1.0 - own_share)
-    mem = np.minimum(node_mem_some * ratio, 1.0)
+    mem = np.minimum(mem_per_busy * u, 1.0)
     return cpu, full, mem, mem.copy()
 
 

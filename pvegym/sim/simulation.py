@@ -152,6 +152,7 @@ class Simulation:
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
         self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
         self._ended_migration: Migration | None = None  # its arrays serve the next migration
+        self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -199,16 +200,23 @@ class Simulation:
         t0, dt = self.t, self.round_s
         t1 = t0 + dt
         cl.run_fraction.fill(1.0)
-        cl.reserved_mem.fill(0.0)
-        cl.motion_cpu.fill(0.0)
+        if self._motion_rows_set:  # the node inputs the motions wrote last round
+            cl.reserved_mem.fill(0.0)
+            cl.motion_cpu.fill(0.0)
+            self._motion_rows_set = False
         if self._pause_left:
             self._carry_pauses(dt)
         if self.jobs:
+            self._motion_rows_set = True
             self._lrm(t0, t1)
         if self._memory_moves:
             self.memory.round(t0, dt, self._migrating())
+        tel = self.telemetry
+        if tel.arrivals:  # moved guests whose samples are held back or report cpu 0
+            tel.before_round(t1)
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
-        self.telemetry.sample(t1)
+        if tel.rrd:  # the kernel took pvestatd's samples: the RRD's minute averages
+            tel.after_round(t1)
         stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _ = cl.totals.tolist()
         self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
         self.t = t1

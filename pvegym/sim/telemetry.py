@@ -31,74 +31,26 @@ read instead of the true ones; the metrics always use the true state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from pvegym.sim.cluster import ClusterState, SampledRows
-from pvegym.sim.kernel import entry_point
+from pvegym.sim.kernel import TEL_HEAD, TEL_HOLD, TEL_ZERO_CPU
 from pvegym.sim.scenario import TelemetrySettings
 
 #: pvestatd.pm: ``my $updatetime = 10;`` (s between samples).
 UPDATE_S = 10.0
 #: pve-cluster ``status.c``: RRD step of the node and guest schemas (s).
 RRD_STEP_S = 60.0
-_HOLD = -2  # a guest whose latest sample is older than this round's (it has not been sampled yet)
-
-
-@njit(cache=True)
-def sample_rows(
-    node_rows: np.ndarray,  # the round's true state (ClusterState.node_rows / guest_rows)
-    guest_rows: np.ndarray,
-    prev: np.ndarray,  # (node rows | guest rows) at the previous round's end, flattened per row
-    tel_node: np.ndarray,  # out: the sampled values, same layout
-    tel_guest: np.ndarray,
-    node_age: np.ndarray,  # per node: age of its latest sample in rounds (0–1)
-    node: np.ndarray,  # where each guest runs
-    sampler: np.ndarray,  # per guest: the node whose sample counts, −1 = where it runs, −2 = hold
-    zero_cpu: np.ndarray,  # per guest: its latest sample is the first on a new node (cpu 0)
-    received_row: int,
-    memhost_row: int,
-    ratio_row: int,
-    first: bool,
-) -> None:
-    """The samples at the round's end from this round's and the last round's state, then the
-    round's state kept for the next call. A guest's ``mem`` (``memhost × mem_ratio``) is sampled
-    as one value, so the ratio row is the sampled ``mem`` over the sampled ``memhost``."""
-    nr, n_n = node_rows.shape
-    gr, g_n = guest_rows.shape
-    prev_node = prev[: nr * n_n].reshape((nr, n_n))
-    prev_guest = prev[nr * n_n :].reshape((gr, g_n))
-    if first:
-        prev_node[:] = node_rows
-        prev_guest[:] = guest_rows
-    for r in range(nr):
-        for n in range(n_n):
-            cur = node_rows[r, n]
-            tel_node[r, n] = cur + node_age[n] * (prev_node[r, n] - cur)
-    for g in range(g_n):
-        s = sampler[g]
-        if s == _HOLD:
-            continue
-        w = node_age[node[g] if s < 0 else s]
-        for r in range(gr):
-            cur = guest_rows[r, g]
-            tel_guest[r, g] = cur + w * (prev_guest[r, g] - cur)
-        host = tel_guest[memhost_row, g]
-        if host > 0.0:
-            cur = guest_rows[memhost_row, g] * guest_rows[ratio_row, g]
-            mem = cur + w * (prev_guest[memhost_row, g] * prev_guest[ratio_row, g] - cur)
-            tel_guest[ratio_row, g] = mem / host
-        if zero_cpu[g]:
-            tel_guest[received_row, g] = 0.0
-    prev_node[:] = node_rows
-    prev_guest[:] = guest_rows
 
 
 class Telemetry:
-    """pvestatd's samples of one cluster, as the CRM reads them at each round's end."""
+    """pvestatd's samples of one cluster, as the CRM reads them at each round's end.
+
+    The sampling itself runs in the round kernel (:func:`pvegym.sim.kernel.sample_telemetry`, on
+    the buffers bound with :meth:`ClusterState.bind_telemetry`); this class draws the phases,
+    marks moved guests and keeps the RRD averages."""
 
     def __init__(
         self, cluster: ClusterState, settings: TelemetrySettings, round_s: float, rng: Any
@@ -112,77 +64,84 @@ class Telemetry:
         #: True: the telemetry is the round's true state (no copies, no work)
         self.passthrough = not (self.phased or self.rrd or self.first_zero)
         self._rng = rng
+        n, g = cl.n_nodes, cl.n_guests
+        node_sel, guest_sel = SampledRows.NODE_SAMPLED, SampledRows.GUEST_SAMPLED
         if self.passthrough:
             self.node_rows, self.guest_rows = cl.node_rows, cl.guest_rows
         else:
             self.node_rows = np.zeros_like(cl.node_rows)
             self.guest_rows = np.zeros_like(cl.guest_rows)
-        self._point_node, self._point_guest = self.node_rows, self.guest_rows
+        point_node, point_guest = self.node_rows, self.guest_rows
         if self.rrd:  # the point samples go to a ring of the last minute's rounds
-            self._point_node = np.zeros_like(cl.node_rows)
-            self._point_guest = np.zeros_like(cl.guest_rows)
+            point_node = np.zeros_like(cl.node_rows)
+            point_guest = np.zeros_like(cl.guest_rows)
             per_step = max(1, round(RRD_STEP_S / round_s))
             self._ring_node = np.zeros((per_step, *cl.node_rows.shape))
             self._ring_guest = np.zeros((per_step, *cl.guest_rows.shape))
+        self._point_node, self._point_guest = point_node, point_guest
         self.view: SampledRows = SampledRows.of(self.node_rows, self.guest_rows)
-        self._prev = np.zeros(cl.node_rows.size + cl.guest_rows.size)
-        self.node_age = np.zeros(cl.n_nodes)  # latest sample's age, in rounds (0–1)
-        self._sampler = np.full(cl.n_guests, -1, dtype=np.int64)
-        self._zero = np.zeros(cl.n_guests, dtype=np.bool_)
-        self._arrivals: dict[int, tuple[float, int]] = {}  # guest -> (arrival time, source)
+        # the kernel's buffers: floats = node ages (rounds, 0–1) | previous sampled rows | scratch;
+        # ints = head (on, first round, states set, row counts, received/memhost/ratio rows) |
+        # rows | states
+        self._f = np.zeros(n + len(node_sel) * n + len(guest_sel) * g + g)
+        self.node_age = self._f[:n]
+        head = [
+            0 if self.passthrough else 1,
+            1,
+            0,
+            len(node_sel),
+            len(guest_sel),
+            SampledRows.RECEIVED_ROW,
+            SampledRows.MEMHOST_ROW,
+            SampledRows.RATIO_ROW,
+        ]
+        assert len(head) == TEL_HEAD
+        self._i = np.array([*head, *node_sel, *guest_sel, *([0] * g)], dtype=np.int64)
+        self._state = self._i[TEL_HEAD + len(node_sel) + len(guest_sel) :]
+        #: guest -> (arrival time, source) of guests moved recently (their samples lag)
+        self.arrivals: dict[int, tuple[float, int]] = {}
         self._rounds = 0
-        self._args: tuple[Any, ...] = (
-            cl.node_rows, cl.guest_rows, self._prev, self._point_node, self._point_guest,
-            self.node_age, cl.node, self._sampler, self._zero, SampledRows.RECEIVED_ROW,
-            SampledRows.MEMHOST_ROW, SampledRows.RATIO_ROW,
-        )  # fmt: skip
-        self._sample: Callable[..., None] | None = None
-        if not self.passthrough:
-            self._sample = entry_point(sample_rows, *self._args, False)
+        cl.bind_telemetry(point_node, point_guest, self._f, self._i)
 
     def reset(self) -> None:
         """A new episode: each node's pvestatd phase drawn anew (``aₙ`` in [0, 10) s)."""
         if self.phased:
             ages = self._rng.random(self.cluster.n_nodes) * UPDATE_S / self.round_s
             self.node_age[:] = np.minimum(ages, 1.0)
-        self._sampler[:] = -1
-        self._zero[:] = False
-        self._arrivals.clear()
+        self._state[:] = 0
+        self._i[1] = 1  # the first round has no earlier sample: it takes the round's state
+        self._i[2] = 0
+        self.arrivals.clear()
         self._rounds = 0
 
     def arrived(self, g: int, t: float, source: int) -> None:
         """Guest ``g`` runs on a new node since ``t`` (s); it was sampled on ``source`` before."""
         if self.first_zero:
-            self._arrivals[g] = (t, source)
+            self.arrivals[g] = (t, source)
 
-    def sample(self, t: float) -> None:
-        """The samples the CRM reads at round time ``t`` (s), after the round's physics."""
-        if self._sample is None:
-            return
-        if self._arrivals:
-            self._place_arrivals(t)
-        self._sample(*self._args, self._rounds == 0)
-        self._rounds += 1
-        if self.rrd:
-            self._consolidate(t)
-
-    def _place_arrivals(self, t: float) -> None:
-        """Whose sample counts for each recently moved guest: still the source's (hold the last
-        value) until the target's pvestatd samples it, whose first sample reports cpu 0."""
-        self._sampler[:] = -1
-        self._zero[:] = False
-        for g, (t_arr, _source) in list(self._arrivals.items()):
+    def before_round(self, t: float) -> None:
+        """Before the physics of the round ending at ``t`` (s), while :attr:`arrivals` is not
+        empty: which moved guests the samples taken by then hold back or report with cpu 0 —
+        still the source's value until the target's pvestatd samples the guest, whose first
+        sample reports cpu 0."""
+        self._state[:] = 0
+        self._i[2] = 1
+        for g, (t_arr, _source) in list(self.arrivals.items()):
             target = int(self.cluster.node[g])
             taken = t - float(self.node_age[target]) * self.round_s  # the target's latest sample
             if taken < t_arr:
-                self._sampler[g] = _HOLD
+                self._state[g] = TEL_HOLD
             elif taken - UPDATE_S < t_arr:
-                self._zero[g] = True
+                self._state[g] = TEL_ZERO_CPU
             else:
-                del self._arrivals[g]
+                del self.arrivals[g]
+        if not self.arrivals:
+            self._i[2] = 0
 
-    def _consolidate(self, t: float) -> None:
-        """RRD mode: keep the round's samples; at each minute the mean of the last six."""
+    def after_round(self, t: float) -> None:
+        """RRD mode, after the round's physics (the kernel took the samples): keep them; at each
+        minute the mean of the last six."""
+        self._rounds += 1
         k = (self._rounds - 1) % self._ring_node.shape[0]
         self._ring_node[k] = self._point_node
         self._ring_guest[k] = self._point_guest
