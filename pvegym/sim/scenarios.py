@@ -268,6 +268,10 @@ def dominant_oscillation() -> ScenarioData:
     }
 
 
+#: ``idle-night``'s non-HA VM on node2 (cores).
+NON_HA_CPU = 0.05
+
+
 @scenario("idle-night")
 def idle_night() -> ScenarioData:
     """Seed 000 symptom 3: an idle night with the imbalance metric at ~0.49 and nothing to gain.
@@ -278,7 +282,10 @@ def idle_night() -> ScenarioData:
     ``memused = MemTotal − MemAvailable``) on top of the host overhead; night-time noise (ARC σ
     0.5 GiB drifting over 15 min, host CPU σ 0.1 cores); a handful of small idle VMs whose moves
     barely qualify ("kept issuing barely-qualifying migrations with nothing to gain for any
-    workload"); no pressure anywhere. Target: upstream ≥ 3 moves in the night, patched 0.
+    workload"); no pressure anywhere; node2 also runs a VM that is not an HA resource (``vm:900``,
+    2 GiB, 0.05 cores: the seed's "non-HA guests" in the unattributable load) — it was 2 GiB and
+    0.05 cores of node2's base load before, so the nodes' figures the dynamic balancer reads are
+    the same, and no balancer may move it. Target: upstream ≥ 3 moves in the night, patched 0.
     """
     return {
         "name": "idle-night",
@@ -296,8 +303,8 @@ def idle_night() -> ScenarioData:
             ),
             _field_node(
                 "node2",
-                _noise(HOST_CPU, 0.08, 60.0),
-                [{"type": "constant", "level": HOST_MEM + 2 * GiB}, _noise(0.0, 0.2 * GiB, 900.0)],
+                _noise(HOST_CPU - NON_HA_CPU, 0.08, 60.0),
+                [{"type": "constant", "level": HOST_MEM}, _noise(0.0, 0.2 * GiB, 900.0)],
             ),
         ],
         "guests": [
@@ -309,6 +316,8 @@ def idle_night() -> ScenarioData:
             _vm("vm:105", "node1", 1, 2, _noise(0.08, 0.03), 1.5 * GiB, mem_ratio=0.8),
             _vm("vm:201", "node2", 2, 8, _noise(0.10, 0.04), 3 * GiB, mem_ratio=0.75),
             _vm("vm:202", "node2", 1, 4, _noise(0.05, 0.02), 2 * GiB, mem_ratio=0.8),
+            # not an HA resource: it loads node2, the HA manager's usage sees it, nothing moves it
+            _vm("vm:900", "node2", 1, 4, NON_HA_CPU, 2 * GiB, ha=False),
         ],
     }
 

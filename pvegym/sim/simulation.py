@@ -87,6 +87,7 @@ class Simulation:
         self._lrm_rng = np.random.default_rng(lrm_seed)
         self.guests = cl.guests
         self.ha_idx = np.array([i for i, g in enumerate(cl.guests) if g.ha], dtype=np.int64)
+        self._other_idx = np.array([i for i, g in enumerate(cl.guests) if not g.ha], dtype=np.int64)
         self.ha_sids = tuple(cl.sids[i] for i in self.ha_idx)
         self._is_ha = np.zeros(cl.n_guests, dtype=bool)
         self._is_ha[self.ha_idx] = True
@@ -558,6 +559,7 @@ class Simulation:
         n_cpu_some, n_mem_some, n_mem_full = tel.node_avg10()
         g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = tel.guest_avg10()
         running = cl.running[idx] & (tel.run_fraction[idx] > 0.0)
+        other = self._other_idx[cl.running[self._other_idx]]  # non-HA guests that run
 
         def node(name: str, arr: np.ndarray) -> np.ndarray:
             return self._nan_nodes if name in off else arr.copy()
@@ -608,6 +610,9 @@ class Simulation:
             results=results,
             motion_active=self.motion_active(),
             mode=self.scenario.crs_mode,
+            other_node=cl.node[other],
+            other_maxcpu=cl.guest_maxcpu[other],
+            other_maxmem=cl.guest_maxmem[other],
         )
 
     # ------------------------------------------------------------------ results

@@ -84,3 +84,22 @@ def test_patched_without_pressure_telemetry_fails_open(seed: int) -> None:
     moves = [(m.t, m.guest, m.source, m.target, m.outcome) for m in gated.moves]
     assert moves == [(m.t, m.guest, m.source, m.target, m.outcome) for m in ungated.moves]
     assert len(moves) >= 1
+
+
+def test_idle_night_non_ha_guest_is_seen_and_never_moved() -> None:
+    """Issue 17 item 3: idle-night's vm:900 is not an HA resource. It loads node2 (the dynamic
+    usage reads the node's figures, which include it), the view lists it among the non-HA guests
+    the static usage charges at their configured size, and neither the balancer nor a manual
+    motion of it through the HA manager moves it."""
+    from pvegym.sim.simulation import Simulation
+    from pvegym.sim.view import Motion
+
+    sim = Simulation(load_scenario("idle-night"), seed=0)
+    view = sim.reset()
+    g = sim.cluster.guest_index["vm:900"]
+    assert "vm:900" not in view.sids
+    assert list(view.other_node) == [1] and list(view.other_maxmem) == [4 * 2**30]
+    assert sim.cluster.memhost[g] == 2 * 2**30 and sim.cluster.demand[g] == pytest.approx(0.05)
+    assert not sim.commit(Motion("vm:900", "node1"))  # not an HA service: ignored
+    ep = run_episode("idle-night", "upstream", 0)
+    assert ep.moves and all(m.guest != "vm:900" for m in ep.moves)
