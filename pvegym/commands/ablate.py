@@ -76,6 +76,9 @@ class Episode:
     node_names: tuple[str, ...]
     t: list[float] = field(default_factory=list)  # s, round times
     cpu_some: list[list[float]] = field(default_factory=list)  # per round, per node, percent
+    # what the balancer saw (pvestatd's samples): per round, per node, cpu / memory some avg10 %
+    seen_cpu_some: list[list[float]] = field(default_factory=list)
+    seen_mem_some: list[list[float]] = field(default_factory=list)
 
 
 def policy_variants() -> list[tuple[str, str, dict[str, Any]]]:
@@ -135,6 +138,9 @@ def run_episode(
         view = sim.step(pol.decide(view))
         ep.t.append(sim.t)
         ep.cpu_some.append([float(x) for x in sim.cluster.node_avg10()[0]])
+        seen_cpu, seen_mem, _ = sim.telemetry.view.node_avg10()
+        ep.seen_cpu_some.append(seen_cpu.tolist())
+        ep.seen_mem_some.append(seen_mem.tolist())
     sim.commit(pol.decide(view))
     ep.metrics = sim.result()["metrics"]
     ep.moves = list(sim.metrics.moves)
@@ -212,12 +218,51 @@ def _nonconverging(ep: Episode, policy: str) -> tuple[bool | None, str]:
     return ok, f"aborted after {took:.0f} s, {again}"
 
 
+OVERCOMMIT_GUEST, OVERCOMMIT_TARGET = "vm:101", "node2"  # overcommit-target
+#: policies.patched's pressure gate threshold (``min_pressure_pct``, seed 000 patch 7).
+GATE_PCT = 10.0
+
+
+def _overcommit(ep: Episode, policy: str) -> tuple[bool | None, str]:
+    """Issue 17: the move onto the full node succeeds (qemu-server does not check free memory),
+    the target stalls on memory without an OOM kill; patched: after the move, its gate is open
+    on the target's memory pressure alone (no node's cpu some, node2's memory some ≥ 10 %)."""
+    m = ep.metrics
+    move = next((mv for mv in ep.moves if mv.guest == OVERCOMMIT_GUEST), None)
+    if move is None or move.t_end is None:
+        return False, "no completed move of vm:101"
+    desc = (
+        f"{move.guest}→{move.target} {move.outcome}, failed {m['moves_failed']}, "
+        f"stall_mem {m['stall_mem_s']:.0f} s, oom {m['oom_kills']}"
+    )
+    ok = (
+        move.target == OVERCOMMIT_TARGET
+        and move.outcome == "succeeded"
+        and m["moves_failed"] == 0
+        and m["stall_mem_s"] > 0.0
+        and m["oom_kills"] == 0
+    )
+    if policy == "upstream":
+        return ok, desc
+    tgt = ep.node_names.index(OVERCOMMIT_TARGET)
+    rounds = [
+        k
+        for k, t in enumerate(ep.t)
+        if t > move.t_end
+        and ep.seen_mem_some[k][tgt] >= GATE_PCT
+        and max(ep.seen_cpu_some[k]) < GATE_PCT
+        and max(v for i, v in enumerate(ep.seen_mem_some[k]) if i != tgt) < GATE_PCT
+    ]
+    return ok and bool(rounds), desc + f", gate open on node2's memory for {len(rounds)} rounds"
+
+
 TARGETS: dict[str, Callable[[Episode, str], tuple[bool | None, str]]] = {
     "failure-loop": _failure_loop,
     "dominant-oscillation": _dominant,
     "idle-night": _idle_night,
     "pressure-evacuation": _evacuation,
     "nonconverging-migration": _nonconverging,
+    "overcommit-target": _overcommit,
 }
 
 

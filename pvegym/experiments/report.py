@@ -54,6 +54,7 @@ UNITS: dict[str, tuple[str, float]] = {
     "churn_moves": ("count", 1.0),
     "stall_cpu_s": ("s", 1.0),
     "stall_mem_s": ("s", 1.0),
+    "oom_kills": ("count", 1.0),
     "guest_stall_s": ("s", 1.0),
     "cpu_shortfall_core_s": ("core·s", 1.0),
     "migration_bytes": ("GiB", 2.0**-30),

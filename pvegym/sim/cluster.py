@@ -46,8 +46,8 @@ F64 = NDArray[np.float64]
 #: Rows of :attr:`ClusterState.node_rows`: maxcpu, maxmem, reserved_mem, node_demand, node_cpu,
 #: node_mem (0–5), node_inst (6–8), node_avg windows × series (9–17), the round kernel's scratch
 #: (18: the CPU share each node gives its demand), motion_cpu (19), the round kernel's scratch for
-#: the guests' own PSI (20–21).
-NODE_ROWS = 22
+#: the guests' own PSI (20–21), oom_limit (22: MemTotal + swap), mem_wanted (23).
+NODE_ROWS = 24
 #: Rows of :attr:`ClusterState.guest_rows`: maxcpu, maxmem, mem_ratio, run_fraction, demand,
 #: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22), balloon,
 #: ksm_frac (23–24).
@@ -128,6 +128,11 @@ class ClusterState:
         self.node_avg = self.node_rows[9:18].reshape(3, 3, n)
         # in: cores of host work the motions cost the node this round (migration threads)
         self.motion_cpu = self.node_rows[19]
+        # in: memory in use past which the OOM killer acts (MemTotal + swap, bytes); out: memory
+        # in use the node was asked for (bytes, not capped at MemTotal)
+        self.oom_limit = self.node_rows[22]
+        self.mem_wanted = self.node_rows[23]
+        self.oom_limit[:] = [x.maxmem + x.swap_bytes for x in self.nodes]
         self.node_maxcpu[:] = [float(x.maxcpu) for x in self.nodes]
         self.node_maxmem[:] = [x.maxmem for x in self.nodes]
         self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
@@ -166,7 +171,7 @@ class ClusterState:
         self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
         # outputs of the last round: instantaneous pressure (0–1), PSI averages, totals
         # stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some %
-        self.totals = np.zeros(7)
+        self.totals = np.zeros(8)
         self._decay_dt = -1.0
         self._decay = np.ones(3)
         pm, cp = self.psi_model, self.cpu_pressure

@@ -148,9 +148,10 @@ def cluster_round(
     # run_fraction (in/out: clipped at 0 in place, the pipeline may take more); out: demand,
     # received, memhost, guest_inst (4 rows), guest_avg (3 windows × 4 series, percent); in:
     # balloon (bytes, the memory size now), ksm_frac (share of the footprint merged, 0–1)
-    node_rows: np.ndarray,  # (22, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
+    node_rows: np.ndarray,  # (24, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
     # node_inst (3 rows: cpu some, mem some, mem full), node_avg (3 windows × 3 series, percent);
-    # row 18 is scratch; in: row 19 motion_cpu (cores of migration threads); rows 20–21 scratch
+    # row 18 is scratch; in: row 19 motion_cpu (cores of migration threads); rows 20–21 scratch;
+    # in: row 22 oom_limit (bytes); out: row 23 mem_wanted (bytes, uncapped)
     node_online: np.ndarray,
     mmc_tables: np.ndarray,
     mmc_row: np.ndarray,
@@ -161,8 +162,9 @@ def cluster_round(
     mem_gain: float,
     mem_full_ratio: float,
     decay: np.ndarray,  # (3,) per-round decay of avg10/60/300: e**periods
-    totals: np.ndarray,  # (7,) out: stall cpu, stall mem, guest stall, shortfall, imbalance,
-    # online nodes, peak avg10 cpu/memory some of online nodes (%, NaN if one is NaN, -inf if none)
+    totals: np.ndarray,  # (8,) out: stall cpu, stall mem, guest stall, shortfall, imbalance,
+    # online nodes, peak avg10 cpu/memory some of online nodes (%, NaN if one is NaN, -inf if none),
+    # nodes whose memory in use exceeds MemTotal + swap (the OOM killer's)
     tel_node: np.ndarray,  # pvestatd's samples (sample_telemetry), when tel_i[0] is set
     tel_guest: np.ndarray,
     tel_f: np.ndarray,
@@ -208,6 +210,7 @@ def cluster_round(
     stall_mem = 0.0
     load_sum = 0.0
     online = 0
+    oom = 0
     for n in range(n_n):
         cores = node_maxcpu[n]
         nd = node_demand[n]
@@ -215,6 +218,9 @@ def cluster_round(
         node_cpu[n] = min(nd, cores)
         used = node_mem[n]
         node_mem[n] = min(used, node_maxmem[n])
+        node_rows[23, n] = used
+        if used > node_rows[22, n]:
+            oom += 1
         rho = nd / cores
         rho_r = min(rho, 1.0)
         x = rho_r * grid_steps
@@ -256,7 +262,7 @@ def cluster_round(
         ms = min(ms_busy[n] * u, 1.0)
         mf = ms
         want = signals[g_n + g]
-        if running[g] and want > balloon[g]:  # its own memory beyond its size: reclaim/swap
+        if running[g] and want > balloon[g] > 0.0:  # its own memory beyond its size: reclaim
             own = min((want - balloon[g]) / balloon[g] * mem_gain, 1.0)
             ms = max(ms, own)
             mf = max(mf, own * mem_full_ratio)
@@ -296,6 +302,7 @@ def cluster_round(
                 elif v > peak:  # NaN stays: NaN > x is False
                     peak = v
     totals[6] = peak
+    totals[7] = oom
     if tel_i[0] != 0:
         sample_telemetry(node_rows, guest_rows, tel_node, tel_guest, tel_f, tel_i, node)
 

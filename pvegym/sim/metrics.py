@@ -7,7 +7,8 @@ motions the balancer issued (a bundle counts once, under its leader).
 Beyond §9: ``moves_guest_failed`` counts live migrations the HA manager reports as succeeded that
 paused their guest for at least :attr:`Metrics.pause_failure_s` (10 s) — the unpatched
 non-converging case's ≈ 23 s switchover (MODEL §6) is a success for the pipeline and a failure
-for the guest, and the reports say so.
+for the guest, and the reports say so. ``oom_kills`` counts guests the kernel's OOM killer killed
+because their node's memory in use went past MemTotal + swap (an overcommitted target).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ METRIC_KEYS = (
     "churn_moves",
     "stall_cpu_s",
     "stall_mem_s",
+    "oom_kills",
     "guest_stall_s",
     "cpu_shortfall_core_s",
     "migration_bytes",
@@ -82,6 +84,7 @@ class Metrics:
     migration_seconds: float = 0.0
     downtime_s: float = 0.0
     failed_repeats: int = 0
+    oom_kills: int = 0  # guests the kernel's OOM killer killed (a node past MemTotal + swap)
     moves_failed: int = 0  # running count (failed + aborted), so per-step readers need no scan
     oscillations: int = 0
     churn_moves: int = 0
@@ -169,6 +172,7 @@ class Metrics:
             "churn_moves": self.churn_moves,
             "stall_cpu_s": self.stall_cpu_s,
             "stall_mem_s": self.stall_mem_s,
+            "oom_kills": self.oom_kills,
             "guest_stall_s": self.guest_stall_s,
             "cpu_shortfall_core_s": self.cpu_shortfall_core_s,
             "migration_bytes": self.migration_bytes,

@@ -30,7 +30,9 @@ def _mem_signal(value: Any, path: str) -> tuple[Component, ...]:
 @dataclass(frozen=True)
 class NodeSpec:
     """A cluster node. ``base_cpu``/``base_mem`` are load not attributable to HA guests (host
-    overhead, non-HA guests, ZFS ARC), as workload signals in cores / bytes."""
+    overhead, non-HA guests, ZFS ARC), as workload signals in cores / bytes. Memory in use beyond
+    ``maxmem`` is reclaim and swap (pressure); beyond ``maxmem + swap`` the kernel's OOM killer
+    kills a guest."""
 
     name: str
     maxcpu: int = field(ge=1)
@@ -38,6 +40,16 @@ class NodeSpec:
     base_cpu: tuple[Component, ...] = field((), parse=_cpu_signal)
     base_mem: tuple[Component, ...] = field((), parse=_mem_signal)
     online: bool = True
+    swap: float | None = field(None, ge=0.0, unit="size")
+
+    @property
+    def swap_bytes(self) -> float:
+        """Swap space (bytes); default the PVE installer's for an LVM root (``swapsize``: the
+        installed memory, at least 4 GB and at most 8 GB — admin guide, advanced LVM options);
+        a ZFS root has none (``swap = 0``)."""
+        if self.swap is not None:
+            return self.swap
+        return min(max(self.maxmem, 4 * 2**30), 8 * 2**30)
 
 
 @dataclass(frozen=True)
@@ -53,7 +65,8 @@ class GuestSpec:
     pages rewritten whole, no gain). ``balloon_min`` (bytes; PVE's ``balloon`` option) lets
     auto-ballooning shrink the VM down to it, weighted by ``shares``; ``ksm_shareable`` (0–1) is the
     share of its footprint KSM can merge with pages on its node (see :mod:`pvegym.sim.memory`).
-    ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck.
+    ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck;
+    ``hugepages`` backs its memory with huge pages, which its target must have free to start it.
     """
 
     sid: str
@@ -72,6 +85,7 @@ class GuestSpec:
     ksm_shareable: float = field(0.0, ge=0.0, lt=1.0)
     ha: bool = True
     local_resources: bool = False
+    hugepages: bool = False
     state: Literal["started", "stopped"] = "started"
 
     def validate(self, path: str) -> None:

@@ -49,6 +49,8 @@ from pvegym.sim.view import (
 )
 
 CHURN_PRESSURE_PCT = 10.0  # MODEL.md §9: churn_pressure_pct
+#: qemu-server ``QemuServer/Memory.pm`` ``hugepages_allocate``: the target cannot start the guest.
+HUGEPAGES_FAILED = "hugepage allocation failed"
 
 
 class Simulation:
@@ -154,6 +156,7 @@ class Simulation:
         self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
         self._ended_migration: Migration | None = None  # its arrays serve the next migration
         self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
+        self._killed: set[int] = set()  # guests the OOM killer killed
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -201,6 +204,9 @@ class Simulation:
         t0, dt = self.t, self.round_s
         t1 = t0 + dt
         cl.run_fraction.fill(1.0)
+        if self._killed:  # killed by the OOM killer: down (their work is shortfall)
+            for g in self._killed:
+                cl.run_fraction[g] = 0.0
         if self._motion_rows_set:  # the node inputs the motions wrote last round
             cl.reserved_mem.fill(0.0)
             cl.motion_cpu.fill(0.0)
@@ -218,9 +224,44 @@ class Simulation:
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
         if tel.rrd:  # the kernel took pvestatd's samples: the RRD's minute averages
             tel.after_round(t1)
-        stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _ = cl.totals.tolist()
+        if cl.totals[7]:  # a node's memory in use went past MemTotal + swap
+            self._oom_kill(t1)
+        stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _, _ = cl.totals.tolist()
         self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
         self.t = t1
+
+    def _oom_kill(self, t: float) -> None:
+        """The kernel's OOM killer on each node whose memory in use exceeds MemTotal + swap
+        (``mm/oom_kill.c``): it kills the task with the highest ``oom_badness`` — resident and
+        swapped memory, qemu-server sets no ``oom_score_adj`` — i.e. the QEMU (``kvm``) process of
+        the guest with the largest footprint, until the rest fits. The guest is down from the next
+        round (its memory freed, its work shortfall); restarting an HA guest is the LRM's."""
+        cl = self.cluster
+        for n in np.flatnonzero(cl.mem_wanted > cl.oom_limit).tolist():
+            if not cl.node_online[n]:
+                continue
+            over = float(cl.mem_wanted[n] - cl.oom_limit[n])
+            while over > 0.0:
+                alive = [
+                    g
+                    for g in np.flatnonzero((cl.node == n) & cl.running).tolist()
+                    if g not in self._killed and cl.memhost[g] > 0.0
+                ]
+                if not alive:
+                    break
+                g = max(alive, key=lambda i: (float(cl.memhost[i]), -i))
+                rss = float(cl.memhost[g])
+                self._killed.add(g)
+                cl.balloon[g] = 0.0  # the process is gone: no memory, no work
+                over -= rss
+                self.metrics.oom_kills += 1
+                self._log.append(
+                    (
+                        t,
+                        f"{cl.node_names[n]}: Out of memory: Killed process (kvm) of {cl.sids[g]}"
+                        f" anon-rss:{rss / 1024:.0f}kB oom_score_adj:0",
+                    )
+                )
 
     def _migrating(self) -> int:
         """The guest whose live migration runs now (qemu-server holds ``lock migrate``), or −1."""
@@ -270,11 +311,12 @@ class Simulation:
                 if not self._migratable_list[g]:
                     self._finish(job, t, ok=False, reason="local resource")
                     continue
-                free = cl.node_maxmem[job.target] - cl.node_mem[job.target]
-                if free < cl.memhost[g]:
-                    self._finish(job, t, ok=False, reason="not enough memory on target")
-                    continue
                 spec = self.guests[g]
+                if spec.hugepages and (
+                    cl.node_maxmem[job.target] - cl.node_mem[job.target] < spec.maxmem
+                ):  # qemu-server Memory.pm hugepages_allocate, when the target starts the guest
+                    self._finish(job, t, ok=False, reason=HUGEPAGES_FAILED)
+                    continue
                 memory = spec.maxmem
                 footprint = self.memory.footprint(g)  # KSM-merged pages are sent whole
                 job.migration = Migration.for_guest(

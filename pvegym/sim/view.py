@@ -49,7 +49,7 @@ class MotionResult:
     target: str
     ok: bool
     reason: (
-        str  # "" on success; e.g. "local resource", "not enough memory on target", "no convergence"
+        str  # "" on success; e.g. "local resource", "hugepage allocation failed", "no convergence"
     )
     t_issued: float  # seconds, simulated time of the CRM round that queued it
     t_ended: float  # seconds, when the LRM's worker finished

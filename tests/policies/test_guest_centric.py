@@ -18,7 +18,7 @@ from pvegym.sim.view import MotionResult
 
 GiB = 2**30
 MiB = 2**20
-LOCAL_FAILURES = {"local resource", "not enough memory on target"}
+LOCAL_FAILURES = {"local resource", "hugepage allocation failed"}
 
 
 def _run(scn: Scenario, policy: str = "guest-centric", seed: int = 0, **kw: Any) -> dict:

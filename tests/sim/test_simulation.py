@@ -7,6 +7,7 @@ import pytest
 
 from policies.upstream import UpstreamPolicy
 from pvegym.sim import crs
+from pvegym.sim.psi import memory_some
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import MIGRATE, STARTED, ClusterView, Motion
@@ -138,13 +139,79 @@ def test_container_relocates_with_downtime() -> None:
     assert sim.cluster.node[g] == 1
 
 
-def test_not_enough_memory_on_target_fails() -> None:
-    data = _two_nodes(migration={"lrm_delay_max_s": 0})
-    data["nodes"][1]["base_mem"] = 63 * GiB
+def _full_node2(base_gib: float, **node2: Any) -> Simulation:
+    """node2 (64 GiB) holds ``base_gib`` of host load and vm:102's 2 GiB; vm:101 (2 GiB) moves
+    there."""
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 1})
+    data["nodes"][1].update(base_mem=base_gib * GiB, **node2)
+    return Simulation(scenario_from_dict(data), seed=0)
+
+
+def test_a_migration_onto_a_full_node_overcommits_it_instead_of_failing() -> None:
+    """qemu-server ``QemuMigrate.pm`` ``prepare``/``phase1`` check local resources and CD-ROMs,
+    not the target's free memory: with 61 of node2's 64 GiB in use a 2 GiB guest still moves, and
+    what follows is memory pressure — the model's reclaim curve (``psi.memory_some``) at 65 GiB
+    in use: min((65 − 0.98 × 64) / (0.98 × 64) × 10, 1) = 0.36."""
+    sim = _full_node2(61.0)
+    sim.reset()
+    view = sim.step(Motion("vm:101", "node2"))  # 2 GiB at 430 MiB/s: done within the round
+    assert [(r.ok, r.reason) for r in view.results] == [(True, "")]
+    g = sim.cluster.guest_index["vm:101"]
+    assert sim.cluster.node[g] == 1
+    sim.step(None)
+    used = np.array([65.0 * GiB])
+    expect = memory_some(used, np.array([64.0 * GiB]), 0.02, 10.0)[0]
+    assert sim.cluster.node_mem_some[1] == pytest.approx(expect, rel=1e-9)
+    assert 0.3 < expect < 0.4
+    m = sim.result()["metrics"]
+    assert m["moves_failed"] == 0 and m["stall_mem_s"] > 0.0 and m["oom_kills"] == 0
+
+
+def test_past_swap_the_oom_killer_kills_the_largest_guest() -> None:
+    """``mm/oom_kill.c``: when memory in use exceeds MemTotal + swap the kernel kills the task with
+    the highest ``oom_badness`` (resident + swapped; qemu-server sets no ``oom_score_adj``). node2
+    without swap (a ZFS root) holds 60 GiB of host load and vm:102 (3 GiB): 63 of 64 GiB. vm:101's
+    2 GiB arrive (65 GiB): the largest QEMU process is the bystander vm:102's, which dies; its
+    memory is freed (62 GiB: nobody else is killed), its work is lost, the log says so."""
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 1})
+    data["nodes"][1].update(base_mem=60 * GiB, swap=0)
+    data["guests"][2]["memhost"] = 3 * GiB
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    assert sim.result()["metrics"]["oom_kills"] == 0
+    view = sim.step(Motion("vm:101", "node2"))
+    assert [(r.ok, r.reason) for r in view.results] == [(True, "")]
+    sim.step(None)
+    assert sim.result()["metrics"]["oom_kills"] == 1
+    (line,) = [text for _, text in sim.log if "Out of memory" in text]
+    assert line.startswith(
+        "node2: Out of memory: Killed process (kvm) of vm:102 anon-rss:3145728kB"
+    )
+    victim = sim.cluster.guest_index["vm:102"]
+    for _ in range(3):
+        sim.step(None)
+    assert sim.cluster.memhost[victim] == 0.0 and sim.cluster.received[victim] == 0.0
+    assert sim.cluster.node_mem[1] == pytest.approx(62 * GiB)
+    m = sim.result()["metrics"]
+    assert m["oom_kills"] == 1 and m["cpu_shortfall_core_s"] > 0.0  # vm:102's lost work
+
+
+def test_hugepages_guest_keeps_the_free_memory_check() -> None:
+    """A guest backed by huge pages: starting it on the target allocates them from free memory
+    (qemu-server ``QemuServer/Memory.pm`` ``hugepages_allocate``), so the migration fails with
+    "hugepage allocation failed" when the target's free memory cannot hold its 4 GiB."""
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 1})
+    data["nodes"][1]["base_mem"] = 59 * GiB  # 61 of 64 GiB in use: 3 GiB free
+    data["guests"][1]["hugepages"] = True
     sim = Simulation(scenario_from_dict(data), seed=0)
     sim.reset()
     view = sim.step(Motion("vm:101", "node2"))
-    assert view.results[0].reason == "not enough memory on target"
+    assert [(r.ok, r.reason) for r in view.results] == [(False, "hugepage allocation failed")]
+    data["nodes"][1]["base_mem"] = 50 * GiB  # 12 GiB free
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    view = sim.step(Motion("vm:101", "node2"))
+    assert [(r.ok, r.reason) for r in view.results] == [(True, "")]
 
 
 def test_motions_are_serialized_and_invalid_motions_dropped() -> None:
