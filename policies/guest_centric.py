@@ -79,10 +79,9 @@ from policies.upstream import (
 from pvegym.errors import ConfigError
 from pvegym.sim.migration import COMPLETED, Migration, MigrationParams
 from pvegym.sim.view import STARTED, ClusterView, Motion
+from pvegym.units import GiB, MiB
 
 FloatArray = NDArray[np.float64]
-GiB = 2**30
-MiB = 2**20
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,13 +114,9 @@ def resolve_model(model: str, path: str = "model") -> ModelInfo:
 
 
 def _scenario_duration(scenario: str) -> float:
-    from pvegym.sim import families
+    from pvegym.sim import catalog
 
-    if families.is_family(scenario):
-        return families.FAMILIES[scenario].duration
-    from pvegym.sim.scenarios import load_scenario
-
-    return float(load_scenario(scenario).duration)
+    return catalog.duration(scenario)
 
 
 _CACHE: dict[tuple[str, float, str], Any] = {}

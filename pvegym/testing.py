@@ -37,8 +37,8 @@ from numpy.typing import NDArray
 from pvegym.env.cluster_env import ClusterEnv
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario
+from pvegym.units import GiB
 
-GiB = float(2**30)
 #: Loose per-step sanity bound (seconds): only a pathologically slow step fails it.
 SMOKE_STEP_LIMIT_S = 2.0
 #: Above this many guest × node pairs the mask is compared with ``motion_possible`` on a sample.

@@ -10,13 +10,20 @@ import re
 
 from pvegym.errors import ConfigError
 
+#: Binary size units in bytes: the one definition the project uses (``from pvegym.units import
+#: GiB``).
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+TiB = 1 << 40
+
 _SIZE_UNITS: dict[str, int] = {
     "": 1,
     "b": 1,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-    "tib": 1 << 40,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
     "kb": 10**3,
     "mb": 10**6,
     "gb": 10**9,
@@ -32,9 +39,6 @@ _TIME_UNITS: dict[str, float] = {
     "d": 86400.0,
 }
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$")
-
-GiB = 1 << 30
-MiB = 1 << 20
 
 
 def _split(text: str, path: str, what: str) -> tuple[float, str]:

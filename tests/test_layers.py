@@ -1,4 +1,5 @@
-"""Dependencies point one way: model ← environment ← policies ← experiments (ARCHITECTURE.md)."""
+"""Dependencies point one way: model ← environment ← policies ← experiments (ARCHITECTURE.md), and
+no two modules import each other, directly or through others."""
 
 import ast
 from pathlib import Path
@@ -71,3 +72,79 @@ def test_no_relative_imports() -> None:
         if isinstance(node, ast.ImportFrom) and node.level > 0
     ]
     assert not relative, relative
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the project modules it imports: every import statement, wherever it stands (at
+    the top, inside a function, under ``if TYPE_CHECKING``) — a cycle through a lazy or a typing
+    import is still a cycle of concepts. ``from pkg import mod`` is an edge to ``pkg.mod``."""
+    files = sorted((ROOT / "pvegym").rglob("*.py")) + sorted((ROOT / "policies").rglob("*.py"))
+    modules = {_module_name(f): f for f in files}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    sub = f"{node.module}.{alias.name}"
+                    if sub in modules:
+                        deps.add(sub)
+                    elif node.module in modules:
+                        deps.add(node.module)
+        deps.discard(name)
+        graph[name] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    assert "pvegym.sim.metrics" in graph["pvegym.sim.simulation"]  # the graph sees imports
+    assert not cycles(graph), cycles(graph)

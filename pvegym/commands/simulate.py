@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from pvegym.errors import ConfigError
-from pvegym.sim.scenarios import load_scenario
+from pvegym.sim import catalog
+from pvegym.sim.metrics import metric_specs
 from pvegym.sim.simulation import Simulation
 from pvegym.units import parse_duration
 
@@ -17,10 +18,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--scenario",
         required=True,
-        help="a named scenario (see `pvegym scenarios`) or a .toml file",
+        help="a named scenario or family (see `pvegym scenarios`) or a .toml file",
     )
     p.add_argument("--policy", default="noop", help="a named policy (see `pvegym policies`)")
-    p.add_argument("--seed", type=int, default=0, help="episode seed (workload noise, LRM timing)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="episode seed (workload noise, LRM timing); for a family also the instance",
+    )
     p.add_argument(
         "--duration", default=None, help="simulated time, e.g. 20m, 8h (default: the scenario's)"
     )
@@ -60,10 +66,10 @@ def simulate(
     """Run one episode; the ``simulate --json`` document."""
     from policies import make_policy
 
-    sets = list(overrides)
+    sets = catalog.parse_overrides(overrides, "--set")
     if qemu_server is not None:
-        sets.append(f"migration.qemu_server={qemu_server}")
-    scn = load_scenario(scenario, sets)
+        sets["migration.qemu_server"] = qemu_server
+    scn = catalog.resolve(scenario, seed, sets, name_key="--scenario", set_key="--set").scenario
     pol = make_policy(policy, "--policy", **(params or {}))
     seconds = None if duration is None else parse_duration(duration, "--duration")
     if seconds is not None and seconds <= 0:
@@ -110,30 +116,28 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+_BETTER = {"lower": "↓", "higher": "↑", None: " "}
+
+
 def format_summary(doc: dict[str, Any]) -> str:
+    """The human summary: every registered metric (value in its report unit, which way is better,
+    what it measures), then the first moves."""
     m = doc["metrics"]
     lines = [
         f"scenario {doc['scenario']}  policy {doc['policy']}  seed {doc['seed']}  "
         f"simulated {m['sim_seconds'] / 3600:.2f} h",
         "",
-        "workload cost",
-        f"  node cpu stall            {_fmt(m['stall_cpu_s'])} s   (Σ nodes ∫ cpu some)",
-        f"  node memory stall         {_fmt(m['stall_mem_s'])} s   (Σ nodes ∫ memory some)",
-        f"  guest stall               {_fmt(m['guest_stall_s'])} s   (Σ guests ∫ cpu + memory some)",
-        f"  cpu shortfall             {_fmt(m['cpu_shortfall_core_s'])} core·s",
-        f"  mean imbalance            {_fmt(m['imbalance_mean'])}   (normalized CV of true node loads)",
-        "",
-        "balancer",
-        f"  moves                     {m['moves']}  (succeeded {m['moves_succeeded']}, failed {m['moves_failed']}, "
-        f"aborted {m['moves_aborted']}; guest paused ≥ 10 s by {m['moves_guest_failed']})",
-        f"  failed repeats            {m['failed_repeats']}",
-        f"  oscillations              {m['oscillations']}",
-        f"  max moves of one guest    {m['max_moves_one_guest']}",
-        f"  churn moves (no pressure) {m['churn_moves']}",
-        f"  evacuation latency        {_fmt(m['evacuation_latency_s'])} s",
-        f"  migration                 {m['migration_bytes'] / 2**30:.2f} GiB in {m['migration_seconds']:.0f} s, "
-        f"downtime {m['downtime_s']:.2f} s",
+        f"  {'metric':<21} {'value':>12} {'unit':<10}   what (↓ lower is better)",
     ]
+    for spec in metric_specs():
+        v = m.get(spec.name)
+        shown = (
+            v * spec.report_scale if isinstance(v, int | float) and spec.report_scale != 1 else v
+        )
+        lines.append(
+            f"  {spec.name:<21} {_fmt(shown):>12} {spec.shown_unit:<10} {_BETTER[spec.better]} "
+            f"{spec.description}"
+        )
     if doc["moves"]:
         lines += ["", "moves (t, guest, source → target, outcome)"]
         lines += [

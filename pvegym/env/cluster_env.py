@@ -12,14 +12,14 @@ from numpy.typing import NDArray
 
 from pvegym.env.encoding import encode, fill_mask
 from pvegym.errors import ConfigError
-from pvegym.sim import families
+from pvegym.sim import catalog
+from pvegym.sim.families import TEST_SEEDS, TRAIN_SEEDS
 from pvegym.sim.kernel import entry_point
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import TELEMETRY_FIELDS, Scenario
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
-
-GiB = float(2**30)
+from pvegym.units import GiB
 
 #: Cost weights of the reward (``MODEL.md`` §9). Units: ``stall`` per node-second of cpu + memory
 #: some-pressure, ``shortfall`` per core·second of CPU not received, ``moves`` per motion issued,
@@ -96,8 +96,8 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     workloads, CPU and memory contention, PSI, the motion pipeline (live migration pre-copy,
     container relocation) — until the next round. The agent sees only telemetry: the
     :class:`~pvegym.sim.view.ClusterView` an HA manager sees (``env.unwrapped.view``), never ground
-    truth. ``scenario`` is a named scenario, a TOML file, a :class:`Scenario`, or a randomized family
-    (``small``, ``medium``, ``bench-small``, ``bench-large``; see :mod:`pvegym.sim.families`).
+    truth. ``scenario`` is any name of the scenario catalog (:mod:`pvegym.sim.catalog`: a named
+    scenario, a randomized family such as ``small``, or a ``.toml`` file) or a :class:`Scenario`.
 
     ## Action Space
 
@@ -130,8 +130,8 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     ## Starting State
 
-    ``reset(seed=s)``: for a family, instance ``s`` (use :data:`~pvegym.sim.families.TRAIN_SEEDS`
-    for training, ``TEST_SEEDS`` for evaluation) with episode seed ``s``; for a fixed scenario,
+    ``reset(seed=s)``: for a family, instance ``s`` (its ``train`` seeds for training, ``test``
+    seeds for evaluation: :func:`pvegym.sim.catalog.seeds`) with episode seed ``s``; for a fixed scenario,
     episode seed ``s``. ``reset()`` without a seed draws the next instance (from ``seed_split``'s
     range) and episode seed from the environment's own RNG, deterministically after a seeded reset.
     ``options={"instance_seed": k}`` picks the family instance independently of the seed. The first
@@ -155,7 +155,8 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
       (pipeline busy) with no motion; the step then covers several rounds (``info["rounds"]``) and
       its reward and the metrics count them all. A policy with per-round state (outcome tracking)
       misses those rounds, so heuristics are compared with it off.
-    * ``overrides`` — ``KEY=VALUE`` scenario overrides, as ``pvegym simulate --set``.
+    * ``overrides`` — scenario overrides, dotted key → value (``{"migration.bandwidth":
+      "1GiB/s"}``), as an experiment's ``set`` (:func:`pvegym.sim.catalog.resolve`).
     * ``seed_split`` — ``"train"`` or ``"test"``: where unseeded resets draw family instances.
     * ``render_mode`` — ``"ansi"`` (cluster table) or ``"rgb_array"`` (timeline image).
     """
@@ -168,7 +169,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         episode_seconds: float | None = None,
         reward_weights: Mapping[str, float] | None = None,
         skip_idle_rounds: bool = False,
-        overrides: list[str] | tuple[str, ...] = (),
+        overrides: Mapping[str, Any] | None = None,
         seed_split: str = "train",
         render_mode: str | None = None,
     ) -> None:
@@ -181,8 +182,10 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self.render_mode = render_mode
         self.skip_idle_rounds = bool(skip_idle_rounds)
         self.episode_seconds = episode_seconds
-        self._overrides = tuple(overrides)
-        self._split = families.TRAIN_SEEDS if seed_split == "train" else families.TEST_SEEDS
+        self._overrides = dict(overrides or {})
+        # where unseeded resets draw an instance (a fixed scenario draws one too, unused, so that
+        # its episode seeds follow the same sequence)
+        self._split = TRAIN_SEEDS if seed_split == "train" else TEST_SEEDS
         weights = dict(DEFAULT_REWARD_WEIGHTS)
         for key, value in (reward_weights or {}).items():
             if key not in weights:
@@ -197,14 +200,15 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._fixed: Scenario | None = None
         if isinstance(scenario, Scenario):
             self._fixed = scenario
-        elif families.is_family(scenario):
+        elif catalog.is_family(scenario):
             self._family = scenario
+            self._split = catalog.seeds(scenario, "train" if seed_split == "train" else "test")
         else:
-            from pvegym.sim.scenarios import load_scenario
-
-            self._fixed = load_scenario(scenario, self._overrides)
+            self._fixed = catalog.resolve(
+                scenario, 0, self._overrides, set_key="overrides"
+            ).scenario
         if self._family is not None:
-            self.max_nodes, self.max_guests = families.family_max_sizes(self._family)
+            self.max_nodes, self.max_guests = catalog.max_sizes(self._family)
         else:
             assert self._fixed is not None
             self.max_nodes = len(self._fixed.nodes)
@@ -384,18 +388,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     # ------------------------------------------------------------------ internals
     def _make_family(self, instance: int) -> Scenario:
         assert self._family is not None
-        if not self._overrides:
-            return families.family_scenario(self._family, instance)
-        from pvegym.config import parse_value, set_path
-        from pvegym.sim.scenario import scenario_from_dict
-
-        data = families.family_data(self._family, instance)
-        for item in self._overrides:
-            if "=" not in item:
-                raise ConfigError("overrides", f"{item!r} is not KEY=VALUE")
-            key, value = item.split("=", 1)
-            set_path(data, key.strip(), parse_value(value.strip()))
-        return scenario_from_dict(data)
+        return catalog.resolve(
+            self._family, instance, self._overrides, set_key="overrides"
+        ).scenario
 
     def _setup_episode(self) -> None:
         """Per-episode constants: sizes, indices, static features, the cost baseline."""

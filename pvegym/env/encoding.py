@@ -16,10 +16,46 @@ import math
 import numpy as np
 from numba import njit
 
-# indices of TELEMETRY_FIELDS (pvegym.sim.scenario) in the ``disabled`` flag array
-_NODE_CPU, _NODE_MEM, _NODE_CPU_SOME, _NODE_MEM_SOME, _NODE_MEM_FULL = 0, 1, 2, 3, 4
-_GUEST_CPU, _GUEST_MEM, _GUEST_MEMHOST = 5, 6, 7
-_GUEST_CPU_SOME, _GUEST_CPU_FULL, _GUEST_MEM_SOME, _GUEST_MEM_FULL = 8, 9, 10, 11
+from pvegym.sim.layout import (
+    AVG10,
+    G_AVG,
+    G_CPU_FULL,
+    G_CPU_SOME,
+    G_MEM_FULL,
+    G_MEM_RATIO,
+    G_MEM_SOME,
+    G_MEMHOST,
+    G_RECEIVED,
+    G_RUN_FRACTION,
+    G_SERIES,
+    N_AVG,
+    N_CPU,
+    N_CPU_SOME,
+    N_MEM,
+    N_MEM_FULL,
+    N_MEM_SOME,
+    N_SERIES,
+    SVC_NODE,
+    SVC_TARGET,
+)
+from pvegym.sim.scenario import TELEMETRY_FIELDS
+
+# indices of TELEMETRY_FIELDS in the ``disabled`` flag array
+_NODE_CPU = TELEMETRY_FIELDS.index("node_cpu")
+_NODE_MEM = TELEMETRY_FIELDS.index("node_mem")
+_NODE_CPU_SOME = TELEMETRY_FIELDS.index("node_cpu_some")
+_NODE_MEM_SOME = TELEMETRY_FIELDS.index("node_mem_some")
+_NODE_MEM_FULL = TELEMETRY_FIELDS.index("node_mem_full")
+_GUEST_CPU = TELEMETRY_FIELDS.index("guest_cpu")
+_GUEST_MEM = TELEMETRY_FIELDS.index("guest_mem")
+_GUEST_MEMHOST = TELEMETRY_FIELDS.index("guest_memhost")
+_GUEST_CPU_SOME = TELEMETRY_FIELDS.index("guest_cpu_some")
+_GUEST_CPU_FULL = TELEMETRY_FIELDS.index("guest_cpu_full")
+_GUEST_MEM_SOME = TELEMETRY_FIELDS.index("guest_mem_some")
+_GUEST_MEM_FULL = TELEMETRY_FIELDS.index("guest_mem_full")
+# the avg10 rows of the PSI averages
+_N_AVG10 = N_AVG + AVG10 * N_SERIES
+_G_AVG10 = G_AVG + AVG10 * G_SERIES
 
 
 @njit(cache=True, inline="always")
@@ -61,17 +97,13 @@ def encode(
     glob = obs[:n_global]
     nodef = obs[n_global:node_end].reshape((n_node_features, max_nodes))
     guestf = obs[node_end:].reshape((-1, max_guests))
-    svc_node, svc_target = svc_place[0], svc_place[1]
-    node_cpu, node_mem = node_rows[4], node_rows[5]
-    node_avg10 = node_rows[9:12]  # window avg10 × (cpu some, mem some, mem full)
-    guest_avg10 = guest_rows[11:15]  # window avg10 × (cpu some, cpu full, mem some, mem full)
+    svc_node, svc_target = svc_place[SVC_NODE], svc_place[SVC_TARGET]
+    node_cpu, node_mem = node_rows[N_CPU], node_rows[N_MEM]
+    node_avg10 = node_rows[_N_AVG10 : _N_AVG10 + N_SERIES]  # (cpu some, mem some, mem full)
+    guest_avg10 = guest_rows[_G_AVG10 : _G_AVG10 + G_SERIES]  # (cpu/mem some/full)
     inv_node_cpu, inv_node_mem = inv_node[0], inv_node[1]
-    mem_ratio, run_fraction, received, memhost = (
-        guest_rows[2],
-        guest_rows[3],
-        guest_rows[5],
-        guest_rows[6],
-    )
+    mem_ratio, run_fraction = guest_rows[G_MEM_RATIO], guest_rows[G_RUN_FRACTION]
+    received, memhost = guest_rows[G_RECEIVED], guest_rows[G_MEMHOST]
     inv_guest_cpu, inv_guest_mem = inv_guest[0], inv_guest[1]
     n_n = node_cpu.size
     g_n = ha_idx.size
@@ -99,9 +131,9 @@ def encode(
         mem = 0.0 if off_nmem else _unit(node_mem[n] * inv_node_mem[n])
         nodef[4, n] = cpu
         nodef[5, n] = mem
-        nodef[6, n] = 0.0 if off_ncs else _unit(node_avg10[0, n] * 0.01)
-        nodef[7, n] = 0.0 if off_nms else _unit(node_avg10[1, n] * 0.01)
-        nodef[8, n] = 0.0 if off_nmf else _unit(node_avg10[2, n] * 0.01)
+        nodef[6, n] = 0.0 if off_ncs else _unit(node_avg10[N_CPU_SOME, n] * 0.01)
+        nodef[7, n] = 0.0 if off_nms else _unit(node_avg10[N_MEM_SOME, n] * 0.01)
+        nodef[8, n] = 0.0 if off_nmf else _unit(node_avg10[N_MEM_FULL, n] * 0.01)
         nodef[9, n] = 0.0
         if node_online[n]:
             load_sum += (cpu + mem) / 2.0
@@ -121,10 +153,10 @@ def encode(
         mh = memhost[c] * inv_guest_mem[i]
         guestf[9, i] = 0.0 if off_gmem else _unit(mh * mem_ratio[c])
         guestf[10, i] = 0.0 if off_gmh else _unit(mh)
-        guestf[11, i] = 0.0 if off_gcs else _unit(guest_avg10[0, c] * 0.01)
-        guestf[12, i] = 0.0 if off_gcf else _unit(guest_avg10[1, c] * 0.01)
-        guestf[13, i] = 0.0 if off_gms else _unit(guest_avg10[2, c] * 0.01)
-        guestf[14, i] = 0.0 if off_gmf else _unit(guest_avg10[3, c] * 0.01)
+        guestf[11, i] = 0.0 if off_gcs else _unit(guest_avg10[G_CPU_SOME, c] * 0.01)
+        guestf[12, i] = 0.0 if off_gcf else _unit(guest_avg10[G_CPU_FULL, c] * 0.01)
+        guestf[13, i] = 0.0 if off_gms else _unit(guest_avg10[G_MEM_SOME, c] * 0.01)
+        guestf[14, i] = 0.0 if off_gmf else _unit(guest_avg10[G_MEM_FULL, c] * 0.01)
     # globals: time_frac, motion_active, (nodes_frac, guests_frac static), imbalance, results,
     # missing flags
     glob[0] = _unit(time_frac)
@@ -160,7 +192,7 @@ def fill_mask(
     returns whether any is valid. ``allowed`` holds what does not change within an episode, so a
     started guest's row is a copy of it with its node and its partners' nodes cleared."""
     g_n, n_n = allowed.shape
-    svc_node, svc_target = svc_place[0], svc_place[1]
+    svc_node, svc_target = svc_place[SVC_NODE], svc_place[SVC_TARGET]
     anyv = False
     for i in range(g_n):
         c = ha_idx[i]

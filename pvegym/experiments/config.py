@@ -49,13 +49,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import check_dir_names, field, load, read_toml, set_path
+from pvegym.config import check_dir_names, field, load, read_toml
 from pvegym.errors import ConfigError
 from pvegym.provenance import plain, sha256_json
-from pvegym.sim import families
+from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
-from pvegym.sim.scenario import Scenario, scenario_from_dict
-from pvegym.sim.scenarios import scenario_data
 
 ScenarioData = dict[str, Any]
 
@@ -89,41 +87,6 @@ def parse_seeds(value: Any, path: str) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def scenario_source(name: str, seed: int) -> ScenarioData:
-    """Plain scenario data: instance ``seed`` of a family, or a named scenario / TOML file."""
-    if families.is_family(name):
-        return families.family_data(name, seed)
-    return scenario_data(name)
-
-
-def resolve_scenario(
-    name: str, seed: int, overrides: dict[str, Any], path: str = "scenario"
-) -> tuple[Scenario, ScenarioData]:
-    """The validated scenario of one cell and its plain data (overrides applied), for hashing.
-
-    Overrides are dotted keys (``migration.bandwidth``, ``nodes[0].maxcpu``) with TOML values,
-    applied to the plain data before validation, as ``--set`` does.
-    """
-    try:
-        data = scenario_source(name, seed)
-    except ConfigError as err:
-        raise ConfigError(f"{path}.name", err.message) from None
-    for key, value in overrides.items():
-        try:
-            set_path(data, key, copy.deepcopy(value))
-        except ConfigError as err:
-            raise ConfigError(f"{path}.set.{key}", err.message) from None
-    try:
-        if families.is_family(name) and not overrides:
-            scn = families.build_scenario(data)  # valid by construction; much faster
-        else:
-            scn = scenario_from_dict(data)
-    except ConfigError as err:
-        where = f"{path}.set" if overrides else f"{path}.name"
-        raise ConfigError(where, f"{name} (seed {seed}): {err}") from None
-    return scn, data
-
-
 @dataclass(frozen=True)
 class ScenarioEntry:
     """Scenarios to evaluate every policy on: a named scenario or family, and its seeds.
@@ -154,8 +117,8 @@ class ScenarioEntry:
         return out
 
     def validate(self, path: str) -> None:
-        if families.is_family(self.name):
-            allowed = families.TRAIN_SEEDS if self.split == "train" else families.TEST_SEEDS
+        if catalog.is_family(self.name):
+            allowed = catalog.seeds(self.name, self.split)
             for i, s in enumerate(self.seeds):
                 if s not in allowed:
                     raise ConfigError(
@@ -169,7 +132,13 @@ class ScenarioEntry:
         elif self.split != "test":
             raise ConfigError(f"{path}.split", "only families have train/test seeds")
         # build once: an unknown scenario or a bad override fails here, naming the key
-        resolve_scenario(self.name, self.seeds[0], self.overrides(), path)
+        catalog.resolve(
+            self.name,
+            self.seeds[0],
+            self.overrides(),
+            name_key=f"{path}.name",
+            set_key=f"{path}.set",
+        )
 
 
 @dataclass(frozen=True)
@@ -233,7 +202,7 @@ class Experiment:
     policies: tuple[PolicyEntry, ...]
     description: str = ""
     extends: str | None = None
-    metrics: tuple[str, ...] = field(METRIC_KEYS)
+    metrics: tuple[str, ...] = dataclasses.field(default_factory=lambda: tuple(METRIC_KEYS))
     episode: EpisodeOptions = EpisodeOptions()
     report: ReportOptions = ReportOptions()
     output: str = ""

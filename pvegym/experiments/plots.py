@@ -12,17 +12,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from pvegym.experiments.cells import Row
 from pvegym.experiments.config import Experiment
-from pvegym.experiments.report import UNITS, Summary
-
-if TYPE_CHECKING:
-    from pvegym.experiments.runner import Row
+from pvegym.experiments.report import Summary
+from pvegym.sim.metrics import metric_spec
 
 OUTCOME_COLORS = {
     "succeeded": "#2ca02c",
@@ -174,7 +173,7 @@ def _clock(t: float) -> str:
 
 def comparison(s: Summary, scenario: str, path: Path) -> None:
     """Small multiples: one panel per reported metric, a bar per policy with its 95 % CI."""
-    metrics = [m for m in s.metrics if m != "sim_seconds"]
+    metrics = [m for m in s.metrics if metric_spec(m).compared]
     ncols = min(4, max(len(metrics), 1))
     nrows = max(1, -(-len(metrics) // ncols))
     fig = Figure(figsize=(3.3 * ncols, 2.6 * nrows + 0.9), dpi=DPI, layout="constrained")
@@ -184,7 +183,8 @@ def comparison(s: Summary, scenario: str, path: Path) -> None:
     x = np.arange(len(s.policies))
     colors = [POLICY_COLORS[i % len(POLICY_COLORS)] for i in range(len(s.policies))]
     for ax, metric in zip(axes, metrics, strict=False):
-        unit, f = UNITS[metric]
+        spec = metric_spec(metric)
+        unit, f = spec.shown_unit, spec.report_scale
         means, lo, hi = [], [], []
         for p in s.policies:
             e = s.est[(scenario, p, metric)]

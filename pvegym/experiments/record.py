@@ -24,6 +24,7 @@ from typing import Any
 
 import pvegym
 from pvegym.errors import ConfigError
+from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario, scenario_from_dict
 from pvegym.sim.simulation import Simulation
@@ -147,10 +148,13 @@ class EpisodeRecord:
         """The scenario of this episode (resolved data if recorded, else by name + overrides)."""
         if self.scenario_data is not None:
             return scenario_from_dict(self.scenario_data, "scenario_data")
-        from pvegym.experiments.config import resolve_scenario
-
-        scn, _ = resolve_scenario(self.scenario, self.seed, self.overrides, "record.scenario")
-        return scn
+        return catalog.resolve(
+            self.scenario,
+            self.seed,
+            self.overrides,
+            name_key="record.scenario",
+            set_key="record.overrides",
+        ).scenario
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:

@@ -23,57 +23,19 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 import pvegym
+from pvegym.experiments.cells import Row, RunStats
 from pvegym.experiments.config import Experiment
 from pvegym.experiments.record import write_json_atomic
 from pvegym.provenance import git_commit, package_versions
-from pvegym.sim import families
-from pvegym.sim.metrics import METRIC_KEYS
-
-if TYPE_CHECKING:
-    from pvegym.experiments.runner import Row, RunStats
+from pvegym.sim import catalog
+from pvegym.sim.metrics import GLANCE, METRIC_KEYS, metric_spec, metric_specs, metrics_in
 
 REFERENCES = ("noop", "upstream")  # policy labels every other policy is compared with
-
-#: metric -> (unit shown in reports, factor from the metric's own unit). Lower is better for all
-#: of them except ``moves_succeeded`` (neutral) and ``sim_seconds`` (the episode length).
-UNITS: dict[str, tuple[str, float]] = {
-    "sim_seconds": ("s", 1.0),
-    "moves": ("count", 1.0),
-    "moves_succeeded": ("count", 1.0),
-    "moves_failed": ("count", 1.0),
-    "moves_aborted": ("count", 1.0),
-    "moves_guest_failed": ("count", 1.0),
-    "failed_repeats": ("count", 1.0),
-    "oscillations": ("count", 1.0),
-    "max_moves_one_guest": ("count", 1.0),
-    "churn_moves": ("count", 1.0),
-    "stall_cpu_s": ("s", 1.0),
-    "stall_mem_s": ("s", 1.0),
-    "oom_kills": ("count", 1.0),
-    "guest_stall_s": ("s", 1.0),
-    "cpu_shortfall_core_s": ("core·s", 1.0),
-    "migration_bytes": ("GiB", 2.0**-30),
-    "migration_seconds": ("s", 1.0),
-    "downtime_s": ("s", 1.0),
-    "evacuation_latency_s": ("s", 1.0),
-    "imbalance_mean": ("CV/√(n−1)", 1.0),
-}
-#: the columns of the "at a glance" table
-GLANCE = (
-    "moves",
-    "moves_failed",
-    "moves_guest_failed",
-    "oscillations",
-    "churn_moves",
-    "stall_cpu_s",
-    "guest_stall_s",
-    "imbalance_mean",
-)
 
 
 # ------------------------------------------------------------------------------------------ CSV
@@ -232,11 +194,7 @@ def _num(v: Any) -> float:
 
 
 def _about(name: str) -> str:
-    if families.is_family(name):
-        return f"randomized family: {families.FAMILIES[name].description}"
-    from pvegym.sim.scenarios import describe, names
-
-    return describe(name) if name in names() else name
+    return catalog.describe(name)
 
 
 # ------------------------------------------------------------------------------------------ summary.md
@@ -259,7 +217,7 @@ def fmt(x: float) -> str:
 def fmt_estimate(e: Estimate | None, metric: str, n_seeds: int) -> str:
     if e is None:
         return "—"
-    f = UNITS[metric][1]
+    f = metric_spec(metric).report_scale
     text = fmt(e.mean * f)
     if e.hi > e.lo:
         text += f" [{fmt(e.lo * f)}, {fmt(e.hi * f)}]"
@@ -278,7 +236,7 @@ def fmt_relative(d: Estimate | None, change: Estimate | None, metric: str) -> st
     if change is not None:
         pct = [100.0 * v for v in (change.mean, change.lo, change.hi)]
         return f"{pct[0]:+.0f} % [{pct[1]:+.0f}, {pct[2]:+.0f}]"
-    f = UNITS[metric][1]
+    f = metric_spec(metric).report_scale
     return f"{d.mean * f:+.3g} [{d.lo * f:+.3g}, {d.hi * f:+.3g}]"
 
 
@@ -296,9 +254,23 @@ def _seed_list(seeds: list[int]) -> str:
     return ", ".join(map(str, seeds))
 
 
+def _directions() -> str:
+    """Which way is better, from the registry: costs, and the compared metrics that are not."""
+    compared = [m for m in metric_specs() if m.compared]
+    neutral = [f"`{m.name}`" for m in compared if m.better is None]
+    higher = [f"`{m.name}`" for m in compared if m.better == "higher"]
+    text = "Every metric is a cost (lower is better)"
+    if neutral:
+        text += " except " + ", ".join(neutral)
+    if higher:
+        text += ("; " if neutral else " except: ") + "higher is better for " + ", ".join(higher)
+    return text + "."
+
+
 def write_summary(path: Path, exp: Experiment, s: Summary) -> None:
     """``summary.md``: an at-a-glance table, then one table per scenario with CIs and comparisons."""
     pairs = comparison_pairs(s.policies)
+    glance = metrics_in(GLANCE)
     n_rows = sum(len(s.seeds[sc]) for sc in s.scenarios) * len(s.policies)
     out = [
         f"# {exp.name}",
@@ -309,8 +281,8 @@ def write_summary(path: Path, exp: Experiment, s: Summary) -> None:
         "(see `manifest.json`).",
         "",
         "**How to read.** Each cell is the mean over seeds with its 95 % bootstrap confidence "
-        f"interval in brackets ({exp.report.bootstrap_resamples:,} resamples). Every metric is a cost "
-        "(lower is better) except `moves_succeeded`. *vs* columns compare with a reference policy, "
+        f"interval in brackets ({exp.report.bootstrap_resamples:,} resamples). {_directions()} "
+        "*vs* columns compare with a reference policy, "
         "paired by seed (same seed, same workload noise): the relative change of the mean in "
         "percent with its CI; where the reference's mean is 0, the absolute difference in the "
         "metric's unit. `=` means identical on every seed; `—` no value (e.g. nothing moved off the hot "
@@ -318,15 +290,17 @@ def write_summary(path: Path, exp: Experiment, s: Summary) -> None:
         "",
         "## At a glance (means over seeds)",
         "",
-        "| scenario | policy | " + " | ".join(f"{m} ({UNITS[m][0]})" for m in GLANCE) + " |",
-        "|---|---|" + "---:|" * len(GLANCE),
+        "| scenario | policy | "
+        + " | ".join(f"{m} ({metric_spec(m).shown_unit})" for m in glance)
+        + " |",
+        "|---|---|" + "---:|" * len(glance),
     ]
     for sc in s.scenarios:
         for p in s.policies:
             cells = []
-            for m in GLANCE:
+            for m in glance:
                 e = s.est[(sc, p, m)]
-                cells.append("—" if e is None else fmt(e.mean * UNITS[m][1]))
+                cells.append("—" if e is None else fmt(e.mean * metric_spec(m).report_scale))
             out.append(f"| {sc} | {p} | " + " | ".join(cells) + " |")
     for sc in s.scenarios:
         out += [
@@ -348,7 +322,7 @@ def write_summary(path: Path, exp: Experiment, s: Summary) -> None:
             rel = [
                 fmt_relative(s.diff[(sc, p, r, m)], s.change[(sc, p, r, m)], m) for p, r in pairs
             ]
-            out.append(f"| `{m}` | {UNITS[m][0]} | " + " | ".join(vals + rel) + " |")
+            out.append(f"| `{m}` | {metric_spec(m).shown_unit} | " + " | ".join(vals + rel) + " |")
     _write_text(path, "\n".join(out) + "\n")
 
 

@@ -19,9 +19,7 @@ Read top to bottom, :func:`run_experiment` is the whole story:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import multiprocessing
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -34,12 +32,18 @@ from tqdm import tqdm
 
 from policies.registry import artifact_fingerprint
 from pvegym.experiments import plots, report
-from pvegym.experiments.config import (
-    Experiment,
-    build_policy,
-    resolve_scenario,
-    sha256_json,
+from pvegym.experiments.cells import (
+    Cell,
+    Row,
+    RunStats,
+    cell_path,
+    is_finished,
+    read_cell,
+    read_trace,
+    save_npz_atomic,
+    trace_path,
 )
+from pvegym.experiments.config import Experiment, build_policy, sha256_json
 from pvegym.experiments.record import (
     EpisodeRecord,
     model_fingerprint,
@@ -47,39 +51,28 @@ from pvegym.experiments.record import (
     save_record,
     write_json_atomic,
 )
+from pvegym.sim import catalog
+from pvegym.sim.layout import T_IMBALANCE
+from pvegym.sim.metrics import extra_metrics
 from pvegym.sim.simulation import Simulation
 
 CELL_FORMAT = "pvegym-cell/1"  # bump to invalidate every finished cell (e.g. a new cell layout)
 
 
 # ------------------------------------------------------------------------------------------ plan
-@dataclass(frozen=True)
-class Cell:
-    """One episode to evaluate. ``config`` is what determines its result; ``key`` hashes it."""
-
-    key: str
-    config: dict[str, Any]
-    trace: bool  # record per-round traces (for a timeline plot); not part of the key
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of ``metrics.csv``: a scenario entry, a policy entry, a seed — and its cell."""
-
-    scenario: str  # the scenario entry's label (or name)
-    policy: str  # the policy entry's label (or name)
-    seed: int
-    cell: Cell
-
-
 def plan(exp: Experiment) -> list[Row]:
     """Every scenario entry × seed × policy entry, in the experiment's order (the CSV's order)."""
     code = model_fingerprint()
+    extra = extra_metrics()
     rows: list[Row] = []
     for s_idx, entry in enumerate(exp.scenarios):
         overrides = entry.overrides()
         for k, seed in enumerate(entry.seeds):
-            scn, data = resolve_scenario(entry.name, seed, overrides, f"scenarios[{s_idx}]")
+            where = f"scenarios[{s_idx}]"
+            res = catalog.resolve(
+                entry.name, seed, overrides, name_key=f"{where}.name", set_key=f"{where}.set"
+            )
+            scn, data = res.scenario, res.data
             duration = entry.duration or exp.episode.duration or scn.duration
             base = {
                 "format": CELL_FORMAT,
@@ -90,6 +83,8 @@ def plan(exp: Experiment) -> list[Row]:
                 "overrides": overrides,
                 "duration": float(duration),
             }
+            if extra:  # metrics registered at run time: a cell computed without them lacks them
+                base["extra_metrics"] = list(extra)
             for pol in exp.policies:
                 params = dict(sorted(pol.params.items()))
                 config = {**base, "policy": pol.name, "params": params}
@@ -110,39 +105,6 @@ def unique_cells(rows: list[Row]) -> list[Cell]:
         if prev is None or (row.cell.trace and not prev.trace):
             cells[row.cell.key] = row.cell
     return list(cells.values())
-
-
-# ------------------------------------------------------------------------------------------ files
-def cell_path(cells_dir: Path, key: str) -> Path:
-    return cells_dir / f"{key}.json"
-
-
-def trace_path(cells_dir: Path, key: str) -> Path:
-    return cells_dir / f"{key}.trace.npz"
-
-
-def is_finished(cells_dir: Path, cell: Cell) -> bool:
-    """A cell is done when its result file exists (and its trace, if a timeline needs it)."""
-    if not cell_path(cells_dir, cell.key).is_file():
-        return False
-    return not cell.trace or trace_path(cells_dir, cell.key).is_file()
-
-
-def read_cell(cells_dir: Path, key: str) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(cell_path(cells_dir, key).read_text())
-    return doc
-
-
-def read_trace(cells_dir: Path, key: str) -> dict[str, np.ndarray]:
-    with np.load(trace_path(cells_dir, key)) as z:
-        return {k: z[k] for k in z.files}
-
-
-def _save_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------------------ evaluate
@@ -166,7 +128,7 @@ class Trace:
         self.mem_pct.append(100.0 * cl.node_mem / cl.node_maxmem)
         self.cpu_some.append(cpu_some.copy())
         self.mem_some.append(mem_some.copy())
-        self.imbalance.append(float(cl.totals[4]))
+        self.imbalance.append(float(cl.totals[T_IMBALANCE]))
 
     def arrays(self, sim: Simulation) -> dict[str, np.ndarray]:
         moves = sim.metrics.moves
@@ -192,7 +154,7 @@ class Trace:
 def evaluate_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
     """Run one cell's episode: (the cell document, its per-round trace or None)."""
     c = cell.config
-    scn, _ = resolve_scenario(c["scenario"], c["seed"], c["overrides"])
+    scn = catalog.scenario(c["scenario"], c["seed"], c["overrides"])
     policy = build_policy(c["policy"], c["params"])
     sim = Simulation(scn, c["seed"])
     trace = Trace() if cell.trace else None
@@ -216,7 +178,7 @@ def run_and_save(cell: Cell, cells_dir: str) -> str:
     doc, trace = evaluate_cell(cell)
     d = Path(cells_dir)
     if trace is not None:
-        _save_npz_atomic(trace_path(d, cell.key), trace)
+        save_npz_atomic(trace_path(d, cell.key), trace)
     write_json_atomic(cell_path(d, cell.key), doc)
     return cell.key
 
@@ -245,16 +207,6 @@ def execute(cells: list[Cell], cells_dir: Path, workers: int) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------------------------------ run
-@dataclass
-class RunStats:
-    """What a run did: cells evaluated now vs. found finished, wall time (s), output directory."""
-
-    out_dir: Path
-    computed: int = 0
-    cached: int = 0
-    wall_s: float = 0.0
-
-
 def evaluate_cells(
     cells: list[Cell],
     cells_dir: Path,

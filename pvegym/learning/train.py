@@ -49,8 +49,8 @@ from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
 from pvegym.errors import ConfigError
 from pvegym.learning.train_config import TrainConfig, algo_class
 from pvegym.sim.metrics import METRIC_KEYS
+from pvegym.units import GiB
 
-GiB = float(2**30)
 CHECKPOINT_PREFIX = "ckpt"
 #: metrics drawn in the learning curve (besides the episode return)
 CURVE_METRICS = ("moves", "moves_failed", "stall_cpu_s", "cpu_shortfall_core_s", "imbalance_mean")
@@ -126,13 +126,15 @@ def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
     """A picklable constructor of one wrapped training environment (for the vector env)."""
     from stable_baselines3.common.monitor import Monitor
 
-    from pvegym.sim import families
+    from pvegym.sim import catalog
 
     def make() -> gymnasium.Env[Any, Any]:
         env: gymnasium.Env[Any, Any] = TimedEnv(ClusterEnv(**cfg.env_kwargs()))
-        family = families.is_family(cfg.env.scenario)
+        family = catalog.is_family(cfg.env.scenario)
         env = TrainSeeds(env, cfg.env.train_seeds, family)
-        return Monitor(env, str(monitor_file) if monitor_file else None, info_keywords=METRIC_KEYS)
+        return Monitor(
+            env, str(monitor_file) if monitor_file else None, info_keywords=tuple(METRIC_KEYS)
+        )
 
     return make
 
@@ -154,13 +156,13 @@ def weighted_cost(metrics: dict[str, Any], weights: dict[str, float]) -> float:
 def evaluate_policy(policy: Any, cfg: TrainConfig, seeds: Sequence[int]) -> list[dict[str, Any]]:
     """One episode per held-out seed, through the Balancer interface, with the experiment runner's
     loop (``record.play``): the §9 metrics plus ``return`` (minus the weighted cost)."""
-    from pvegym.experiments.config import resolve_scenario
     from pvegym.experiments.record import play
+    from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
 
     rows = []
     for seed in seeds:
-        scn, _ = resolve_scenario(cfg.env.scenario, seed, {})
+        scn = catalog.resolve(cfg.env.scenario, seed, name_key="env.scenario").scenario
         duration = cfg.env.episode_seconds or scn.duration
         sim = Simulation(scn, seed)
         policy.reset(seed)
@@ -266,13 +268,9 @@ def evaluate_model(model: Any, cfg: TrainConfig, out: Path) -> dict[str, float]:
 
 
 def _scenario_seconds(cfg: TrainConfig) -> float:
-    from pvegym.sim import families
+    from pvegym.sim import catalog
 
-    if families.is_family(cfg.env.scenario):
-        return families.FAMILIES[cfg.env.scenario].duration
-    from pvegym.sim.scenarios import load_scenario
-
-    return float(load_scenario(cfg.env.scenario).duration)
+    return catalog.duration(cfg.env.scenario)
 
 
 # ------------------------------------------------------------------------------------------ train

@@ -43,7 +43,7 @@ from typing import Any, Literal
 from pvegym.config import check_dir_names, field, load, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
 from pvegym.errors import ConfigError
-from pvegym.sim import families
+from pvegym.sim import catalog, families
 
 Algo = Literal["PPO", "MaskablePPO", "DQN", "A2C"]
 
@@ -110,22 +110,13 @@ class EnvOptions:
                 )
         for i, s in enumerate(self.train_seeds or ()):
             families.require_train_seed(s, f"{path}.train_seeds[{i}]")
-        if not families.is_family(self.scenario):
-            from pvegym.sim.scenarios import load_scenario
-
-            try:
-                load_scenario(self.scenario)
-            except ConfigError as err:
-                raise ConfigError(f"{path}.scenario", err.message) from None
+        if not catalog.is_family(self.scenario):
+            catalog.resolve(self.scenario, name_key=f"{path}.scenario")
 
     def sizes(self) -> tuple[int, int]:
         """``(max_nodes, max_guests)``: the padded sizes of the spaces (as ``ClusterEnv``)."""
-        if families.is_family(self.scenario):
-            return families.family_max_sizes(self.scenario)
-        from pvegym.sim.scenarios import load_scenario
-
-        scn = load_scenario(self.scenario)
-        return len(scn.nodes), max(1, sum(g.ha for g in scn.guests))
+        nodes, guests = catalog.max_sizes(self.scenario)
+        return nodes, max(1, guests)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,11 @@ Per round of ``dt`` seconds (constant within the round):
    memory held for incoming migrations) over the watermark. A guest's PSI is its own cgroup's
    (:func:`pvegym.sim.psi.guest_pressure`): the node's stall per busy CPU scaled by how much its
    vCPU threads are runnable, full = the part spent behind other guests' threads; plus its own
-   memory beyond ``maxmem``. Throttling is not pressure: a throttled vCPU sleeps
-   (``cpu-throttle.c``); the migration threads' cores (``motion_cpu``) load the node.
+   memory beyond its size now (``balloon``). Throttling is not pressure: a throttled vCPU sleeps
+   (``cpu-throttle.c``); the migration threads' cores (``motion_cpu``) load the node. Memory in
+   use beyond MemTotal + swap is counted for the OOM killer (``mem_wanted``, ``totals``).
+6. pvestatd's samples of the round (:mod:`pvegym.sim.telemetry`), when telemetry is not the
+   true state.
 5. PSI averages advance by ``dt / 2`` periods.
 
 The arithmetic runs in one compiled call
@@ -31,11 +34,12 @@ returns the round's totals for the metrics.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from pvegym.sim import layout as L
 from pvegym.sim.kernel import cluster_round, entry_point
 from pvegym.sim.psi import GRID_STEPS, PERIOD_S, PSI_DECAY, CpuPressureModel
 from pvegym.sim.scenario import Scenario
@@ -43,62 +47,45 @@ from pvegym.sim.workload import WorkloadBank
 
 F64 = NDArray[np.float64]
 
-#: Rows of :attr:`ClusterState.node_rows`: maxcpu, maxmem, reserved_mem, node_demand, node_cpu,
-#: node_mem (0–5), node_inst (6–8), node_avg windows × series (9–17), the round kernel's scratch
-#: (18: the CPU share each node gives its demand), motion_cpu (19), the round kernel's scratch for
-#: the guests' own PSI (20–21), oom_limit (22: MemTotal + swap), mem_wanted (23).
-NODE_ROWS = 24
-#: Rows of :attr:`ClusterState.guest_rows`: maxcpu, maxmem, mem_ratio, run_fraction, demand,
-#: received, memhost (0–6), guest_inst (7–10), guest_avg windows × series (11–22), balloon,
-#: ksm_frac (23–24).
-GUEST_ROWS = 25
-
 
 @dataclass(frozen=True, slots=True)
 class SampledRows:
-    """The telemetry-visible rows of a pair of matrices laid out like
-    :attr:`ClusterState.node_rows`/``guest_rows`` (the true state, or pvestatd's samples of it:
-    :mod:`pvegym.sim.telemetry`), as named views."""
+    """The telemetry-visible rows (:data:`pvegym.sim.layout.NODE_SAMPLED`/``GUEST_SAMPLED``) of a
+    pair of matrices laid out like :attr:`ClusterState.node_rows`/``guest_rows`` — the true
+    state, or pvestatd's samples of it (:mod:`pvegym.sim.telemetry`) — as named views."""
 
     node_cpu: F64  # cores busy
     node_mem: F64  # bytes in use
-    node_avg: F64  # (3 windows, 3 series, n) percent
+    node_avg: F64  # (windows, series, n) percent
     mem_ratio: F64
     run_fraction: F64
     received: F64  # cores
     memhost: F64  # bytes
-    guest_avg: F64  # (3 windows, 4 series, g) percent
-
-    RECEIVED_ROW: ClassVar[int] = 5
-    MEMHOST_ROW: ClassVar[int] = 6
-    RATIO_ROW: ClassVar[int] = 2
-    #: the rows telemetry carries (what the view and the observation read): node cpu, mem, the
-    #: avg10 of cpu some, mem some, mem full; guest mem_ratio, run_fraction, received, memhost,
-    #: the avg10 of its four series
-    NODE_SAMPLED: ClassVar[tuple[int, ...]] = (4, 5, 9, 10, 11)
-    GUEST_SAMPLED: ClassVar[tuple[int, ...]] = (2, 3, 5, 6, 11, 12, 13, 14)
+    guest_avg: F64  # (windows, series, g) percent
 
     @classmethod
     def of(cls, node_rows: F64, guest_rows: F64) -> SampledRows:
         n, g = node_rows.shape[1], guest_rows.shape[1]
         return cls(
-            node_rows[4],
-            node_rows[5],
-            node_rows[9:18].reshape(3, 3, n),
-            guest_rows[cls.RATIO_ROW],
-            guest_rows[3],
-            guest_rows[cls.RECEIVED_ROW],
-            guest_rows[cls.MEMHOST_ROW],
-            guest_rows[11:23].reshape(3, 4, g),
+            node_rows[L.N_CPU],
+            node_rows[L.N_MEM],
+            node_rows[L.N_AVG : L.N_AVG + L.WINDOWS * L.N_SERIES].reshape(L.WINDOWS, L.N_SERIES, n),
+            guest_rows[L.G_MEM_RATIO],
+            guest_rows[L.G_RUN_FRACTION],
+            guest_rows[L.G_RECEIVED],
+            guest_rows[L.G_MEMHOST],
+            guest_rows[L.G_AVG : L.G_AVG + L.WINDOWS * L.G_SERIES].reshape(
+                L.WINDOWS, L.G_SERIES, g
+            ),
         )
 
     def node_avg10(self) -> tuple[F64, F64, F64]:
-        a = self.node_avg[0]
-        return a[0], a[1], a[2]
+        a = self.node_avg[L.AVG10]
+        return a[L.N_CPU_SOME], a[L.N_MEM_SOME], a[L.N_MEM_FULL]
 
     def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
-        a = self.guest_avg[0]
-        return a[0], a[1], a[2], a[3]
+        a = self.guest_avg[L.AVG10]
+        return a[L.G_CPU_SOME], a[L.G_CPU_FULL], a[L.G_MEM_SOME], a[L.G_MEM_FULL]
 
 
 class ClusterState:
@@ -114,54 +101,58 @@ class ClusterState:
         self.n_nodes = n = len(self.node_names)
         # per-node and per-guest float arrays are rows of two matrices (the attributes are row
         # views), so the round kernel takes two arrays instead of sixteen (~75–150 ns each)
-        self.node_rows = np.zeros((NODE_ROWS, n))
-        (
-            self.node_maxcpu,  # cores
-            self.node_maxmem,  # bytes
-            self.reserved_mem,  # in: bytes held on the node for incoming migrations
-            self.node_demand,  # out: cores wanted
-            self.node_cpu,  # out: cores busy
-            self.node_mem,  # out: bytes in use (MemTotal − MemAvailable)
-        ) = self.node_rows[:6]
-        self.node_inst = self.node_rows[6:9]  # out: cpu some | mem some | mem full (0–1)
+        # (rows: :mod:`pvegym.sim.layout`)
+        rows = self.node_rows = np.zeros((L.NODE_ROWS, n))
+        self.node_maxcpu = rows[L.N_MAXCPU]  # cores
+        self.node_maxmem = rows[L.N_MAXMEM]  # bytes
+        self.reserved_mem = rows[L.N_RESERVED_MEM]  # in: bytes held for incoming migrations
+        self.node_demand = rows[L.N_DEMAND]  # out: cores wanted
+        self.node_cpu = rows[L.N_CPU]  # out: cores busy
+        self.node_mem = rows[L.N_MEM]  # out: bytes in use (MemTotal − MemAvailable)
+        # out: cpu some | mem some | mem full (0–1)
+        self.node_inst = rows[L.N_INST : L.N_INST + L.N_SERIES]
         # out: PSI windows avg10/60/300 × the three node series, percent
-        self.node_avg = self.node_rows[9:18].reshape(3, 3, n)
+        self.node_avg = rows[L.N_AVG : L.N_AVG + L.WINDOWS * L.N_SERIES].reshape(
+            L.WINDOWS, L.N_SERIES, n
+        )
         # in: cores of host work the motions cost the node this round (migration threads)
-        self.motion_cpu = self.node_rows[19]
+        self.motion_cpu = rows[L.N_MOTION_CPU]
         # in: memory in use past which the OOM killer acts (MemTotal + swap, bytes); out: memory
         # in use the node was asked for (bytes, not capped at MemTotal)
-        self.oom_limit = self.node_rows[22]
-        self.mem_wanted = self.node_rows[23]
-        self.oom_limit[:] = [x.maxmem + x.swap_bytes for x in self.nodes]
+        self.oom_limit = rows[L.N_OOM_LIMIT]
+        self.mem_wanted = rows[L.N_MEM_WANTED]
         self.node_maxcpu[:] = [float(x.maxcpu) for x in self.nodes]
         self.node_maxmem[:] = [x.maxmem for x in self.nodes]
+        self.oom_limit[:] = [x.maxmem + x.swap_bytes for x in self.nodes]
         self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
         self.sids = tuple(x.sid for x in self.guests)
         self.n_guests = g = len(self.sids)
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
         self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
         self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
-        self.guest_rows = np.zeros((GUEST_ROWS, g))
-        (
-            self.guest_maxcpu,  # vCPUs
-            self.guest_maxmem,  # bytes
-            self.mem_ratio,  # guest-reported mem / memhost (0–1)
-            self.run_fraction,  # in: fraction of the round the guest runs (0–1), set by motions
-            self.demand,  # out: cores wanted
-            self.received,  # out: cores received
-            self.memhost,  # out: host memory footprint (bytes)
-        ) = self.guest_rows[:7]
-        self.guest_inst = self.guest_rows[7:11]  # out: cpu some | cpu full | mem some | mem full
-        self.guest_avg = self.guest_rows[11:23].reshape(3, 4, g)  # out: windows × series, %
+        rows = self.guest_rows = np.zeros((L.GUEST_ROWS, g))
+        self.guest_maxcpu = rows[L.G_MAXCPU]  # vCPUs
+        self.guest_maxmem = rows[L.G_MAXMEM]  # bytes
+        self.mem_ratio = rows[L.G_MEM_RATIO]  # guest-reported mem / memhost (0–1)
+        self.run_fraction = rows[L.G_RUN_FRACTION]  # in: fraction of the round it runs (0–1)
+        self.demand = rows[L.G_DEMAND]  # out: cores wanted
+        self.received = rows[L.G_RECEIVED]  # out: cores received
+        self.memhost = rows[L.G_MEMHOST]  # out: host memory footprint (bytes)
+        # out: cpu some | cpu full | mem some | mem full (0–1)
+        self.guest_inst = rows[L.G_INST : L.G_INST + L.G_SERIES]
+        # out: windows × series, percent
+        self.guest_avg = rows[L.G_AVG : L.G_AVG + L.WINDOWS * L.G_SERIES].reshape(
+            L.WINDOWS, L.G_SERIES, g
+        )
         # in (pvegym.sim.memory): the guest's memory now (bytes: maxmem unless ballooned) and the
         # share of its footprint KSM has merged away (0–1)
-        self.balloon = self.guest_rows[23]
-        self.ksm_frac = self.guest_rows[24]
-        self.balloon[:] = self.guest_maxmem
+        self.balloon = rows[L.G_BALLOON]
+        self.ksm_frac = rows[L.G_KSM_FRAC]
         self.guest_maxcpu[:] = [float(x.maxcpu) for x in self.guests]
         self.guest_maxmem[:] = [x.maxmem for x in self.guests]
         self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
         self.run_fraction[:] = 1.0
+        self.balloon[:] = self.guest_maxmem
         # one bank for every signal: [guest cpu | guest memhost | node base cpu | node base mem]
         specs = [x.cpu for x in self.guests] + [x.memhost for x in self.guests]
         specs += [x.base_cpu for x in self.nodes] + [x.base_mem for x in self.nodes]
@@ -169,9 +160,10 @@ class ClusterState:
         self.cpu_pressure = CpuPressureModel(self.node_maxcpu, pm.cpu_blend, pm.cpu_hog_share)
         self.node = self.home.copy()  # where each guest runs now
         self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
-        # outputs of the last round: instantaneous pressure (0–1), PSI averages, totals
-        # stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some %
-        self.totals = np.zeros(8)
+        # outputs of the last round: instantaneous pressure (0–1), PSI averages, and the totals
+        # (stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some
+        # %, nodes past their OOM limit: rows ``layout.T_*``)
+        self.totals = np.zeros(L.TOTALS)
         self._decay_dt = -1.0
         self._decay = np.ones(3)
         pm, cp = self.psi_model, self.cpu_pressure
@@ -198,15 +190,15 @@ class ClusterState:
     # instantaneous per-round pressure (fractions 0–1)
     @property
     def node_cpu_some(self) -> F64:
-        return self.node_inst[0]
+        return self.node_inst[L.N_CPU_SOME]
 
     @property
     def node_mem_some(self) -> F64:
-        return self.node_inst[1]
+        return self.node_inst[L.N_MEM_SOME]
 
     @property
     def guest_mem_some(self) -> F64:
-        return self.guest_inst[2]
+        return self.guest_inst[L.G_MEM_SOME]
 
     def reset(self) -> None:
         self.bank.reset()
@@ -231,9 +223,11 @@ class ClusterState:
 
     # avg10 views (percent) -------------------------------------------------------------------
     def node_avg10(self) -> tuple[F64, F64, F64]:
-        a = self.node_avg[0]
-        return a[0], a[1], a[2]
+        """cpu some, memory some, memory full avg10 of each node (percent)."""
+        a = self.node_avg[L.AVG10]
+        return a[L.N_CPU_SOME], a[L.N_MEM_SOME], a[L.N_MEM_FULL]
 
     def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
-        a = self.guest_avg[0]
-        return a[0], a[1], a[2], a[3]
+        """cpu some, cpu full, memory some, memory full avg10 of each guest (percent)."""
+        a = self.guest_avg[L.AVG10]
+        return a[L.G_CPU_SOME], a[L.G_CPU_FULL], a[L.G_MEM_SOME], a[L.G_MEM_FULL]

@@ -38,9 +38,7 @@ from pvegym.sim.scenario import (
     Scenario,
 )
 from pvegym.sim.workload import Component
-
-GiB = 2**30
-MiB = 2**20
+from pvegym.units import GiB, MiB
 
 ScenarioData = dict[str, Any]
 
@@ -74,6 +72,8 @@ class FamilySpec:
     duration: float = 3600.0  # seconds
     pressure_prob: float = 0.3  # probability that an instance has a pressure onset
     description: str = ""
+    train_seeds: range = TRAIN_SEEDS  # instance seeds a learned agent or a study may see
+    test_seeds: range = TEST_SEEDS  # instance seeds for evaluation only (disjoint)
 
 
 FAMILIES: dict[str, FamilySpec] = {
@@ -530,13 +530,3 @@ def build_scenario(data: ScenarioData) -> Scenario:
 def family_scenario(name: str, instance_seed: int) -> Scenario:
     """The validated :class:`Scenario` of instance ``instance_seed`` of family ``name``."""
     return build_scenario(family_data(name, instance_seed))
-
-
-def scenario_for(name_or_family: str, seed: int = 0) -> Scenario:
-    """A validated scenario: instance ``seed`` of a family, or a named scenario / TOML file
-    (for which ``seed`` is irrelevant: its randomness is the episode seed's)."""
-    if name_or_family in FAMILIES:
-        return family_scenario(name_or_family, seed)
-    from pvegym.sim.scenarios import load_scenario
-
-    return load_scenario(name_or_family)

@@ -19,6 +19,51 @@ import numba
 import numpy as np
 from numba import njit
 
+from pvegym.sim.layout import (
+    AVG10,
+    G_AVG,
+    G_BALLOON,
+    G_CPU_FULL,
+    G_CPU_SOME,
+    G_DEMAND,
+    G_INST,
+    G_KSM_FRAC,
+    G_MAXCPU,
+    G_MEM_FULL,
+    G_MEM_SOME,
+    G_MEMHOST,
+    G_RECEIVED,
+    G_RUN_FRACTION,
+    G_SERIES,
+    N_AVG,
+    N_CPU,
+    N_CPU_SOME,
+    N_CS_BUSY,
+    N_DEMAND,
+    N_INST,
+    N_MAXCPU,
+    N_MAXMEM,
+    N_MEM,
+    N_MEM_FULL,
+    N_MEM_SOME,
+    N_MEM_WANTED,
+    N_MOTION_CPU,
+    N_MS_BUSY,
+    N_OOM_LIMIT,
+    N_RESERVED_MEM,
+    N_SCALE,
+    N_SERIES,
+    T_GUEST_STALL,
+    T_IMBALANCE,
+    T_ONLINE,
+    T_OOM,
+    T_PEAK_SOME,
+    T_SHORTFALL,
+    T_STALL_CPU,
+    T_STALL_MEM,
+    WINDOWS,
+)
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -144,14 +189,13 @@ def cluster_round(
     layout: np.ndarray,  # node base mem (n)]
     node: np.ndarray,
     running: np.ndarray,
-    guest_rows: np.ndarray,  # (25, g) ClusterState.guest_rows: maxcpu, maxmem, mem_ratio,
-    # run_fraction (in/out: clipped at 0 in place, the pipeline may take more); out: demand,
-    # received, memhost, guest_inst (4 rows), guest_avg (3 windows × 4 series, percent); in:
-    # balloon (bytes, the memory size now), ksm_frac (share of the footprint merged, 0–1)
-    node_rows: np.ndarray,  # (24, n): maxcpu, maxmem, reserved_mem; out: node_demand, cpu, mem,
-    # node_inst (3 rows: cpu some, mem some, mem full), node_avg (3 windows × 3 series, percent);
-    # row 18 is scratch; in: row 19 motion_cpu (cores of migration threads); rows 20–21 scratch;
-    # in: row 22 oom_limit (bytes); out: row 23 mem_wanted (bytes, uncapped)
+    guest_rows: np.ndarray,  # (GUEST_ROWS, g) ClusterState.guest_rows (pvegym.sim.layout):
+    # maxcpu, maxmem, mem_ratio, run_fraction (in/out: clipped at 0 in place, the pipeline may
+    # take more), balloon and ksm_frac (in); out: demand, received, memhost, pressure, PSI
+    # averages (percent)
+    node_rows: np.ndarray,  # (NODE_ROWS, n): maxcpu, maxmem, reserved_mem, motion_cpu,
+    # oom_limit; out: demand, cpu, mem, mem_wanted, pressure, PSI averages (percent); N_SCALE,
+    # N_CS_BUSY and N_MS_BUSY are scratch
     node_online: np.ndarray,
     mmc_tables: np.ndarray,
     mmc_row: np.ndarray,
@@ -162,9 +206,7 @@ def cluster_round(
     mem_gain: float,
     mem_full_ratio: float,
     decay: np.ndarray,  # (3,) per-round decay of avg10/60/300: e**periods
-    totals: np.ndarray,  # (8,) out: stall cpu, stall mem, guest stall, shortfall, imbalance,
-    # online nodes, peak avg10 cpu/memory some of online nodes (%, NaN if one is NaN, -inf if none),
-    # nodes whose memory in use exceeds MemTotal + swap (the OOM killer's)
+    totals: np.ndarray,  # (TOTALS,) out: the round's totals (layout.T_*)
     tel_node: np.ndarray,  # pvestatd's samples (sample_telemetry), when tel_i[0] is set
     tel_guest: np.ndarray,
     tel_f: np.ndarray,
@@ -174,21 +216,22 @@ def cluster_round(
     supply, memory and pressure, in one call from Python."""
     sample_signals(t, dt, floats, ints, layout)
     signals = _bank_part(floats, layout, 0)
-    guest_maxcpu, run_fraction = guest_rows[0], guest_rows[3]
-    demand, received, memhost = guest_rows[4], guest_rows[5], guest_rows[6]
-    balloon, ksm_frac = guest_rows[23], guest_rows[24]
-    node_maxcpu, node_maxmem, reserved_mem = node_rows[0], node_rows[1], node_rows[2]
-    node_demand, node_cpu, node_mem = node_rows[3], node_rows[4], node_rows[5]
+    guest_maxcpu, run_fraction = guest_rows[G_MAXCPU], guest_rows[G_RUN_FRACTION]
+    balloon, ksm_frac = guest_rows[G_BALLOON], guest_rows[G_KSM_FRAC]
+    demand, received, memhost = guest_rows[G_DEMAND], guest_rows[G_RECEIVED], guest_rows[G_MEMHOST]
+    node_maxcpu, node_maxmem = node_rows[N_MAXCPU], node_rows[N_MAXMEM]
+    reserved_mem = node_rows[N_RESERVED_MEM]
+    node_demand, node_cpu, node_mem = node_rows[N_DEMAND], node_rows[N_CPU], node_rows[N_MEM]
     n_n = node_rows.shape[1]
     g_n = guest_rows.shape[1]
-    node_inst = node_rows[6:9]
-    node_avg = node_rows[9:18].reshape((3, 3, n_n))
-    guest_inst = guest_rows[7:11]
-    guest_avg = guest_rows[11:23].reshape((3, 4, g_n))
-    scale = node_rows[18]  # scratch: the share of its demand each node supplies
+    node_inst = node_rows[N_INST : N_INST + N_SERIES]
+    node_avg = node_rows[N_AVG : N_AVG + WINDOWS * N_SERIES].reshape((WINDOWS, N_SERIES, n_n))
+    guest_inst = guest_rows[G_INST : G_INST + G_SERIES]
+    guest_avg = guest_rows[G_AVG : G_AVG + WINDOWS * G_SERIES].reshape((WINDOWS, G_SERIES, g_n))
+    scale = node_rows[N_SCALE]  # scratch: the share of its demand each node supplies
     # scratch for the guests' own PSI: the node's cpu / memory some per busy CPU
-    cs_busy, ms_busy = node_rows[20], node_rows[21]
-    motion_cpu = node_rows[19]
+    cs_busy, ms_busy = node_rows[N_CS_BUSY], node_rows[N_MS_BUSY]
+    motion_cpu = node_rows[N_MOTION_CPU]
     for n in range(n_n):
         node_demand[n] = max(signals[2 * g_n + n], 0.0) + motion_cpu[n]
         node_mem[n] = max(signals[2 * g_n + n_n + n], 0.0) + reserved_mem[n]
@@ -218,8 +261,8 @@ def cluster_round(
         node_cpu[n] = min(nd, cores)
         used = node_mem[n]
         node_mem[n] = min(used, node_maxmem[n])
-        node_rows[23, n] = used
-        if used > node_rows[22, n]:
+        node_rows[N_MEM_WANTED, n] = used
+        if used > node_rows[N_OOM_LIMIT, n]:
             oom += 1
         rho = nd / cores
         rho_r = min(rho, 1.0)
@@ -231,9 +274,9 @@ def cluster_round(
         some = min(some + min(max(rho - 1.0, 0.0), 1.0), 1.0)
         avail = node_maxmem[n] * (1.0 - mem_watermark)
         msome = min(max(used - avail, 0.0) * mem_gain / avail, 1.0)
-        node_inst[0, n] = some
-        node_inst[1, n] = msome
-        node_inst[2, n] = msome * mem_full_ratio
+        node_inst[N_CPU_SOME, n] = some
+        node_inst[N_MEM_SOME, n] = msome
+        node_inst[N_MEM_FULL, n] = msome * mem_full_ratio
         busy = node_cpu[n] / cores
         if busy > 0.0:
             cs_busy[n] = some / busy
@@ -253,12 +296,12 @@ def cluster_round(
         rec = r * scale[n]
         received[g] = rec
         shortfall += demand[g] - rec
-        # the guest's own PSI (psi.guest_pressure): its threads' runnable share over the node's
-        # busy share scales the node's stall per busy CPU; full = the wait behind other cgroups
+        # the guest's own PSI (psi.guest_pressure): its threads' runnable share scales the node's
+        # stall per busy CPU; full = the part of the wait behind other cgroups' threads
         u = min(r / guest_maxcpu[g], 1.0)
         cs = min(cs_busy[n] * u, 1.0)
-        guest_inst[0, g] = cs
-        guest_inst[1, g] = cs * (1.0 - rec / node_cpu[n]) if cs > 0.0 else 0.0
+        guest_inst[G_CPU_SOME, g] = cs
+        guest_inst[G_CPU_FULL, g] = cs * (1.0 - rec / node_cpu[n]) if cs > 0.0 else 0.0
         ms = min(ms_busy[n] * u, 1.0)
         mf = ms
         want = signals[g_n + g]
@@ -266,15 +309,15 @@ def cluster_round(
             own = min((want - balloon[g]) / balloon[g] * mem_gain, 1.0)
             ms = max(ms, own)
             mf = max(mf, own * mem_full_ratio)
-        guest_inst[2, g] = ms
-        guest_inst[3, g] = mf
+        guest_inst[G_MEM_SOME, g] = ms
+        guest_inst[G_MEM_FULL, g] = mf
         guest_stall += cs + ms
-    for w in range(3):
+    for w in range(WINDOWS):
         e = decay[w]
-        for k in range(3):
+        for k in range(N_SERIES):
             for n in range(n_n):
                 node_avg[w, k, n] = node_avg[w, k, n] * e + 100.0 * node_inst[k, n] * (1.0 - e)
-        for k in range(4):
+        for k in range(G_SERIES):
             for g in range(g_n):
                 guest_avg[w, k, g] = guest_avg[w, k, g] * e + 100.0 * guest_inst[k, g] * (1.0 - e)
     imbalance = 0.0
@@ -286,23 +329,23 @@ def cluster_round(
                 dev = (node_cpu[n] / node_maxcpu[n] + node_mem[n] / node_maxmem[n]) / 2.0 - mean
                 var += dev * dev
         imbalance = math.sqrt(var / online) / mean / math.sqrt(online - 1.0)
-    totals[0] = stall_cpu
-    totals[1] = stall_mem
-    totals[2] = guest_stall
-    totals[3] = shortfall
-    totals[4] = imbalance
-    totals[5] = online
+    totals[T_STALL_CPU] = stall_cpu
+    totals[T_STALL_MEM] = stall_mem
+    totals[T_GUEST_STALL] = guest_stall
+    totals[T_SHORTFALL] = shortfall
+    totals[T_IMBALANCE] = imbalance
+    totals[T_ONLINE] = online
     peak = -math.inf
     for n in range(n_n):
         if node_online[n]:
-            for k in range(2):  # cpu some, memory some
-                v = node_avg[0, k, n]
+            for k in (N_CPU_SOME, N_MEM_SOME):
+                v = node_avg[AVG10, k, n]
                 if v != v:
                     peak = math.nan
                 elif v > peak:  # NaN stays: NaN > x is False
                     peak = v
-    totals[6] = peak
-    totals[7] = oom
+    totals[T_PEAK_SOME] = peak
+    totals[T_OOM] = oom
     if tel_i[0] != 0:
         sample_telemetry(node_rows, guest_rows, tel_node, tel_guest, tel_f, tel_i, node)
 

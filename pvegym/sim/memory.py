@@ -38,8 +38,8 @@ from numpy.typing import NDArray
 
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.scenario import MemorySettings
+from pvegym.units import MiB
 
-MiB = 2**20
 #: pvestatd ``auto_ballooning``: ``my $maxchange = 100 * 1024 * 1024`` (bytes per VM per cycle).
 BALLOON_MAX_CHANGE = 100 * MiB
 #: AutoBalloon.pm ``compute_alg1``: goals within ±10 MiB are left alone.

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pvegym.config import field, load
 from pvegym.errors import ConfigError
 from pvegym.sim.workload import Component, parse_signal
+from pvegym.units import GiB, MiB
 
 _SID = re.compile(r"^(vm|ct):\d+$")
 
@@ -49,7 +50,7 @@ class NodeSpec:
         a ZFS root has none (``swap = 0``)."""
         if self.swap is not None:
             return self.swap
-        return min(max(self.maxmem, 4 * 2**30), 8 * 2**30)
+        return min(max(self.maxmem, 4 * GiB), 8 * GiB)
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ class MemorySettings:
     ksm_npages_min: int = field(64, ge=0)  # KSM_NPAGES_MIN
     ksm_npages_max: int = field(1250, ge=0)  # KSM_NPAGES_MAX
     ksm_thres_coef_pct: float = field(20.0, ge=0.0, le=100.0)  # KSM_THRES_COEF
-    ksm_thres_const: float = field(2048 * 2**20, ge=0.0, unit="size")  # KSM_THRES_CONST (MiB)
+    ksm_thres_const: float = field(2048 * MiB, ge=0.0, unit="size")  # KSM_THRES_CONST (MiB)
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""

@@ -1,7 +1,8 @@
 """Named scenarios: plain data built by a function of the seed-independent scenario name.
 
 Each entry returns the dict of a :class:`~pvegym.sim.scenario.Scenario` (the same format a TOML
-scenario file uses), so ``--set key=value`` overrides and validation work the same for all.
+scenario file uses), so overrides and validation work the same for all; every lookup of a
+scenario by name (named, family or file, with overrides) is :func:`pvegym.sim.catalog.resolve`.
 Randomness (workload noise, the LRM's timing) comes from the episode seed, not from here.
 
 ``MODEL.md`` §10 describes the field scenarios; the figures they are built from are the seeds'
@@ -13,15 +14,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from pvegym.config import parse_value, read_toml, set_path
 from pvegym.errors import ConfigError
-from pvegym.sim.scenario import Scenario, scenario_from_dict
-
-GiB = 2**30
-MiB = 2**20
+from pvegym.units import GiB, MiB
 
 ScenarioData = dict[str, Any]
 _REGISTRY: dict[str, Callable[[], ScenarioData]] = {}
@@ -44,28 +40,13 @@ def describe(name: str) -> str:
 
 
 def scenario_data(name: str) -> ScenarioData:
-    """Plain data of a named scenario, or of a TOML scenario file when ``name`` is a path."""
-    if name in _REGISTRY:
-        return copy.deepcopy(_REGISTRY[name]())
-    path = Path(name)
-    if path.suffix == ".toml":
-        data = read_toml(path, "--scenario", "scenario")
-        data.setdefault("name", path.stem)
-        return data
-    raise ConfigError(
-        "--scenario", f"unknown scenario {name!r} (allowed: {', '.join(names())}, or a .toml file)"
-    )
-
-
-def load_scenario(name: str, overrides: list[str] | tuple[str, ...] = ()) -> Scenario:
-    """A validated scenario by name or file, with ``KEY=VALUE`` overrides applied first."""
-    data = scenario_data(name)
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError("--set", f"{item!r} is not KEY=VALUE")
-        key, value = item.split("=", 1)
-        set_path(data, key.strip(), parse_value(value.strip()))
-    return scenario_from_dict(data)
+    """A fresh copy of the plain data of named scenario ``name`` (any name, a family or a file:
+    :func:`pvegym.sim.catalog.resolve`)."""
+    if name not in _REGISTRY:
+        raise ConfigError(
+            "scenario", f"unknown named scenario {name!r} (allowed: {', '.join(names())})"
+        )
+    return copy.deepcopy(_REGISTRY[name]())
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.memory import GuestMemory
@@ -134,8 +135,9 @@ class Simulation:
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
         # where each service is and where it is going (-1: nowhere), rows of one array so that
         # compiled code takes them as one argument
-        self.svc_place = np.empty((2, cl.n_guests), dtype=np.int64)
-        self.svc_node, self.svc_target = self.svc_place
+        self.svc_place = np.empty((L.SVC_ROWS, cl.n_guests), dtype=np.int64)
+        self.svc_node = self.svc_place[L.SVC_NODE]
+        self.svc_target = self.svc_place[L.SVC_TARGET]
         self.svc_node[:] = cl.home
         self.svc_target[:] = -1
         self.cmds: dict[int, tuple[str, int]] = {}
@@ -145,7 +147,7 @@ class Simulation:
             (e for e in self.scenario.events if e.type == "migrate"), key=lambda e: e.t
         )
         self._event_pos = 0
-        self.metrics = Metrics()
+        self.metrics = Metrics(in_flight=self.transfer_in_flight)
         self.metrics.onsets = [
             (e.t, e.node) for e in self.scenario.events if e.type == "pressure-onset"
         ]
@@ -224,10 +226,17 @@ class Simulation:
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
         if tel.rrd:  # the kernel took pvestatd's samples: the RRD's minute averages
             tel.after_round(t1)
-        if cl.totals[7]:  # a node's memory in use went past MemTotal + swap
+        tot = cl.totals
+        if tot[L.T_OOM]:  # a node's memory in use went past MemTotal + swap
             self._oom_kill(t1)
-        stall_cpu, stall_mem, guest_stall, shortfall, imbalance, _, _, _ = cl.totals.tolist()
-        self.metrics.add_round(dt, stall_cpu, stall_mem, guest_stall, shortfall, imbalance)
+        self.metrics.add_round(
+            dt,
+            float(tot[L.T_STALL_CPU]),
+            float(tot[L.T_STALL_MEM]),
+            float(tot[L.T_GUEST_STALL]),
+            float(tot[L.T_SHORTFALL]),
+            float(tot[L.T_IMBALANCE]),
+        )
         self.t = t1
 
     def _oom_kill(self, t: float) -> None:
@@ -574,7 +583,7 @@ class Simulation:
     def _no_true_pressure(self) -> bool:
         """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
         counts as pressure): the round kernel keeps the peak (NaN if any is NaN)."""
-        return bool(self.cluster.totals[6] < CHURN_PRESSURE_PCT)
+        return bool(self.cluster.totals[L.T_PEAK_SOME] < CHURN_PRESSURE_PCT)
 
     def _queue(self, g: int, target: int) -> None:
         """``queue_resource_motion``: the service and its positive partners (not already there)."""
@@ -667,8 +676,7 @@ class Simulation:
 
     def result(self) -> dict[str, Any]:
         """Metrics (§9) and the balancer's moves, including a migration still running at the end."""
-        m = self.metrics.result()
-        sent, seconds = self.transfer_in_flight()
-        m["migration_bytes"] += sent
-        m["migration_seconds"] += seconds
-        return {"metrics": m, "moves": [r.as_dict() for r in self.metrics.moves]}
+        return {
+            "metrics": self.metrics.result(),
+            "moves": [r.as_dict() for r in self.metrics.moves],
+        }

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.sim import layout as L
 from pvegym.sim.cluster import ClusterState, SampledRows
 from pvegym.sim.kernel import TEL_HEAD, TEL_HOLD, TEL_ZERO_CPU
 from pvegym.sim.scenario import TelemetrySettings
@@ -65,7 +66,7 @@ class Telemetry:
         self.passthrough = not (self.phased or self.rrd or self.first_zero)
         self._rng = rng
         n, g = cl.n_nodes, cl.n_guests
-        node_sel, guest_sel = SampledRows.NODE_SAMPLED, SampledRows.GUEST_SAMPLED
+        node_sel, guest_sel = L.NODE_SAMPLED, L.GUEST_SAMPLED
         if self.passthrough:
             self.node_rows, self.guest_rows = cl.node_rows, cl.guest_rows
         else:
@@ -91,9 +92,9 @@ class Telemetry:
             0,
             len(node_sel),
             len(guest_sel),
-            SampledRows.RECEIVED_ROW,
-            SampledRows.MEMHOST_ROW,
-            SampledRows.RATIO_ROW,
+            L.G_RECEIVED,
+            L.G_MEMHOST,
+            L.G_MEM_RATIO,
         ]
         assert len(head) == TEL_HEAD
         self._i = np.array([*head, *node_sel, *guest_sel, *([0] * g)], dtype=np.int64)

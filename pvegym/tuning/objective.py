@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 import optuna
 
-from pvegym.experiments.config import build_policy, resolve_scenario
+from pvegym.experiments.config import build_policy
+from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.simulation import Simulation
@@ -60,7 +61,10 @@ def suite_instances(cfg: StudyConfig, split: str = "train") -> list[Instance]:
     for k, entry in enumerate(entries):
         overrides = entry.overrides()
         for seed in entry.seeds:
-            scn, _ = resolve_scenario(entry.name, seed, overrides, f"{split}[{k}]")
+            where = f"{split}[{k}]"
+            scn = catalog.resolve(
+                entry.name, seed, overrides, name_key=f"{where}.name", set_key=f"{where}.set"
+            ).scenario
             duration = entry.duration or cfg.episode.duration or scn.duration
             out.append(Instance(f"{entry.key}#{seed}", scn, seed, float(duration)))
     return out

@@ -43,6 +43,7 @@ from optuna.trial import FrozenTrial, TrialState
 import pvegym
 from pvegym.experiments import plots as exp_plots
 from pvegym.experiments import report as exp_report
+from pvegym.experiments.cells import Row, read_cell, read_trace
 from pvegym.experiments.config import (
     Experiment,
     PolicyEntry,
@@ -50,16 +51,9 @@ from pvegym.experiments.config import (
     ScenarioEntry,
 )
 from pvegym.experiments.record import write_json_atomic
-from pvegym.experiments.runner import (
-    Row,
-    evaluate_cells,
-    plan,
-    read_cell,
-    read_trace,
-    unique_cells,
-)
+from pvegym.experiments.runner import evaluate_cells, plan, unique_cells
 from pvegym.provenance import git_commit
-from pvegym.sim.metrics import METRIC_KEYS
+from pvegym.sim.metrics import HEADLINE, METRIC_KEYS, metrics_in
 from pvegym.tuning.objective import instance_value
 from pvegym.tuning.study import count_finished, make_storage, redact, results_dir
 from pvegym.tuning.study_config import StudyConfig
@@ -70,7 +64,6 @@ REFERENCE = "upstream"  # always evaluated next to the tuned constants
 DEFAULT_LABEL = "default"  # the base policy with the seed's constants (``patched``: seeds/000)
 #: parameter importances need a handful of completed trials to mean anything (and to be computable)
 MIN_TRIALS_IMPORTANCE = 4
-HEADLINE = ("moves", "moves_failed", "oscillations", "churn_moves", "guest_stall_s")
 
 
 @dataclass
@@ -145,7 +138,7 @@ def heldout_experiment(
             f"Held-out evaluation of study {cfg.name!r}: the test suite (instances disjoint from "
             "training), upstream vs the base policy's defaults vs the tuned constants."
         ),
-        metrics=METRIC_KEYS,
+        metrics=tuple(METRIC_KEYS),
         episode=cfg.episode,
         report=ReportOptions(
             bootstrap_resamples=cfg.report.bootstrap_resamples,
@@ -668,21 +661,23 @@ def _verdict_sentence(v: str, cmp: Comparison, label: str) -> str:
 def _headline_metrics(
     cfg: StudyConfig, cands: list[Candidate], rows: list[Row], docs: dict[str, dict[str, Any]]
 ) -> list[str]:
-    """Means per test scenario of the metrics the seed is about, per policy."""
+    """Means per test scenario of the metrics the field report is about (the registry's
+    headline table), per policy."""
+    headline = metrics_in(HEADLINE)
     by: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault((r.scenario, r.policy), []).append(docs[r.cell.key]["metrics"])
     out = [
         "Held-out means per test scenario (every metric with CIs: `heldout/summary.md`):",
         "",
-        "| scenario | policy | " + " | ".join(f"`{m}`" for m in HEADLINE) + " |",
-        "|---|---|" + "---:|" * len(HEADLINE),
+        "| scenario | policy | " + " | ".join(f"`{m}`" for m in headline) + " |",
+        "|---|---|" + "---:|" * len(headline),
     ]
     for e in cfg.test:
         for c in cands:
             ms = by.get((e.key, c.label), [])
             vals = []
-            for m in HEADLINE:
+            for m in headline:
                 xs = [float(x[m]) for x in ms if x.get(m) is not None]
                 vals.append(_fmt(float(np.mean(xs))) if xs else "—")
             out.append(f"| {e.key} | {c.label} | " + " | ".join(vals) + " |")

@@ -95,13 +95,15 @@ def make_storage(url: str) -> RDBStorage:
 
 
 def redact(url: str) -> str:
-    """The URL without its password (for messages and the study's user attrs)."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        cred, host = rest.rsplit("@", 1)
-        user = cred.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}"
-    return url
+    """The URL with its password shown as ``***`` (for messages and the study's user attrs), as
+    SQLAlchemy renders it; a URL SQLAlchemy cannot parse shows only its scheme."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return f"{url.split('://', 1)[0]}://…" if "://" in url else "<storage URL>"
 
 
 def derive_seed(*parts: Any) -> int:

@@ -71,7 +71,7 @@ from pvegym.experiments.config import (
     sha256_json,
 )
 from pvegym.provenance import plain
-from pvegym.sim import families
+from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import MigrationSettings
 
@@ -299,7 +299,7 @@ def _suite(split: Literal["train", "test"]) -> Any:
             if not isinstance(item, dict):
                 raise ConfigError(where, f"must be a table, not {item!r}")
             item = dict(item)
-            if families.is_family(str(item.get("name", ""))):
+            if catalog.is_family(str(item.get("name", ""))):
                 given = item.setdefault("split", split)
                 if given != split:
                     raise ConfigError(

@@ -20,8 +20,7 @@ from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.scenarios import scenario_data
 from pvegym.sim.view import Motion
-
-GiB = 2**30
+from pvegym.units import GiB
 
 
 def _random_episode(env: ClusterEnv, seed: int, steps: int) -> dict[str, Any]:
@@ -236,3 +235,15 @@ def test_missing_telemetry_reads_zero_with_a_flag() -> None:
     flags = dict(zip(GLOBAL_FEATURES, obs[: len(GLOBAL_FEATURES)], strict=True))
     assert flags["missing_node_cpu_some"] == 1.0 and flags["missing_guest_cpu"] == 1.0
     assert flags["missing_node_cpu"] == 0.0
+
+
+def test_overrides_apply_to_families_and_fixed_scenarios() -> None:
+    """One override syntax (dotted key → value, as an experiment's ``set``) for every scenario."""
+    sets = {"migration.bandwidth": "1GiB/s"}
+    for name in ("small", "idle-night"):
+        env = ClusterEnv(name, overrides=sets)
+        env.reset(seed=3)
+        assert env.scenario.migration.bandwidth == 2**30
+    with pytest.raises(ConfigError) as info:
+        ClusterEnv("idle-night", overrides={"nodez": 1})
+    assert info.value.path == "overrides"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pvegym.cli import main
-from pvegym.experiments.config import build_policy, resolve_scenario
+from pvegym.experiments.config import build_policy
 from pvegym.experiments.record import (
     EpisodeRecord,
     load_record,
@@ -17,6 +17,7 @@ from pvegym.experiments.record import (
     replay,
     save_record,
 )
+from pvegym.sim import catalog
 from pvegym.sim.simulation import Simulation
 
 
@@ -24,7 +25,7 @@ def _record(
     scenario: str = "failure-loop", seed: int = 2, duration: float = 600.0
 ) -> EpisodeRecord:
     overrides = {"migration.qemu_server": "patched"}
-    scn, _ = resolve_scenario(scenario, seed, overrides)
+    scn = catalog.scenario(scenario, seed, overrides)
     policy = build_policy("upstream", {"threshold": 0.3})
     policy.reset(seed)
     result, motions = play(Simulation(scn, seed), policy.decide, duration)
@@ -62,7 +63,7 @@ def test_a_saved_record_replays_with_matching_metrics(
 
 def test_a_record_with_embedded_scenario_data_replays(tmp_path: Path) -> None:
     rec = _record("small", 1000001, 900.0)
-    _, data = resolve_scenario("small", 1000001, rec.overrides)
+    data = catalog.resolve("small", 1000001, rec.overrides).data
     rec.scenario_data = data
     rec.overrides = {}
     assert (

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from pvegym.experiments import runner
+from pvegym.experiments.cells import Cell
 from pvegym.experiments.config import (
     Experiment,
     build_policy,
     load_experiment,
-    resolve_scenario,
 )
-from pvegym.experiments.runner import Cell, evaluate_cell, plan, run_experiment, unique_cells
+from pvegym.experiments.runner import evaluate_cell, plan, run_experiment, unique_cells
+from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.simulation import Simulation
 
@@ -186,7 +187,7 @@ def test_traced_loop_equals_simulation_run(
         "params": {},
     }
     doc, trace = evaluate_cell(Cell("k", config, trace=True))
-    scn, _ = resolve_scenario(scenario, seed, {})
+    scn = catalog.scenario(scenario, seed)
     expected = Simulation(scn, seed).run(build_policy(policy, {}), duration)
     assert doc["metrics"] == expected["metrics"]
     assert doc["moves"] == expected["moves"]

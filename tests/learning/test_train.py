@@ -26,8 +26,8 @@ from pvegym.errors import ConfigError
 from pvegym.experiments.record import play
 from pvegym.learning.train import train
 from pvegym.learning.train_config import parse_train_config
+from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
-from pvegym.sim.scenarios import load_scenario
 from pvegym.sim.simulation import Simulation
 
 torch.set_num_threads(1)
@@ -66,7 +66,7 @@ def _data(algo: str, **extra: Any) -> dict[str, Any]:
 
 
 def _episode(policy: Any, seed: int) -> tuple[dict[str, Any], list[Any]]:
-    sim = Simulation(load_scenario(SCENARIO), seed)
+    sim = Simulation(catalog.scenario(SCENARIO), seed)
     policy.reset(seed)
     return play(sim, policy.decide, 300.0)
 

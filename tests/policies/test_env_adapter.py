@@ -7,8 +7,8 @@ import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
 from policies import make_policy
 from policies.env_adapter import HeuristicAgent
 from pvegym.commands.simulate import simulate
+from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
-from pvegym.sim.scenarios import load_scenario
 from pvegym.sim.simulation import Simulation
 
 
@@ -17,7 +17,7 @@ from pvegym.sim.simulation import Simulation
 def test_metrics_equal_simulation_run(policy: str, seed: int) -> None:
     env = gymnasium.make("pvegym/Cluster-v0", scenario="contended-3node", episode_seconds=1200)
     final = HeuristicAgent(policy).run_episode(env, seed=seed)
-    expect = Simulation(load_scenario("contended-3node"), seed).run(make_policy(policy), 1200)
+    expect = Simulation(catalog.scenario("contended-3node"), seed).run(make_policy(policy), 1200)
     assert {k: final[k] for k in METRIC_KEYS} == expect["metrics"]
     assert final["move_log"] == expect["moves"]
     assert final["steps"] == 120

@@ -10,14 +10,13 @@ import pytest
 from policies.guest_centric import GuestCentricPolicy
 from policies.registry import make_policy
 from pvegym.errors import ConfigError
+from pvegym.sim import catalog
 from pvegym.sim.families import family_scenario
 from pvegym.sim.scenario import Scenario
-from pvegym.sim.scenarios import load_scenario
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import MotionResult
+from pvegym.units import GiB
 
-GiB = 2**30
-MiB = 2**20
 LOCAL_FAILURES = {"local resource", "hugepage allocation failed"}
 
 
@@ -39,7 +38,7 @@ def test_registered_with_a_validated_config() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_failure_loop_never_tries_the_guest_with_a_local_cdrom(seed: int) -> None:
-    result = _run(load_scenario("failure-loop"), seed=seed)
+    result = _run(catalog.scenario("failure-loop"), seed=seed)
     moves = result["moves"]
     assert moves, "the pressure should still be relieved with other guests"
     assert all(m["guest"] != "vm:101" for m in moves)
@@ -70,7 +69,9 @@ def test_no_motion_fails_for_a_local_resource_on_families(
 
 @pytest.mark.parametrize("qemu", ["unpatched", "patched"])
 def test_prefers_the_cheaper_adequate_motion(qemu: str) -> None:
-    scn = load_scenario("nonconverging-with-alternative", [f"migration.qemu_server={qemu}"])
+    scn = catalog.scenario(
+        "nonconverging-with-alternative", overrides={"migration.qemu_server": qemu}
+    )
     ours = _run(scn)
     assert [(m["guest"], m["outcome"]) for m in ours["moves"]] == [("vm:121", "succeeded")]
     # the imbalance-driven balancers pick the 24 GiB VM that never converges
@@ -82,17 +83,17 @@ def test_prefers_the_cheaper_adequate_motion(qemu: str) -> None:
 
 @pytest.mark.parametrize("name", ["idle-night", "dominant-oscillation"])
 def test_no_churn_without_pressure(name: str) -> None:
-    assert _run(load_scenario(name))["metrics"]["moves"] == 0
+    assert _run(catalog.scenario(name))["metrics"]["moves"] == 0
 
 
 def test_pressure_evacuation_moves_once_off_the_hot_node() -> None:
-    moves = _run(load_scenario("pressure-evacuation"))["moves"]
+    moves = _run(catalog.scenario("pressure-evacuation"))["moves"]
     assert len(moves) == 1 and moves[0]["source"] == "node1"
 
 
 def test_fails_open_without_psi_telemetry() -> None:
-    off = '["node_cpu_some","node_mem_some","node_mem_full","guest_cpu_some","guest_mem_some"]'
-    scn = load_scenario("failure-loop", [f"telemetry.disabled={off}"])
+    off = ["node_cpu_some", "node_mem_some", "node_mem_full", "guest_cpu_some", "guest_mem_some"]
+    scn = catalog.scenario("failure-loop", overrides={"telemetry.disabled": off})
     result = _run(scn)
     assert result["moves"] and all(m["guest"] != "vm:101" for m in result["moves"])
 
@@ -119,5 +120,5 @@ def test_cost_prediction_and_learning_from_outcomes() -> None:
 
 
 def load_view() -> Any:
-    sim = Simulation(load_scenario("failure-loop"), 0)
+    sim = Simulation(catalog.scenario("failure-loop"), 0)
     return sim.reset()

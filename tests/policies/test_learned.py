@@ -17,10 +17,10 @@ from policies.registry import make_policy
 from pvegym.env.cluster_env import ClusterEnv
 from pvegym.env.view_encoding import mask_from_view
 from pvegym.errors import ConfigError
-from pvegym.experiments.config import resolve_scenario
 from pvegym.experiments.record import play
 from pvegym.learning.train import train
 from pvegym.learning.train_config import parse_train_config
+from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
@@ -48,7 +48,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _checked_episode(
     policy: LearnedPolicy, scenario: str, seed: int, duration: float
 ) -> dict[str, Any]:
-    scn, _ = resolve_scenario(scenario, seed, {})
+    scn = catalog.scenario(scenario, seed)
     sim = Simulation(scn, seed)
     issued = 0
 
@@ -88,7 +88,7 @@ def test_non_maskable_agent_maps_masked_actions_to_no_motion() -> None:
     env = ClusterEnv("small", episode_seconds=600.0)
     model = PPO("MlpPolicy", env, n_steps=64, seed=0, device="cpu")
     policy = LearnedPolicy.from_model(model, "PPO", env.max_nodes, env.max_guests, 600.0)
-    scn, _ = resolve_scenario("small", 1_000_000, {})
+    scn = catalog.scenario("small", 1_000_000)
     sim = Simulation(scn, 1_000_000)
     seen: list[bool] = []
 

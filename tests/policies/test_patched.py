@@ -10,8 +10,8 @@ import pytest
 from policies import make_policy
 from policies.patched import PatchedPolicy
 from policies.upstream import UpstreamPolicy
-from pvegym.commands.ablate import run_episode
 from pvegym.errors import ConfigError
+from pvegym.experiments.ablation import run_episode
 from pvegym.sim.view import ClusterView, MotionResult
 
 GIB = float(1 << 30)

@@ -9,8 +9,8 @@ from pvegym.sim.affinity import allowed_targets, node_affinity_mask
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import NodeAffinityRule, Rules
+from pvegym.units import GiB
 
-GiB = 2**30
 NODES = ("node1", "node2", "node3")
 
 

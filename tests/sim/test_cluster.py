@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.psi import EXP_10S, guest_pressure
 from pvegym.sim.scenario import scenario_from_dict
-
-GiB = 2**30
+from pvegym.units import GiB
 
 
 def _cluster(

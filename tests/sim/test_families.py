@@ -87,13 +87,6 @@ def test_instances_simulate() -> None:
         assert np.isfinite(m["stall_cpu_s"])
 
 
-def test_scenario_for_resolves_named_scenarios_and_families() -> None:
-    assert families.scenario_for("contended-3node").name == "contended-3node"
-    assert families.scenario_for("small", 3) == families.family_scenario("small", 3)
-    with pytest.raises(ConfigError):
-        families.scenario_for("no-such-scenario")
-
-
 def test_bench_large_builds() -> None:
-    scn = families.scenario_for("bench-large", 0)
+    scn = families.family_scenario("bench-large", 0)
     assert (len(scn.nodes), len(scn.guests)) == (64, 2000)

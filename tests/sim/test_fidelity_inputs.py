@@ -4,7 +4,7 @@ path and what is allowed (the reliability stream's convention)."""
 import pytest
 
 from pvegym.errors import ConfigError
-from pvegym.sim.scenarios import load_scenario
+from pvegym.sim import catalog
 
 
 @pytest.mark.parametrize(
@@ -31,6 +31,7 @@ from pvegym.sim.scenarios import load_scenario
 )
 def test_new_inputs_fail_with_their_key_path(override: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        load_scenario("idle-night", [override])
-    assert str(err.value).startswith(message)
+        catalog.resolve("idle-night", overrides=catalog.parse_overrides([override]))
+    assert err.value.path == "set"
+    assert str(err.value).startswith(f"set: idle-night: {message}")
     assert "\n" not in str(err.value)

@@ -1,6 +1,6 @@
 """MODEL §10: the five field scenarios hold their targets in ≥ 8 of 10 seeds.
 
-Targets are judged by :func:`pvegym.commands.ablate.check_target` (the single definition the
+Targets are judged by :func:`pvegym.experiments.ablation.check_target` (the single definition the
 ``ablate`` command uses too); each scenario runs for its own duration. ``nonconverging-migration``
 runs with ``--qemu-server unpatched`` for upstream and ``patched`` for patched.
 """
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from pvegym.commands.ablate import check_target, needed, qemu_server_for, run_episode
-from pvegym.sim.scenarios import FIELD_SCENARIOS, load_scenario
+from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
+from pvegym.sim import catalog
+from pvegym.sim.scenarios import FIELD_SCENARIOS
+from pvegym.units import GiB
 
 SEEDS = range(10)
 
@@ -33,11 +35,11 @@ def test_target_holds_in_8_of_10_seeds(scenario: str, policy: str) -> None:
 
 
 def test_scenarios_are_registered_with_faithful_durations() -> None:
-    durations = {name: load_scenario(name).duration for name in FIELD_SCENARIOS}
+    durations = {name: catalog.scenario(name).duration for name in FIELD_SCENARIOS}
     assert durations["failure-loop"] == 20 * 60  # "25 identical failing attempts in 20 minutes"
     assert durations["dominant-oscillation"] == 27 * 60  # "five moves … in 27 minutes"
     assert durations["idle-night"] == 8 * 3600  # MODEL §10: the night, 8 h
-    scn = load_scenario("nonconverging-migration")
+    scn = catalog.scenario("nonconverging-migration")
     big = next(g for g in scn.guests if g.sid == "vm:120")
     assert big.maxmem == 24 * 2**30 and big.dirty_rate > scn.migration.bandwidth
 
@@ -94,12 +96,12 @@ def test_idle_night_non_ha_guest_is_seen_and_never_moved() -> None:
     from pvegym.sim.simulation import Simulation
     from pvegym.sim.view import Motion
 
-    sim = Simulation(load_scenario("idle-night"), seed=0)
+    sim = Simulation(catalog.scenario("idle-night"), seed=0)
     view = sim.reset()
     g = sim.cluster.guest_index["vm:900"]
     assert "vm:900" not in view.sids
-    assert list(view.other_node) == [1] and list(view.other_maxmem) == [4 * 2**30]
-    assert sim.cluster.memhost[g] == 2 * 2**30 and sim.cluster.demand[g] == pytest.approx(0.05)
+    assert list(view.other_node) == [1] and list(view.other_maxmem) == [4 * GiB]
+    assert sim.cluster.memhost[g] == 2 * GiB and sim.cluster.demand[g] == pytest.approx(0.05)
     assert not sim.commit(Motion("vm:900", "node1"))  # not an HA service: ignored
     ep = run_episode("idle-night", "upstream", 0)
     assert ep.moves and all(m.guest != "vm:900" for m in ep.moves)

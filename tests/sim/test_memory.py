@@ -16,9 +16,7 @@ from pvegym.sim.memory import BALLOON_MAX_CHANGE, compute_alg1
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import Motion
-
-GiB = 2**30
-MiB = 2**20
+from pvegym.units import GiB, MiB
 
 
 def _vm(balloon: float, bmin: float, maxmem: float, free: float, shares: float = 1000) -> Any:

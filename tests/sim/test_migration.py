@@ -23,9 +23,7 @@ from pvegym.sim.migration import (
     MigrationParams,
     xbzrle_cache_size,
 )
-
-GiB = 1 << 30
-MiB = 1 << 20
+from pvegym.units import GiB, MiB
 
 
 def _load_reference():  # type: ignore[no-untyped-def]

@@ -7,9 +7,7 @@ import copy
 import pytest
 
 from pvegym.sim.migration import Migration, MigrationParams
-
-GiB = 1 << 30
-MiB = 1 << 20
+from pvegym.units import GiB, MiB
 
 
 @pytest.mark.benchmark(group="migration")

@@ -11,8 +11,7 @@ from pvegym.sim.psi import memory_some
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import MIGRATE, STARTED, ClusterView, Motion
-
-GiB = 2**30
+from pvegym.units import GiB, MiB
 
 
 def _two_nodes(**extra: Any) -> dict[str, Any]:
@@ -467,7 +466,7 @@ def test_a_migration_costs_the_hosts_cpu() -> None:
     extra = costly.cluster.node_cpu - free.cluster.node_cpu
     lost_by_guest = free.cluster.received[g] - costly.cluster.received[g]
     np.testing.assert_allclose(extra, [1.0 - lost_by_guest, 1.0], atol=1e-9)
-    w, written = 24 * GiB, 5.0 * 680 * 2**20
+    w, written = 24 * GiB, 5.0 * 680 * MiB
     faults_per_s = w * -np.expm1(-written / w) / 5.0 / 4096
     expect = 2.0 * faults_per_s * 1e-6 / 4  # demand 2 cores × the share of vCPU time lost
     assert lost_by_guest == pytest.approx(expect, rel=0.05)

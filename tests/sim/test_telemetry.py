@@ -11,8 +11,7 @@ import pytest
 from pvegym.sim.scenario import TelemetrySettings, scenario_from_dict
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import Motion
-
-GiB = 2**30
+from pvegym.units import GiB
 
 
 def _sim(**telemetry: Any) -> Simulation:

@@ -9,8 +9,7 @@ import pytest
 
 from pvegym.cli import main
 from pvegym.sim.workload import TRACE_ROOT, WorkloadBank, load_trace, parse_signal
-
-GiB = 2**30
+from pvegym.units import GiB
 
 
 def _values(spec: dict, times: list[float], unit: str | None = None) -> list[float]:

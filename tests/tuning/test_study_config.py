@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pvegym.tuning.study import redact
 from pvegym.tuning.study_config import load_study_config
 from tests.conftest import RunCli
 
@@ -117,3 +118,19 @@ def test_bad_study_files_are_one_line_naming_the_key(
 def test_a_missing_file_is_exit_2(tmp_path: Path, cli: RunCli) -> None:
     code, _, err = cli("tune", str(tmp_path / "nope.toml"))
     assert code == 2 and "nope.toml" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u@h/db", "postgresql://u@h/db"),  # no password: nothing to hide
+        (
+            "postgresql+psycopg://user:s3cr%40t@host:5432/db",
+            "postgresql+psycopg://user:***@host:5432/db",
+        ),
+        ("sqlite:///results/t/study.db", "sqlite:///results/t/study.db"),
+        ("not a url with:secret@", "<storage URL>"),
+    ],
+)
+def test_storage_urls_are_shown_without_their_password(url: str, shown: str) -> None:
+    assert redact(url) == shown

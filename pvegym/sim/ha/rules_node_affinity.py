@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pvegym.sim.ha.perl import truthy
-from pvegym.sim.ha.rules import (
+from pvegym.sim.ha.rules_base import (
     CheckArguments,
     NodeAffinityEntry,
     NodePriority,

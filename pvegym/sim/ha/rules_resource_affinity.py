@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pvegym.sim.ha.perl import truthy
-from pvegym.sim.ha.rules import (
+from pvegym.sim.ha.rules_base import (
     CheckArguments,
     ResourceAffinityCompiled,
     Rule,

@@ -1,0 +1,107 @@
+"""The parts of ``PVE::HA::Tools`` the HA stack uses (pve-ha-manager 5.2.0, ``src/PVE/HA/Tools.pm``).
+
+Exit codes of the resource agents, the service counters the CRM and the LRM decide with, the
+resource-id check and the version comparison of the HA-groups migration.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# Return codes used in the HA environment, mainly by the resource agents (Tools.pm L12–22).
+SUCCESS = 0  # action finished as expected
+ERROR = 1  # action was erroneous
+ETRY_AGAIN = 2  # action was erroneous and needs to be repeated
+EWRONG_NODE = 3  # needs to fixup the service location
+EUNKNOWN_SERVICE_TYPE = 4  # no plugin for this type service found
+EUNKNOWN_COMMAND = 5
+EINVALID_PARAMETER = 6
+EUNKNOWN_SERVICE = 7  # service not found
+IGNORED = 8  # action was ignored for some good reason
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.|-)(\d+)(?:~(\d+))?")
+
+
+def count_fenced_services(ss: Mapping[str, Any], node: str) -> int:
+    """Services on ``node`` in state ``fence`` (Tools.pm ``count_fenced_services``)."""
+    count = 0
+    for sd in ss.values():
+        if not sd.get("node") or sd["node"] != node:
+            continue
+        if sd.get("state") == "fence":
+            count += 1
+    return count
+
+
+#: CRM states that do not make a service active on its node (Tools.pm ``count_active_services``).
+_INACTIVE_STATES = frozenset({"stopped", "freeze", "error", "request_start"})
+
+
+def count_active_services(ss: Mapping[str, Any], node: str) -> int:
+    """Services the LRM of ``node`` is responsible for: on the node or migrating to it, in a state
+    other than stopped, freeze, error and request_start (Tools.pm L223–246)."""
+    count = 0
+    for sd in ss.values():
+        target = sd.get("target")
+        on_node = bool(sd.get("node")) and sd["node"] == node
+        if not on_node and (not target or target != node):
+            continue
+        state = sd.get("state")
+        if state is None or state in _INACTIVE_STATES:
+            continue
+        count += 1
+    return count
+
+
+def has_min_version(version: str, min_version: str) -> bool:
+    """``has_min_version`` (Tools.pm L283–309): ``major.minor.patch[~rev]`` comparison.
+
+    Perl compares the captured parts numerically; a version that does not parse compares as 0
+    (an undefined value in a numeric comparison).
+    """
+
+    def parts(v: str) -> tuple[int, int, int, int | None]:
+        m = _VERSION.match(v)
+        if not m:
+            return (0, 0, 0, None)
+        rev = m.group(4)
+        return (
+            int(m.group(1)),
+            int(m.group(2)),
+            int(m.group(3)),
+            None if rev is None else int(rev),
+        )
+
+    major, minor, patch, rev = parts(version)
+    min_major, min_minor, min_patch, min_rev = parts(min_version)
+    if major < min_major:
+        return False
+    if major == min_major and minor < min_minor:
+        return False
+    if major == min_major and minor == min_minor and patch < min_patch:
+        return False
+    min_rev_v = 0 if min_rev is None else min_rev
+    return not (
+        major == min_major
+        and minor == min_minor
+        and patch == min_patch
+        and rev is not None
+        and rev < min_rev_v
+    )
+
+
+#: key of the manager status that carries the Manager's serial where the environment supports the
+#: steady state (:meth:`~pvegym.sim.ha.env.HAEnv.quiescence_token`): a new value whenever the
+#: service, node or manager state may have changed; the LRMs memoize on it
+QUIET_SERIAL_KEY = "pvegym-serial"
+
+
+def frozen(value: Any) -> Any:
+    """A deep, comparable (hashable) copy of JSON-like data."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(frozen(v) for v in value)
+    return value
