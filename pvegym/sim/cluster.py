@@ -80,12 +80,24 @@ class SampledRows:
         )
 
     def node_avg10(self) -> tuple[F64, F64, F64]:
-        a = self.node_avg[L.AVG10]
-        return a[L.N_CPU_SOME], a[L.N_MEM_SOME], a[L.N_MEM_FULL]
+        """cpu some, memory some, memory full avg10 of each node (percent)."""
+        return node_avg10(self.node_avg)
 
     def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
-        a = self.guest_avg[L.AVG10]
-        return a[L.G_CPU_SOME], a[L.G_CPU_FULL], a[L.G_MEM_SOME], a[L.G_MEM_FULL]
+        """cpu some, cpu full, memory some, memory full avg10 of each guest (percent)."""
+        return guest_avg10(self.guest_avg)
+
+
+def node_avg10(node_avg: F64) -> tuple[F64, F64, F64]:
+    """The avg10 rows of a node PSI block (``windows × series × n``): cpu some, mem some, full."""
+    a = node_avg[L.AVG10]
+    return a[L.N_CPU_SOME], a[L.N_MEM_SOME], a[L.N_MEM_FULL]
+
+
+def guest_avg10(guest_avg: F64) -> tuple[F64, F64, F64, F64]:
+    """The avg10 rows of a guest PSI block: cpu some, cpu full, memory some, memory full."""
+    a = guest_avg[L.AVG10]
+    return a[L.G_CPU_SOME], a[L.G_CPU_FULL], a[L.G_MEM_SOME], a[L.G_MEM_FULL]
 
 
 class ClusterState:
@@ -224,10 +236,8 @@ class ClusterState:
     # avg10 views (percent) -------------------------------------------------------------------
     def node_avg10(self) -> tuple[F64, F64, F64]:
         """cpu some, memory some, memory full avg10 of each node (percent)."""
-        a = self.node_avg[L.AVG10]
-        return a[L.N_CPU_SOME], a[L.N_MEM_SOME], a[L.N_MEM_FULL]
+        return node_avg10(self.node_avg)
 
     def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
         """cpu some, cpu full, memory some, memory full avg10 of each guest (percent)."""
-        a = self.guest_avg[L.AVG10]
-        return a[L.G_CPU_SOME], a[L.G_CPU_FULL], a[L.G_MEM_SOME], a[L.G_MEM_FULL]
+        return guest_avg10(self.guest_avg)

@@ -298,11 +298,16 @@ def test_reset_with_same_seed_reproduces_and_other_seed_differs() -> None:
     assert not np.array_equal(a, c)
 
 
-def _nonconverging(qemu_server: str) -> Simulation:
+def _nonconverging(qemu_server: str, **migration: Any) -> Simulation:
     """A 24 GiB guest whose writes throttling cannot slow, at 430 MiB/s (seed 004)."""
     data = _two_nodes(
         duration="10m",
-        migration={"lrm_delay_max_s": 0, "precheck_s": 2, "qemu_server": qemu_server},
+        migration={
+            "lrm_delay_max_s": 0,
+            "precheck_s": 2,
+            "qemu_server": qemu_server,
+            **migration,
+        },
         nodes=[
             {"name": "node1", "maxcpu": 32, "maxmem": 128 * GiB},
             {"name": "node2", "maxcpu": 32, "maxmem": 128 * GiB},
@@ -423,27 +428,7 @@ def test_target_memory_is_not_counted_twice_when_the_migration_completes() -> No
 def _migrating(**migration: Any) -> Simulation:
     """The non-converging 24 GiB migration of :func:`_nonconverging` at t = 110 s (pass 1 over,
     the 5 s sync timer running), with the given migration settings."""
-    data = _two_nodes(
-        duration="10m",
-        migration={"lrm_delay_max_s": 0, "precheck_s": 2, **migration},
-        nodes=[
-            {"name": "node1", "maxcpu": 32, "maxmem": 128 * GiB},
-            {"name": "node2", "maxcpu": 32, "maxmem": 128 * GiB},
-        ],
-    )
-    data["guests"].append(
-        {
-            "sid": "vm:200",
-            "node": "node1",
-            "maxcpu": 4,
-            "maxmem": 24 * GiB,
-            "cpu": 2.0,
-            "memhost": 24 * GiB,
-            "dirty_rate": "680MiB/s",
-            "throttle_sensitivity": 0.0,
-        }
-    )
-    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim = _nonconverging("unpatched", **migration)
     sim.reset()
     sim.step(Motion("vm:200", "node2"))
     while sim.t < 110:
