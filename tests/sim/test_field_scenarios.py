@@ -61,7 +61,7 @@ def test_nonconverging_upstream_pause_is_a_guest_failure() -> None:
         "upstream",
         0,
         qemu_server="unpatched",
-        overrides=["migration.sync_timer=false"],
+        overrides={"migration.sync_timer": False},
     )
     first = next(m for m in off.moves if m.guest == "vm:120")
     assert first.outcome == "running" and off.metrics["sim_seconds"] - first.t >= 600.0
