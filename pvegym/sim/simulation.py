@@ -123,6 +123,7 @@ class Simulation:
         self._disabled = set(self.scenario.telemetry.disabled)
         self._nan_nodes = np.full(cl.n_nodes, np.nan)
         self._nan_guests = np.full(self.ha_idx.size, np.nan)
+        self._bind_view()
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -604,59 +605,113 @@ class Simulation:
             self.cmds[m] = (self._motion_kind[m], target)
 
     # ------------------------------------------------------------------ telemetry
+    def _bind_view(self) -> None:
+        """What :meth:`_build_view` reads, bound once per episode: the telemetry rows it copies
+        in one ``take`` each (node: cpu, mem, the three avg10 series; HA guests: mem ratio, run
+        fraction, cpu received, memhost, the four avg10 series) and the per-guest constants."""
+        cl, idx, tel = self.cluster, self.ha_idx, self.telemetry
+        n_avg10 = L.N_AVG + L.AVG10 * L.N_SERIES
+        g_avg10 = L.G_AVG + L.AVG10 * L.G_SERIES
+        node_rows = np.array(
+            [L.N_CPU, L.N_MEM, *(n_avg10 + k for k in (L.N_CPU_SOME, L.N_MEM_SOME, L.N_MEM_FULL))]
+        )
+        guest_rows = np.array(
+            [L.G_MEM_RATIO, L.G_RUN_FRACTION, L.G_RECEIVED, L.G_MEMHOST]
+            + [g_avg10 + k for k in (L.G_CPU_SOME, L.G_CPU_FULL, L.G_MEM_SOME, L.G_MEM_FULL)]
+        )
+        # pvestatd's samples (:mod:`pvegym.sim.telemetry`; the true rows when aligned and point),
+        # as views: the rows are updated in place
+        self._node_flat = tel.node_rows.reshape(-1)
+        self._guest_flat = tel.guest_rows.reshape(-1)
+        self._node_take = node_rows[:, None] * cl.n_nodes + np.arange(cl.n_nodes)[None, :]
+        self._guest_take = guest_rows[:, None] * cl.n_guests + idx[None, :]
+        self._view_running = cl.running[idx]
+        self._all_running = bool(self._view_running.all())
+        # constant facts every view of the episode shares (read-only: a view is a snapshot)
+        self._view_online = cl.node_online.copy()
+        self._view_maxcpu = cl.guest_maxcpu[idx]
+        self._view_maxmem = cl.guest_maxmem[idx]
+        self._view_migratable = self._migratable[idx]
+        for shared in (self._view_online, self._view_maxcpu, self._view_maxmem):
+            shared.flags.writeable = False
+        self._view_migratable.flags.writeable = False
+        self._all_ha = idx.size == cl.n_guests
+        self._other_running = cl.running[self._other_idx]
+
     def _build_view(self) -> ClusterView:
         cl, idx, off = self.cluster, self.ha_idx, self._disabled
-        tel = self.telemetry.view  # pvestatd's samples (the true state when aligned and point)
-        n_cpu_some, n_mem_some, n_mem_full = tel.node_avg10()
-        g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = tel.guest_avg10()
-        running = cl.running[idx] & (tel.run_fraction[idx] > 0.0)
-        other = self._other_idx[cl.running[self._other_idx]]  # non-HA guests that run
-
-        def node(name: str, arr: np.ndarray) -> np.ndarray:
-            return self._nan_nodes if name in off else arr.copy()
-
-        def guest(name: str, arr: np.ndarray) -> np.ndarray:
-            return self._nan_guests if name in off else arr[idx]
-
-        results = tuple(
-            MotionResult(
-                j.sid,
-                cl.node_names[j.source],
-                cl.node_names[j.target],
-                j.ok,
-                j.reason,
-                j.t_issued,
-                float(j.t_end or 0.0),
-            )
-            for j in self._results
-            if self._is_ha_list[j.guest]
+        # one copy of each telemetry block (the view is a snapshot: later rounds do not change it)
+        n_cpu, n_mem, n_cpu_some, n_mem_some, n_mem_full = self._node_flat.take(self._node_take)
+        ratio, run_fraction, received, memhost, g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = (
+            self._guest_flat.take(self._guest_take)
         )
+        running = run_fraction > 0.0
+        if not self._all_running:
+            running &= self._view_running
+        guest_node, guest_target = self.svc_place.take(idx, axis=1)
+        other = self._other_idx[self._other_running]  # non-HA guests that run
+        if self._killed:  # the OOM killer's victims do not
+            other = np.array([g for g in other.tolist() if g not in self._killed], dtype=np.int64)
+        if off:
+            nan_n, nan_g = self._nan_nodes, self._nan_guests
+            n_cpu = nan_n if "node_cpu" in off else n_cpu
+            n_mem = nan_n if "node_mem" in off else n_mem
+            n_cpu_some = nan_n if "node_cpu_some" in off else n_cpu_some
+            n_mem_some = nan_n if "node_mem_some" in off else n_mem_some
+            n_mem_full = nan_n if "node_mem_full" in off else n_mem_full
+            guest_cpu = nan_g if "guest_cpu" in off else received
+            guest_mem = nan_g if "guest_mem" in off else memhost * ratio
+            memhost = nan_g if "guest_memhost" in off else memhost
+            g_cpu_some = nan_g if "guest_cpu_some" in off else g_cpu_some
+            g_cpu_full = nan_g if "guest_cpu_full" in off else g_cpu_full
+            g_mem_some = nan_g if "guest_mem_some" in off else g_mem_some
+            g_mem_full = nan_g if "guest_mem_full" in off else g_mem_full
+        else:
+            guest_cpu, guest_mem = received, memhost * ratio
+        results: tuple[MotionResult, ...] = ()
+        if self._results:
+            results = tuple(
+                MotionResult(
+                    j.sid,
+                    cl.node_names[j.source],
+                    cl.node_names[j.target],
+                    j.ok,
+                    j.reason,
+                    j.t_issued,
+                    float(j.t_end or 0.0),
+                )
+                for j in self._results
+                if self._is_ha_list[j.guest]
+            )
+        states = self.svc_state
         return ClusterView(
             t=self.t,
             node_names=cl.node_names,
-            node_online=cl.node_online.copy(),
+            node_online=self._view_online,
             node_maxcpu=cl.node_maxcpu,
             node_maxmem=cl.node_maxmem,
-            node_cpu=node("node_cpu", tel.node_cpu),
-            node_mem=node("node_mem", tel.node_mem),
-            node_cpu_some=node("node_cpu_some", n_cpu_some),
-            node_mem_some=node("node_mem_some", n_mem_some),
-            node_mem_full=node("node_mem_full", n_mem_full),
+            node_cpu=n_cpu,
+            node_mem=n_mem,
+            node_cpu_some=n_cpu_some,
+            node_mem_some=n_mem_some,
+            node_mem_full=n_mem_full,
             sids=self.ha_sids,
-            guest_node=self.svc_node[idx],
-            guest_target=self.svc_target[idx],
-            guest_state=tuple([self.svc_state[i] for i in self._ha_list]),
+            guest_node=guest_node,
+            guest_target=guest_target,
+            guest_state=tuple(states)
+            if self._all_ha
+            else tuple([states[i] for i in self._ha_list]),
             guest_running=running,
-            guest_maxcpu=cl.guest_maxcpu[idx],
-            guest_maxmem=cl.guest_maxmem[idx],
-            guest_cpu=guest("guest_cpu", tel.received),
-            guest_mem=guest("guest_mem", tel.memhost * tel.mem_ratio),
-            guest_memhost=guest("guest_memhost", tel.memhost),
-            guest_cpu_some=guest("guest_cpu_some", g_cpu_some),
-            guest_cpu_full=guest("guest_cpu_full", g_cpu_full),
-            guest_mem_some=guest("guest_mem_some", g_mem_some),
-            guest_mem_full=guest("guest_mem_full", g_mem_full),
-            guest_migratable=self._migratable[idx],
+            guest_maxcpu=self._view_maxcpu,
+            guest_maxmem=self._view_maxmem,
+            guest_cpu=guest_cpu,
+            guest_mem=guest_mem,
+            guest_memhost=memhost,
+            guest_cpu_some=g_cpu_some,
+            guest_cpu_full=g_cpu_full,
+            guest_mem_some=g_mem_some,
+            guest_mem_full=g_mem_full,
+            guest_migratable=self._view_migratable,
             rules=self.rules,
             results=results,
             motion_active=self.motion_active(),
