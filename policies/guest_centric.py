@@ -68,13 +68,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from policies import kernels
 from policies.patched import PatchedPolicy
 from policies.upstream import (
     CURRENT_STATES,
     CandidateError,
     Candidates,
     check_non_negative,
-    in_states,
 )
 from pvegym.errors import ConfigError
 from pvegym.sim.migration import COMPLETED, Migration, MigrationParams
@@ -265,6 +265,19 @@ class GuestCentricPolicy:
             )
         self.config: GuestCentricPolicy.Config = config
         c = config
+        # the scoring kernel's constants (policies/kernels.py: gc_relief)
+        self._weights = np.array([c.w_cpu_some, c.w_cpu_full, c.w_mem_some, c.w_mem_full], float)
+        self._params = np.array(
+            [
+                c.curve_quadratic_share,
+                c.curve_exponent,
+                c.mem_band_frac,
+                c.horizon_s,
+                c.cost_factor,
+                c.min_pressure_pct,
+            ],
+            dtype=np.float64,
+        )
         # composition: upstream's candidate rules (affinity) and patch 1's outcome tracking
         self._base = PatchedPolicy(
             PatchedPolicy.Config(
@@ -315,19 +328,6 @@ class GuestCentricPolicy:
 
     # ---------------------------------------------------------------- scoring
 
-    def _curve(self, rho: float) -> float:
-        """Predicted node CPU some (percent) at utilisation ``rho`` (demand / cores)."""
-        if rho >= 1.0:
-            return 100.0
-        r = max(rho, 0.0)
-        a = self.config.curve_quadratic_share
-        return 100.0 * (a * r * r + (1.0 - a) * r**self.config.curve_exponent)
-
-    @staticmethod
-    def _full(rho: float) -> float:
-        """CPU full (percent of a guest's time all its threads wait) at utilisation ``rho``."""
-        return 100.0 * max(0.0, 1.0 - 1.0 / rho) if rho > 1.0 else 0.0
-
     def _choose(self, view: ClusterView) -> Motion | None:
         cfg = self.config
         n = len(view.node_names)
@@ -337,7 +337,7 @@ class GuestCentricPolicy:
         nmf = np.asarray(view.node_mem_full, dtype=np.float64)
         node = np.asarray(view.guest_node, dtype=np.int64)
         state = np.asarray(view.guest_state, dtype=object)
-        here = in_states(view.guest_state, CURRENT_STATES) & (node >= 0)
+        here = self._base.states_in(view, CURRENT_STATES) & (node >= 0)
         nd = np.where(here, node, 0)
 
         def guest_psi(arr: Any, node_arr: FloatArray | None) -> FloatArray:
@@ -362,7 +362,9 @@ class GuestCentricPolicy:
         )
         cores = np.asarray(view.node_maxcpu, dtype=np.float64)
         # fail-open: a node without PSI telemetry reads the pressure curve of its utilisation
-        curve = np.array([self._curve(r) for r in node_demand / cores])
+        curve = kernels.curve_values(
+            node_demand / cores, float(cfg.curve_quadratic_share), float(cfg.curve_exponent)
+        )
         ncs = np.where(np.isfinite(ncs), ncs, curve)
         gcs = guest_psi(view.guest_cpu_some, ncs)
         gms = guest_psi(view.guest_mem_some, nms)
@@ -397,125 +399,90 @@ class GuestCentricPolicy:
         psi_s = np.nan_to_num(ncs, nan=0.0)
         migratable = np.asarray(view.guest_migratable, dtype=bool)
 
-        best: tuple[int, float, float, int] | None = None  # smallest wins (see the module doc)
-        scored: list[Candidate] = []
-        for i in range(len(cands)):
+        # step 4 (cheap checks) for every candidate at once, then the cost per bundle, then
+        # steps 6–7 for the candidates left: compiled (policies/kernels.py), candidate by
+        # candidate in their order, as the module doc describes
+        ptr, flat = self._members_csr(cands)
+        keep, m_b, d_b = kernels.gc_prefilter(
+            ptr, flat, cands.source, cands.target, self._returning(view), migratable,
+            suffering, online, node_mem, maxmem, memhost, demand, float(cfg.mem_headroom_frac),
+        )  # fmt: skip
+        rows: list[int] = []
+        costs: list[float] = []
+        by_leader: dict[int, float | None] = {}  # a bundle costs the same to every target
+        for i in np.flatnonzero(keep).tolist():
             g = int(cands.leader[i])
-            s = int(cands.source[i])
-            d = int(cands.target[i])
-            members = cands.members.get(g, (g,))
-            tname = view.node_names[d]
-            if any(self.left_until.get((view.sids[m], tname), -math.inf) > view.t for m in members):
-                continue  # would undo one of our recent motions
-            if not all(migratable[m] for m in members):
-                continue  # a local resource: the motion must fail
-            if not any(suffering[m] for m in members):
-                continue
-            if not (online[s] and online[d]) or not math.isfinite(node_mem[d]):
-                continue
-            m_b = float(sum(memhost[m] for m in members))
-            if node_mem[d] + m_b > (1.0 - cfg.mem_headroom_frac) * maxmem[d]:
-                continue  # no room on the target: it would overcommit
-            cost = self._bundle_cost(view, members, memhost, gmaxmem)
+            if g not in by_leader:
+                members = cands.members.get(g, (g,))
+                by_leader[g] = self._bundle_cost(view, members, memhost, gmaxmem)
+            cost = by_leader[g]
             if cost is None:
                 continue  # predicted to abort / not converge
-            d_b = float(sum(demand[m] for m in members))
-            relief, src_after, tgt_after, mem_after = self._relief(
-                s, d, members, d_b, m_b, node_demand, cores, maxmem, psi_s, nms, nmf,
-                gcs, gcf, gms, gmf, relievable, active, nd,
-            )  # fmt: skip
-            adequate = (
-                src_after < cfg.min_pressure_pct
-                and tgt_after < cfg.min_pressure_pct
-                and mem_after < cfg.min_pressure_pct
-            )
-            scored.append(
-                Candidate(
-                    view.sids[g], view.node_names[d], relief, cost, adequate, src_after, tgt_after
-                )
-            )
-            if relief <= 0.0 or relief <= cfg.cost_factor * cost:
-                continue
-            net = relief - cfg.cost_factor * cost
-            if adequate and cfg.prefer_cheapest_adequate:
-                key = (0, cost, -net, i)  # the cheapest adequate motion
-            else:
-                key = (1, -net, 0.0, i)  # else the best net relief
-            if best is None or key < best:
-                best = key
-        self.last_scored = scored
-        if best is None:
+            rows.append(i)
+            costs.append(cost)
+        if not rows:
             return None
-        return self._issue(view, cands, best[3], scored)
+        sel = np.asarray(rows, dtype=np.int64)
+        sub = cands.select(sel)
+        sub_ptr, sub_flat = self._members_csr(sub)
+        relief, src_after, tgt_after, mem_after, best = kernels.gc_relief(
+            sub_ptr, sub_flat, sub.source, sub.target, d_b[sel], m_b[sel],
+            np.asarray(costs, dtype=np.float64), node_demand, cores, maxmem, psi_s, nms, nmf,
+            gcs, gcf, gms, gmf, relievable, active, nd, self._weights, self._params,
+            bool(cfg.prefer_cheapest_adequate),
+        )  # fmt: skip
+        min_p = cfg.min_pressure_pct
+        columns = zip(
+            sub.leader.tolist(),
+            sub.target.tolist(),
+            relief.tolist(),
+            costs,
+            src_after.tolist(),
+            tgt_after.tolist(),
+            mem_after.tolist(),
+            strict=True,
+        )
+        scored = [
+            Candidate(
+                view.sids[g],
+                view.node_names[d],
+                r,
+                c,
+                sa < min_p and ta < min_p and ma < min_p,
+                sa,
+                ta,
+            )
+            for g, d, r, c, sa, ta, ma in columns
+        ]
+        self.last_scored = scored
+        if best < 0:
+            return None
+        return self._issue(view, cands, rows[best], scored)
 
-    def _relief(
-        self,
-        s: int,
-        d: int,
-        members: tuple[int, ...],
-        d_b: float,
-        m_b: float,
-        node_demand: FloatArray,
-        cores: FloatArray,
-        maxmem: FloatArray,
-        psi_s: FloatArray,
-        nms: FloatArray,
-        nmf: FloatArray,
-        gcs: FloatArray,
-        gcf: FloatArray,
-        gms: FloatArray,
-        gmf: FloatArray,
-        relievable: FloatArray,
-        active: Any,
-        nd: Any,
-    ) -> tuple[float, float, float, float]:
-        """Relief of one motion in guest-stall seconds over the horizon, and the predicted source
-        cpu some, target cpu some and source memory some after it (percent)."""
-        cfg = self.config
-        rho_s = node_demand[s] / cores[s]
-        rho_s2 = max(node_demand[s] - d_b, 0.0) / cores[s]
-        rho_d = node_demand[d] / cores[d]
-        rho_d2 = (node_demand[d] + d_b) / cores[d]
-        p_s = float(psi_s[s])
-        c_s, c_s2 = self._curve(rho_s), self._curve(rho_s2)
-        p_s2 = min(p_s * c_s2 / c_s, p_s) if c_s > 0.5 else min(c_s2, p_s)
-        f_s2 = self._full(rho_s2)
-        p_d = float(psi_s[d])
-        p_d2 = min(p_d + max(self._curve(rho_d2) - self._curve(rho_d), 0.0), 100.0)
-        f_d2 = self._full(rho_d2)
-        moving = np.zeros(nd.shape[0], dtype=bool)
-        moving[list(members)] = True
-        on_s = active & (nd == s) & ~moving
-        on_d = active & (nd == d)
-        # the source's remaining guests: less cpu contention
-        src = cfg.w_cpu_some * float(
-            np.sum(np.minimum(gcs[on_s], p_s) - np.minimum(gcs[on_s], p_s2))
-        ) + cfg.w_cpu_full * float(np.sum(gcf[on_s] - np.minimum(gcf[on_s], f_s2)))
-        # ... and less memory contention, in proportion to the memory moved off
-        ms_s = float(np.nan_to_num(nms[s], nan=0.0))
-        frac = min(1.0, m_b / (cfg.mem_band_frac * maxmem[s])) if ms_s > 0 else 0.0
-        mf_s = float(np.nan_to_num(nmf[s], nan=0.0))
-        src += frac * float(
-            cfg.w_mem_some * np.sum(np.minimum(gms[on_s], ms_s))
-            + cfg.w_mem_full * np.sum(np.minimum(gmf[on_s], mf_s))
-        )
-        # the moved guests leave their relievable contention behind and inherit the target's
-        k = len(members)
-        moved = float(np.sum(relievable[list(members)]))
-        ms_d = float(np.nan_to_num(nms[d], nan=0.0))
-        mf_d = float(np.nan_to_num(nmf[d], nan=0.0))
-        inherit = k * (
-            cfg.w_cpu_some * p_d2
-            + cfg.w_cpu_full * f_d2
-            + cfg.w_mem_some * ms_d
-            + cfg.w_mem_full * mf_d
-        )
-        # the target's guests: more cpu contention
-        added = cfg.w_cpu_some * float(np.sum(on_d)) * (p_d2 - p_d) + cfg.w_cpu_full * float(
-            np.sum(np.maximum(f_d2 - gcf[on_d], 0.0))
-        )
-        net = src + moved - inherit - added  # guest·percent
-        return net / 100.0 * cfg.horizon_s, p_s2, p_d2, ms_s * (1.0 - frac)
+    @staticmethod
+    def _members_csr(cands: Candidates) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Each candidate's bundle members (guest indices, leader first as in ``members``) in
+        CSR form: ``flat[ptr[i]:ptr[i + 1]]``."""
+        if not cands.members:
+            return np.arange(len(cands) + 1, dtype=np.int64), cands.leader
+        groups = [cands.members.get(g, (g,)) for g in cands.leader.tolist()]
+        ptr = np.zeros(len(groups) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum([len(m) for m in groups])
+        flat = np.fromiter((m for grp in groups for m in grp), dtype=np.int64, count=int(ptr[-1]))
+        return ptr, flat
+
+    def _returning(self, view: ClusterView) -> NDArray[np.bool_]:
+        """``[guest, node]``: moving the guest to the node would undo one of our motions within
+        ``return_block_s`` (the node it left, still blocked at ``view.t``)."""
+        out = np.zeros((len(view.sids), len(view.node_names)), dtype=np.bool_)
+        if self.left_until:
+            sid_pos = {sid: i for i, sid in enumerate(view.sids)}
+            node_pos = {name: i for i, name in enumerate(view.node_names)}
+            for (sid, node), until in self.left_until.items():
+                g, n = sid_pos.get(sid), node_pos.get(node)
+                if g is not None and n is not None and until > view.t:
+                    out[g, n] = True
+        return out
 
     # ---------------------------------------------------------------- cost
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from policies import kernels
 from policies.upstream import (
     CURRENT_STATES,
     Candidates,
@@ -50,7 +51,6 @@ from policies.upstream import (
     NodeStatsArrays,
     UpstreamPolicy,
     check_non_negative,
-    in_states,
 )
 from pvegym.errors import ConfigError
 from pvegym.sim.view import ClusterView, Motion
@@ -244,19 +244,23 @@ class PatchedPolicy(UpstreamPolicy):
             return cands
         if not self.backoff_until and not self.cooldown_until:
             return cands
+        # the tables hold a few entries (one per motion issued): mark what they block now, then
+        # look every candidate up at once
         t = view.t
-        names = view.node_names
-        keep = np.ones(len(cands), dtype=bool)
-        for i, (g, tgt) in enumerate(
-            zip(cands.leader.tolist(), cands.target.tolist(), strict=True)
-        ):
-            sid = view.sids[g]
-            if self.backoff_until.get((sid, names[tgt]), -math.inf) > t:
-                keep[i] = False
-                continue
-            members = cands.members.get(g, (g,))
-            if any(self.cooldown_until.get(view.sids[m], -math.inf) > t for m in members):
-                keep[i] = False
+        g_of = {sid: i for i, sid in enumerate(view.sids)}
+        n_of = {name: i for i, name in enumerate(view.node_names)}
+        backed_off = np.zeros((len(view.sids), len(view.node_names)), dtype=bool)
+        for (sid, target), until in self.backoff_until.items():
+            if until > t and sid in g_of and target in n_of:
+                backed_off[g_of[sid], n_of[target]] = True
+        cooling = np.zeros(len(view.sids), dtype=bool)
+        for sid, until in self.cooldown_until.items():
+            if until > t and sid in g_of:
+                cooling[g_of[sid]] = True
+        keep = ~backed_off[cands.leader, cands.target] & ~cooling[cands.leader]
+        for g, members in cands.members.items():  # a bundle cools down with any of its members
+            if cooling[list(members)].any():
+                keep &= cands.leader != g
         out = cands.select(keep)
         self._cands = out
         return out
@@ -265,11 +269,9 @@ class PatchedPolicy(UpstreamPolicy):
 
     def guest_stats(self, view: ClusterView) -> tuple[FloatArray, FloatArray]:
         """Dynamic mode with ``use_memhost``: memory = ``memhost`` (bytes), else ``mem``, else 0."""
-        cpu, mem = UpstreamPolicy.guest_stats(self, view)
         if not self.config.use_memhost or self.mode(view) == "static":
-            return cpu, mem
-        host = np.asarray(view.guest_memhost, dtype=np.float64)
-        return cpu, np.where(np.isfinite(host), host, mem)
+            return UpstreamPolicy.guest_stats(self, view)
+        return self._dynamic_guest_stats(view, use_memhost=True)
 
     # ---------------------------------------------------------------- patch 6
 
@@ -283,35 +285,49 @@ class PatchedPolicy(UpstreamPolicy):
         briefly contain attributable load. A node whose sample is missing (NaN) keeps its EMA and
         reads NaN (the imbalance then fails open like upstream's).
         """
-        stats = UpstreamPolicy.node_stats(self, view)
         if not self.config.residual_ema or self.mode(view) == "static":
-            return stats
+            return UpstreamPolicy.node_stats(self, view)
         n = len(view.node_names)
-        gcpu, gmem = self.guest_stats(view)
+        if self.residual_cpu is None or self.residual_cpu.shape != (n,):
+            self.residual_cpu = np.full(n, np.nan)  # NaN: not initialised (first sample sets it)
+            self.residual_mem = np.full(n, np.nan)
+        assert self.residual_mem is not None
+        update = self._ema_t != view.t
+        self._ema_t = view.t
+        node_cpu = np.asarray(view.node_cpu, dtype=np.float64)
+        node_mem = np.asarray(view.node_mem, dtype=np.float64)
         node = np.asarray(view.guest_node, dtype=np.int64)
-        here = in_states(view.guest_state, CURRENT_STATES) & (node >= 0)
-        sum_cpu = np.bincount(node[here], weights=gcpu[here], minlength=n)[:n]
-        sum_mem = np.bincount(node[here], weights=gmem[here], minlength=n)[:n]
-        res_cpu = stats.cpu - sum_cpu
-        res_mem = stats.mem - sum_mem
-        if self._ema_t != view.t:
-            self._ema_t = view.t
-            self.residual_cpu = self._ema(self.residual_cpu, res_cpu)
-            self.residual_mem = self._ema(self.residual_mem, res_mem)
-        assert self.residual_cpu is not None and self.residual_mem is not None
-        cpu = np.where(np.isfinite(stats.cpu), sum_cpu + self.residual_cpu, np.nan)
-        mem = np.where(np.isfinite(stats.mem), sum_mem + self.residual_mem, np.nan)
-        return NodeStatsArrays(
-            np.maximum(cpu, 0.0), np.maximum(mem, 0.0), stats.maxcpu, stats.maxmem
+        here = self.states_in(view, CURRENT_STATES)
+        cpu, mem = np.empty(n), np.empty(n)
+        alpha = float(self.config.ema_alpha)
+        # Σ usage per node (bincount order), the EMA update in place and the clipped sum: one pass
+        usage: tuple[FloatArray, FloatArray, FloatArray, bool]
+        if type(self).guest_stats is PatchedPolicy.guest_stats:  # straight from the telemetry
+            usage = (
+                np.asarray(view.guest_cpu, dtype=np.float64),
+                np.asarray(view.guest_mem, dtype=np.float64),
+                np.asarray(view.guest_memhost, dtype=np.float64),
+                self.config.use_memhost,
+            )
+        else:  # a subclass's own usage (a missing value counts 0, as a missing sample does)
+            gcpu, gmem = self.guest_stats(view)
+            usage = (gcpu, gmem, gmem, False)
+        kernels.patched_node_stats(
+            node_cpu,
+            node_mem,
+            *usage,
+            node,
+            here,
+            self.residual_cpu,
+            self.residual_mem,
+            alpha,
+            update,
+            cpu,
+            mem,
         )
-
-    def _ema(self, old: FloatArray | None, new: FloatArray) -> FloatArray:
-        """``ema ← ema + α (x − ema)``; the first finite sample initialises it, NaN keeps it."""
-        if old is None or old.shape != new.shape:
-            return np.where(np.isfinite(new), new, np.nan)
-        a = self.config.ema_alpha
-        upd = np.where(np.isfinite(old), old + a * (new - old), new)
-        return np.where(np.isfinite(new), upd, old)
+        maxcpu = np.asarray(view.node_maxcpu, dtype=np.float64)
+        maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
+        return NodeStatsArrays(cpu, mem, maxcpu, maxmem)
 
     # ---------------------------------------------------------------- patch 7
 
@@ -323,16 +339,14 @@ class PatchedPolicy(UpstreamPolicy):
         """
         if not self.config.pressure_gate:
             return True
-        on = np.asarray(view.node_online, dtype=bool)
-        pressure = np.concatenate(
-            (
-                np.asarray(view.node_cpu_some, dtype=np.float64)[on],
-                np.asarray(view.node_mem_some, dtype=np.float64)[on],
+        return bool(
+            kernels.pressure_gate(
+                np.asarray(view.node_cpu_some, dtype=np.float64),
+                np.asarray(view.node_mem_some, dtype=np.float64),
+                np.asarray(view.node_online, dtype=np.bool_),
+                float(self.config.min_pressure_pct),
             )
         )
-        if pressure.size == 0 or not np.all(np.isfinite(pressure)):
-            return True
-        return bool(np.any(pressure >= self.config.min_pressure_pct))
 
     # ---------------------------------------------------------------- patch 3
 

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from policies import kernels
 from pvegym.errors import ConfigError
 from pvegym.sim import crs
 from pvegym.sim.affinity import node_affinity_mask
@@ -221,6 +222,8 @@ class UpstreamPolicy:
         self.last_imbalance: float | None = None
         self._rules_key: tuple[Rules, tuple[str, ...]] | None = None
         self._rules: _CompiledRules | None = None
+        # per set of states: the last view's guest states and which of them are in the set
+        self._state_masks: dict[int, tuple[tuple[str, ...], BoolArray]] = {}
 
     # ---------------------------------------------------------------- protocol
 
@@ -312,8 +315,8 @@ class UpstreamPolicy:
         tgt = np.asarray(view.guest_target, dtype=np.int64)
         gmaxcpu = np.asarray(view.guest_maxcpu, dtype=np.float64)
         gmaxmem = np.asarray(view.guest_maxmem, dtype=np.float64)
-        is_current = in_states(view.guest_state, CURRENT_STATES)
-        is_target = in_states(view.guest_state, _TARGET_STATES) & (tgt >= 0)
+        is_current = self.states_in(view, CURRENT_STATES)
+        is_target = self.states_in(view, _TARGET_STATES) & (tgt >= 0)
         cpu = np.zeros(n)
         mem = np.zeros(n)
         for mask, where in ((is_current, node), (is_target, tgt)):
@@ -351,13 +354,33 @@ class UpstreamPolicy:
                 np.asarray(view.guest_maxcpu, dtype=np.float64),
                 np.asarray(view.guest_maxmem, dtype=np.float64),
             )
-        return nan_to_zero(view.guest_cpu), nan_to_zero(view.guest_mem)
+        return self._dynamic_guest_stats(view, use_memhost=False)
+
+    @staticmethod
+    def _dynamic_guest_stats(view: ClusterView, use_memhost: bool) -> tuple[FloatArray, FloatArray]:
+        """``nan_to_zero`` of the guests' cpu and mem; with ``use_memhost`` memory is ``memhost``
+        where it is finite (patch 2). One compiled pass (:func:`policies.kernels.guest_stats_dynamic`)."""
+        cpu = np.asarray(view.guest_cpu, dtype=np.float64)
+        mem = np.asarray(view.guest_mem, dtype=np.float64)
+        host = np.asarray(view.guest_memhost, dtype=np.float64) if use_memhost else mem
+        out_cpu, out_mem = np.empty(cpu.shape[0]), np.empty(cpu.shape[0])
+        kernels.guest_stats_dynamic(cpu, mem, host, use_memhost, out_cpu, out_mem)
+        return out_cpu, out_mem
 
     def imbalance(self, view: ClusterView, stats: NodeStatsArrays) -> float:
-        """Imbalance over the online nodes (``calculate_node_imbalance``, §6.1)."""
-        on = np.asarray(view.node_online, dtype=bool)
-        loads = crs.node_loads(stats.cpu[on], stats.mem[on], stats.maxcpu[on], stats.maxmem[on])
-        return crs.imbalance(loads, self.config.normalized)
+        """Imbalance over the online nodes (``calculate_node_imbalance``, §6.1): the loads of
+        :func:`crs.node_loads` and the folds of :func:`crs.imbalance`, compiled
+        (:func:`policies.kernels.online_imbalance`)."""
+        return float(
+            kernels.online_imbalance(
+                stats.cpu,
+                stats.mem,
+                stats.maxcpu,
+                stats.maxmem,
+                np.asarray(view.node_online, dtype=np.bool_),
+                self.config.normalized,
+            )
+        )
 
     def should_consider(self, view: ClusterView, imbalance: float) -> bool:
         """A gate after the hold counter fired (the attempt already counts). Upstream: always."""
@@ -402,11 +425,11 @@ class UpstreamPolicy:
             best = int(np.argsort(-scores, kind="stable")[0])
             loads = crs.node_loads(c2[best], m2[best], maxcpu, maxmem)
             return best, crs.truncate_imbalance(crs.imbalance(loads, normalized))
-        imb = crs.bruteforce_imbalances(
+        # argmin of crs.bruteforce_imbalances, compiled (no candidates × nodes matrices)
+        best, after = kernels.bruteforce_best(
             cpu, mem, maxcpu, maxmem, src, tgt, cands.cpu, cands.mem, normalized
         )
-        best = int(np.argmin(imb))
-        return best, float(imb[best])
+        return int(best), float(after)
 
     # ---------------------------------------------------------------- candidates (§4)
 
@@ -493,6 +516,18 @@ class UpstreamPolicy:
         return Candidates(leader[rows], src[rows], targets, bcpu[rows], bmem[rows], members)
 
     # ---------------------------------------------------------------- helpers
+
+    def states_in(self, view: ClusterView, allowed: frozenset[str]) -> BoolArray:
+        """:func:`in_states` of the view's guest states, remembered while they do not change
+        (most rounds): a comparison of the state tuples instead of a set lookup per guest."""
+        states = view.guest_state
+        hit = self._state_masks.get(id(allowed))
+        if hit is not None and (hit[0] is states or hit[0] == states):
+            return hit[1]
+        mask = in_states(states, allowed)
+        mask.flags.writeable = False
+        self._state_masks[id(allowed)] = (states, mask)
+        return mask
 
     @staticmethod
     def _node_affinity_mask(

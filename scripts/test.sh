@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The test suite: creates .venv if needed, installs pvegym with its dev and rl extras, then runs
+# The test suite: creates .venv if needed, installs pvegym with its dev, rl and ray extras, then runs
 # the linters (ruff), the type checker (mypy) and pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
-"$PY" -m pip install -q -e ".[dev,rl]"
+"$PY" -m pip install -q -e ".[dev,rl,ray]"
 echo "== ruff"; "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check .
 echo "== mypy"; "$VENV/bin/mypy"
 echo "== pytest"

@@ -14,6 +14,8 @@ KEYS = {
     "small_ratio",
     "large_ratio",
     "day_patched_s",
+    "day_patched_ratio",
+    "day_guest_centric_ratio",
     "scaling_exponent",
     "scaling",
 }
@@ -31,4 +33,10 @@ def test_bench_quick_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert {"nodes", "guests", "step_us"} <= doc["scaling"][0].keys()
     assert [r["guests"] for r in doc["scaling"]] == [10, 100, 500]  # the quick sizes
     assert doc["day_policy"] == "patched" and doc["quick"] and doc["day_extrapolated"]
+    heuristics = {"noop", "upstream", "patched", "guest-centric"}
+    for key in ("day_s", "day_ratio", "day_decide_us"):
+        assert doc[key].keys() == heuristics and all(v > 0 for v in doc[key].values()), key
+    assert doc["day_patched_ratio"] == doc["day_ratio"]["patched"]
+    assert doc["day_guest_centric_ratio"] == doc["day_ratio"]["guest-centric"]
+    assert doc["day_patched_s"] == doc["day_s"]["patched"]
     assert "bench-small" in err  # progress on stderr

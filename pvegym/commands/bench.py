@@ -39,7 +39,11 @@ def run(args: argparse.Namespace) -> int:
             f"(step() {doc[f'{key}_env_step_us']:.1f})  ×{doc[f'{key}_ratio']:.1f} CartPole"
         )
     note = " (extrapolated from 1 h)" if doc["day_extrapolated"] else ""
-    print(f"simulated day, {doc['day_policy']:<14} {doc['day_patched_s']:10.2f} s{note}")
+    for name, secs in doc["day_s"].items():
+        print(
+            f"simulated day, {name:<13} {secs:10.2f} s{note}  ×{doc['day_ratio'][name]:.1f} "
+            f"CartPole day, decide {doc['day_decide_us'][name]:.1f} µs/round"
+        )
     print("scaling (nodes × guests → µs/step)")
     for row in doc["scaling"]:
         print(f"  {row['nodes']:>3} × {row['guests']:<5} {row['step_us']:10.1f}")

@@ -7,12 +7,16 @@ Running the command again resumes: ``n_trials`` in the file is the study's total
 asks for N more. After optimizing, the best (or Pareto-optimal) trials are re-evaluated on the held-out
 test suite and ``results/<study>/summary.md``, ``best_params.json`` and ``plots/`` are written;
 ``--report-only`` does only that, ``--no-report`` only optimizes (extra workers on other machines).
+``--executor ray[:ADDRESS]`` runs the ``--workers`` workers as Ray actors (and the held-out cells as
+Ray tasks); with a SQLite storage the actors stay on this node (:mod:`pvegym.tuning.study`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from typing import Any
 
 from pvegym.errors import ConfigError
 
@@ -28,7 +32,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--n-trials", type=int, default=None, help="run N more trials (default: up to n_trials)"
     )
-    p.add_argument("--workers", type=int, default=1, help="local worker processes (default: 1)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes, or Ray actors with --executor ray (default: 1)",
+    )
+    p.add_argument(
+        "--executor",
+        default="local",
+        metavar="local|ray|ray:ADDRESS",
+        help="where the workers run: local processes (default) or a Ray cluster (extra 'ray')",
+    )
     p.add_argument(
         "--worker-id",
         type=int,
@@ -43,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pvegym.tuning.report import write_report
-    from pvegym.tuning.study import default_storage, redact, run_study
+    from pvegym.experiments.executor import RayExecutor, parse_executor
+    from pvegym.tuning.study import default_storage
     from pvegym.tuning.study_config import load_study_config
 
     if args.workers < 1:
@@ -53,8 +68,20 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--n-trials", f"must be ≥ 0, not {args.n_trials}")
     if args.worker_id < 0:
         raise ConfigError("--worker-id", f"must be ≥ 0, not {args.worker_id}")
+    executor = parse_executor(args.executor, None)
+    if isinstance(executor, RayExecutor) and executor.address is None:
+        # a local instance: room for every actor, and the whole machine for the held-out cells
+        executor.num_cpus = max(args.workers, os.cpu_count() or 1)
     cfg = load_study_config(args.experiment)
     url = args.storage or default_storage(cfg)
+    with executor:
+        return _run(args, cfg, url, executor if isinstance(executor, RayExecutor) else None)
+
+
+def _run(args: argparse.Namespace, cfg: Any, url: str, ray: Any) -> int:
+    from pvegym.tuning.report import write_report
+    from pvegym.tuning.study import redact, run_study
+
     started = time.perf_counter()
     tune_wall = None
     if not args.report_only:
@@ -65,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             workers=args.workers,
             worker_id=args.worker_id,
             progress=not args.quiet,
+            executor=ray,
         )
         tune_wall = info.wall_s if info.after > info.before else None
         print(
@@ -73,7 +101,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.no_report:
         rep = write_report(
-            cfg, url, workers=args.workers, progress=not args.quiet, tune_wall_s=tune_wall
+            cfg,
+            url,
+            workers=ray if ray is not None else args.workers,
+            progress=not args.quiet,
+            tune_wall_s=tune_wall,
         )
         verdicts = ", ".join(f"{k}: {v}" for k, v in rep.verdicts.items()) or "no feasible trial"
         print(

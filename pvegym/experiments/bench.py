@@ -12,9 +12,22 @@ Figures (``--json`` keys):
   alternating blocks (:func:`paired_ratio`: medians over 20 block pairs), because the speed of a
   shared machine drifts within seconds; ``cartpole_step_us`` is the median of the blocks paired
   with ``bench-small``.
-* ``day_patched_s`` — wall seconds of a simulated day (8,640 rounds) of ``Simulation.run`` on
-  ``bench-small`` with the ``patched`` balancer (``day_policy``). ``--quick`` runs one hour and
-  multiplies by 24 (``day_extrapolated``).
+* ``day_s`` / ``day_ratio`` — per heuristic (``noop``, ``upstream``, ``patched``,
+  ``guest-centric``): CPU seconds of a simulated day (8,640 rounds) of the simulation loop
+  (``Simulation.step`` + the balancer's ``decide``) on ``bench-small`` instance 0, and its ratio to
+  a CartPole day of as many steps. Each day runs in 24 one-hour blocks, each paired back to back
+  with a block of as many CartPole steps (alternating which goes first), the heuristics taking
+  turns hour by hour; the ratio is the sum over the day's blocks ÷ the sum over CartPole's, so both
+  see the same drift of a shared machine. Both are timed in the thread's CPU time
+  (:func:`days_paired` says why).
+  ``day_decide_us`` is the mean µs per round inside ``decide`` (the heuristic alone; the rest of
+  ``day_s`` is the model and its telemetry view). ``day_patched_ratio`` and
+  ``day_guest_centric_ratio`` repeat two of the ratios; ``day_patched_s`` (with ``day_policy``) is
+  ``day_s["patched"]``. ``--quick`` runs one hour (24 blocks of 15 rounds) and multiplies by 24
+  (``day_extrapolated``).
+* ``day_noop_3x30_s`` — the same loop with ``noop`` on a generated 3-node, 30-guest scenario (the
+  model alone, wall time), ``day_noop_ratio`` its ratio to ``cartpole_day_s`` (8,640 ×
+  ``cartpole_step_us``), as in earlier records.
 * ``scaling`` — step µs for clusters from 2 nodes / 10 guests to 64 nodes / 2,000 guests, and
   ``scaling_exponent``: the slope of log(step µs) against log(guests) (least squares).
 
@@ -62,6 +75,21 @@ class CartPoleLoop:
             if term or trunc:
                 env.reset()
         return total
+
+    def run_cpu(self, steps: int) -> float:
+        """CPU seconds of this thread in ``steps`` calls of ``step()`` (resets excluded): the
+        block is timed as a whole, each reset on its own and subtracted."""
+        env, clock = self.env, time.thread_time
+        actions = self._rng.integers(0, 2, size=steps).tolist()
+        resets = 0.0
+        t0 = clock()
+        for a in actions:
+            _, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                r0 = clock()
+                env.reset()
+                resets += clock() - r0
+        return clock() - t0 - resets
 
     def close(self) -> None:
         self.env.close()
@@ -148,20 +176,65 @@ def cluster_step_us(scenario: Any, steps: int, seed: int = 0) -> tuple[float, fl
     return loop / steps * 1e6, inner / steps * 1e6
 
 
-def day_seconds(rounds: int) -> tuple[float, str]:
-    """Wall seconds of ``rounds`` rounds of ``Simulation.run`` on ``bench-small`` instance 0 with
-    the ``patched`` balancer."""
+DAY_POLICIES = ("noop", "upstream", "patched", "guest-centric")
+
+
+def days_paired(
+    names: tuple[str, ...], cartpole: CartPoleLoop, rounds: int, blocks: int = 24
+) -> dict[str, dict[str, float]]:
+    """``rounds`` rounds of the simulation loop on ``bench-small`` instance 0 under each policy
+    of ``names``, in ``blocks`` blocks per policy, each block paired with as many CartPole steps
+    (alternating which goes first); the policies take turns block by block, so all of them see
+    the same drift of the machine. Per policy: ``{"day_s", "cartpole_s", "ratio", "decide_us"}``
+    (``day_s``, ``cartpole_s`` scaled to a whole day).
+
+    Times are this thread's CPU time (``time.thread_time``), not wall time: a day block runs ~30×
+    longer than its CartPole block, so on a shared machine it collects most of the preemptions
+    (other processes' time slices), which CPU time leaves out."""
     from policies import make_policy
     from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
 
-    name = "patched"
-    policy = make_policy(name)
-    sim = Simulation(catalog.scenario("bench-small", 0), seed=0)
-    sim.run(policy, 10 * sim.round_s)  # warm-up (JIT)
-    t0 = time.perf_counter()
-    sim.run(policy, rounds * sim.round_s)
-    return time.perf_counter() - t0, name
+    scenario = catalog.scenario("bench-small", 0)
+    loops: dict[str, list[Any]] = {}
+    for name in names:
+        warm = Simulation(scenario, seed=0)
+        warm.run(make_policy(name), 10 * warm.round_s)  # JIT compilation and caches
+        policy = make_policy(name)
+        sim = Simulation(scenario, seed=0)
+        policy.reset(0)
+        loops[name] = [policy, sim, sim.reset()]
+    per = max(1, rounds // blocks)
+    acc = {name: {"day": 0.0, "cp": 0.0, "decide": 0.0} for name in names}
+    clock, perf = time.thread_time, time.perf_counter
+    for b in range(blocks):
+        for name in names:
+            policy, sim, view = loops[name]
+            a = acc[name]
+            if b % 2 == 0:
+                a["cp"] += cartpole.run_cpu(per)
+            t0 = clock()
+            inside = 0.0
+            for _ in range(per):
+                t1 = perf()  # decide's share: wall µs (preemption is rare at that scale)
+                motion = policy.decide(view)
+                inside += perf() - t1
+                view = sim.step(motion)
+            a["day"] += clock() - t0
+            a["decide"] += inside
+            loops[name][2] = view
+            if b % 2 == 1:
+                a["cp"] += cartpole.run_cpu(per)
+    done = per * blocks
+    return {
+        name: {
+            "day_s": a["day"] * DAY_ROUNDS / done,
+            "cartpole_s": a["cp"] * DAY_ROUNDS / done,
+            "ratio": a["day"] / a["cp"],
+            "decide_us": a["decide"] / done * 1e6,
+        }
+        for name, a in acc.items()
+    }
 
 
 def day_noop_seconds(rounds: int) -> float:
@@ -214,14 +287,18 @@ def bench(quick: bool = False) -> dict[str, Any]:
         ClusterLoop("bench-large", steps_l), cartpole, steps_l, steps_cp // 4, blocks
     )
     _progress(f"bench-large: {large['step_us']:.0f} µs/step: ×{large['ratio']:.1f}; a day …")
-    cartpole.close()
     cp = small["cartpole_step_us"]
     rounds = 360 if quick else DAY_ROUNDS
-    day, policy = day_seconds(rounds)
-    day *= DAY_ROUNDS / rounds
+    days = days_paired(DAY_POLICIES, cartpole, rounds)
+    for name in DAY_POLICIES:
+        _progress(
+            f"day ({name}): {days[name]['day_s']:.2f} s, ×{days[name]['ratio']:.1f} a CartPole "
+            f"day, decide {days[name]['decide_us']:.1f} µs/round"
+        )
     day_noop = day_noop_seconds(rounds) * DAY_ROUNDS / rounds
     cartpole_day = cp * 1e-6 * DAY_ROUNDS
-    _progress(f"day ({policy}): {day:.2f} s; scaling …")
+    cartpole.close()
+    _progress("scaling …")
     rows = scaling(QUICK_SCALING if quick else FULL_SCALING, steps_sc)
     return {
         "cartpole_step_us": cp,
@@ -232,8 +309,13 @@ def bench(quick: bool = False) -> dict[str, Any]:
         "small_ratio": small["ratio"],
         "large_ratio": large["ratio"],
         "large_cartpole_step_us": large["cartpole_step_us"],
-        "day_patched_s": day,
-        "day_policy": policy,
+        "day_s": {k: v["day_s"] for k, v in days.items()},
+        "day_ratio": {k: v["ratio"] for k, v in days.items()},
+        "day_decide_us": {k: v["decide_us"] for k, v in days.items()},
+        "day_patched_ratio": days["patched"]["ratio"],
+        "day_guest_centric_ratio": days["guest-centric"]["ratio"],
+        "day_patched_s": days["patched"]["day_s"],
+        "day_policy": "patched",
         "day_rounds": DAY_ROUNDS,
         "day_extrapolated": rounds != DAY_ROUNDS,
         "day_noop_3x30_s": day_noop,

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.experiments.record import write_json_atomic
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -79,3 +81,11 @@ def save_npz_atomic(path: Path, arrays: dict[str, np.ndarray]) -> None:
     with tmp.open("wb") as fh:
         np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]
     os.replace(tmp, path)
+
+
+def save_cell(cells_dir: Path, key: str, doc: dict[str, Any], trace: Any) -> None:
+    """Write one finished cell's files atomically: the trace first (if any), then the result that
+    marks the cell as finished (:func:`is_finished`)."""
+    if trace is not None:
+        save_npz_atomic(trace_path(cells_dir, key), trace)
+    write_json_atomic(cell_path(cells_dir, key), doc)

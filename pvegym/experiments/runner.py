@@ -9,7 +9,9 @@ Read top to bottom, :func:`run_experiment` is the whole story:
 2. **skip** what is already done: a finished cell is a file ``cells/<key>.json``, written atomically
    (temporary file + ``os.replace``) the moment the cell ends. An interrupted run resumes where it
    stopped; a changed experiment recomputes only the cells whose config changed.
-3. **evaluate** the rest — in ``workers`` processes when asked — with a progress bar on stderr.
+3. **evaluate** the rest — in ``workers`` processes when asked, or as tasks on a Ray cluster
+   (:mod:`pvegym.experiments.executor`) — with a progress bar on stderr. Workers only compute; this
+   process writes each result the moment it arrives (:func:`~pvegym.experiments.cells.save_cell`).
    The cells that feed a timeline plot also record per-round traces (``cells/<key>.trace.npz``).
 4. **report** into ``results/<name>/``: ``metrics.csv``, ``summary.md``, ``plots/*.png``,
    ``records/<scenario>/<policy>/seed-<n>.json`` (replayable with ``pvegym replay``) and
@@ -18,8 +20,7 @@ Read top to bottom, :func:`run_experiment` is the whole story:
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import multiprocessing
+import functools
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -36,20 +37,18 @@ from pvegym.experiments.cells import (
     Cell,
     Row,
     RunStats,
-    cell_path,
     is_finished,
     read_cell,
     read_trace,
-    save_npz_atomic,
-    trace_path,
+    save_cell,
 )
 from pvegym.experiments.config import Experiment, build_policy, sha256_json
+from pvegym.experiments.executor import Executor, LocalPool
 from pvegym.experiments.record import (
     EpisodeRecord,
     model_fingerprint,
     play,
     save_record,
-    write_json_atomic,
 )
 from pvegym.sim import catalog
 from pvegym.sim.layout import T_IMBALANCE
@@ -151,9 +150,22 @@ class Trace:
         }
 
 
+@functools.cache
+def _code_sha256() -> str:
+    return model_fingerprint()
+
+
 def evaluate_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
-    """Run one cell's episode: (the cell document, its per-round trace or None)."""
+    """Run one cell's episode: (the cell document, its per-round trace or None).
+
+    Refuses a cell whose key was computed from other model code than this process runs (a worker
+    node of a Ray cluster with another pvegym): its result would be filed under the wrong key."""
     c = cell.config
+    if c.get("code_sha256", _code_sha256()) != _code_sha256():
+        raise RuntimeError(
+            f"cell {cell.key}: this worker runs other model code ({_code_sha256()[:12]}) than the "
+            f"cell names ({str(c['code_sha256'])[:12]}): install the same pvegym on every node"
+        )
     scn = catalog.scenario(c["scenario"], c["seed"], c["overrides"])
     policy = build_policy(c["policy"], c["params"])
     sim = Simulation(scn, c["seed"])
@@ -172,45 +184,28 @@ def evaluate_cell(cell: Cell) -> tuple[dict[str, Any], dict[str, np.ndarray] | N
     return doc, (trace.arrays(sim) if trace is not None else None)
 
 
-def run_and_save(cell: Cell, cells_dir: str) -> str:
-    """Evaluate one cell and write its files atomically (trace first, then the result that marks
-    the cell as finished). Runs in a worker process; returns the key."""
-    doc, trace = evaluate_cell(cell)
-    d = Path(cells_dir)
-    if trace is not None:
-        save_npz_atomic(trace_path(d, cell.key), trace)
-    write_json_atomic(cell_path(d, cell.key), doc)
-    return cell.key
+Evaluated = tuple[dict[str, Any], dict[str, np.ndarray] | None]
 
 
-def execute(cells: list[Cell], cells_dir: Path, workers: int) -> Iterator[str]:
-    """Evaluate ``cells``, yielding each key as it finishes (any order; results are in files)."""
-    if workers <= 1 or len(cells) <= 1:
-        for cell in cells:
-            yield run_and_save(cell, str(cells_dir))
-        return
-    # fork: workers inherit the imported (and numba-compiled) model instead of re-importing it —
-    # unless torch is loaded (a learned policy): its thread pools do not survive a fork (workers
-    # deadlock), so those runs spawn fresh workers
-    methods = multiprocessing.get_all_start_methods()
-    use_fork = "fork" in methods and "torch" not in sys.modules
-    ctx = multiprocessing.get_context("fork" if use_fork else "spawn")
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(run_and_save, c, str(cells_dir)) for c in cells]
-        try:
-            for fut in cf.as_completed(futures):
-                yield fut.result()
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+def _evaluate(cell: Cell) -> tuple[Cell, Evaluated]:
+    """What a worker runs (in a pool process or a Ray task): the cell and its result. Looks
+    :func:`evaluate_cell` up at call time (tests replace it)."""
+    return cell, evaluate_cell(cell)
+
+
+def execute(cells: list[Cell], cells_dir: Path, executor: Executor) -> Iterator[str]:
+    """Evaluate ``cells`` on ``executor``, saving each result as it arrives and yielding its key
+    (any order; results are in files)."""
+    for cell, (doc, trace) in executor.map_unordered(_evaluate, cells):
+        save_cell(cells_dir, cell.key, doc, trace)
+        yield cell.key
 
 
 # ------------------------------------------------------------------------------------------ run
 def evaluate_cells(
     cells: list[Cell],
     cells_dir: Path,
-    workers: int,
+    executor: Executor | int,
     *,
     desc: str,
     progress: bool,
@@ -218,7 +213,10 @@ def evaluate_cells(
     on_cell: Callable[[str], None] | None = None,
 ) -> tuple[int, int]:
     """Evaluate the ``cells`` not finished in ``cells_dir`` yet (all of them with ``fresh``), each
-    written the moment it ends, with a progress bar; returns ``(reused, computed)``."""
+    written the moment it ends, with a progress bar; returns ``(reused, computed)``. ``executor``
+    is where they run (an int: a local pool of that many processes)."""
+    if isinstance(executor, int):
+        executor = LocalPool(executor)
     cells_dir.mkdir(parents=True, exist_ok=True)
     todo = [c for c in cells if fresh or not is_finished(cells_dir, c)]
     bar = tqdm(
@@ -232,7 +230,7 @@ def evaluate_cells(
     )
     computed = 0
     with bar:
-        for key in execute(todo, cells_dir, workers):
+        for key in execute(todo, cells_dir, executor):
             computed += 1
             bar.update()
             if on_cell is not None:
@@ -248,8 +246,12 @@ def run_experiment(
     command: list[str] | None = None,
     progress: bool = True,
     on_cell: Callable[[str], None] | None = None,
+    executor: Executor | None = None,
 ) -> RunStats:
-    """Evaluate the whole experiment into ``out_dir`` (default ``results/<output>``) and report."""
+    """Evaluate the whole experiment into ``out_dir`` (default ``results/<output>``) and report.
+
+    Cells run on ``executor`` (default: a local pool of ``workers`` processes); the report does
+    not depend on where (byte-identical ``metrics.csv``)."""
     t0, started = time.perf_counter(), time.time()
     out = Path(out_dir) if out_dir is not None else Path("results") / exp.out_name
     cells_dir = out / "cells"
@@ -261,7 +263,13 @@ def run_experiment(
 
     # 2.–3. evaluate the cells no previous (interrupted or changed) run finished
     stats.cached, stats.computed = evaluate_cells(
-        cells, cells_dir, workers, desc=exp.name, progress=progress, fresh=fresh, on_cell=on_cell
+        cells,
+        cells_dir,
+        executor if executor is not None else LocalPool(workers),
+        desc=exp.name,
+        progress=progress,
+        fresh=fresh,
+        on_cell=on_cell,
     )
 
     # 4. report: metrics.csv, records, summary.md, plots, manifest.json

@@ -50,6 +50,7 @@ from pvegym.experiments.config import (
     ReportOptions,
     ScenarioEntry,
 )
+from pvegym.experiments.executor import Executor
 from pvegym.experiments.record import write_json_atomic
 from pvegym.experiments.runner import evaluate_cells, plan, unique_cells
 from pvegym.provenance import git_commit
@@ -150,7 +151,7 @@ def heldout_experiment(
 
 
 def evaluate_heldout(
-    cfg: StudyConfig, cands: list[Candidate], out: Path, workers: int, progress: bool
+    cfg: StudyConfig, cands: list[Candidate], out: Path, workers: Executor | int, progress: bool
 ) -> tuple[Experiment, list[Row], dict[str, dict[str, Any]]]:
     """Run every candidate on the test suite through the runner (cached cells are reused) and
     write the runner's ``metrics.csv``, ``summary.md`` and comparison plots into ``out``."""
@@ -339,12 +340,13 @@ def write_report(
     cfg: StudyConfig,
     storage_url: str,
     out_dir: Path | None = None,
-    workers: int = 1,
+    workers: Executor | int = 1,
     progress: bool = True,
     tune_wall_s: float | None = None,
 ) -> ReportInfo:
     """Everything in ``results/<study>/``: ``summary.md``, ``best_params.json``,
-    ``plots/*.png``, ``heldout/`` (the runner's tables and cells)."""
+    ``plots/*.png``, ``heldout/`` (the runner's tables and cells). The held-out cells run on
+    ``workers`` (an executor, or the size of a local pool)."""
     t0 = time.perf_counter()
     out = Path(out_dir) if out_dir is not None else results_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)

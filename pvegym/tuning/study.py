@@ -20,6 +20,12 @@ trial count adds up. ``--n-trials N`` instead asks for N more. With several work
 worker that was already running). A worker killed mid-trial leaves a RUNNING trial; the storage's
 heartbeat (:data:`HEARTBEAT_S`) lets any live worker mark it FAILED after :data:`GRACE_S`.
 
+**On Ray** (``--executor ray[:ADDRESS]``): the ``--workers`` workers are Ray actors, each a full
+worker as above on the same storage — Ray only places them. A PostgreSQL storage lets them run on
+any node. A SQLite file exists on this machine only, so with a SQLite URL the actors are pinned to
+this node (they share the file as local processes do) and a note says so when the cluster has
+other nodes: use ``--storage postgresql+psycopg://…`` to spread them.
+
 **Determinism.** The sampler's seed is derived from the study seed, the worker id and the number of
 trials the study held when the worker started. A sequential study (one worker, ``--worker-id 0``)
 is therefore reproducible trial by trial, also when split into several runs at the same points;
@@ -50,6 +56,7 @@ from tqdm import tqdm
 
 import pvegym
 from pvegym.errors import ConfigError
+from pvegym.experiments.executor import RayExecutor
 from pvegym.provenance import git_commit
 from pvegym.tuning.objective import Objective
 from pvegym.tuning.study_config import StudyConfig
@@ -271,9 +278,11 @@ def run_study(
     worker_id: int = 0,
     progress: bool = True,
     objective: Objective | None = None,
+    executor: RayExecutor | None = None,
 ) -> RunInfo:
     """Optimize until the study holds its budget of finished trials (``cfg.n_trials``), or
-    ``n_trials`` more than it holds now; ``workers`` local processes share it through the storage."""
+    ``n_trials`` more than it holds now; ``workers`` local processes share it through the storage
+    (Ray actors with ``executor``)."""
     url = storage_url or default_storage(cfg)
     started = time.perf_counter()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -293,12 +302,12 @@ def run_study(
         dynamic_ncols=True,
     )
     with bar:
-        if workers <= 1:
+        if executor is not None:
+            _run_ray_actors(cfg, url, target, workers, worker_id, study, bar, executor)
+        elif workers <= 1:
 
             def tick(study: optuna.Study, trial: FrozenTrial) -> None:
-                bar.n = min(count_finished(study), target)
-                bar.set_postfix_str(_best_text(study), refresh=False)
-                bar.refresh()
+                _show_progress(bar, study, target)
 
             _worker(cfg, url, target, [worker_id, 0], tick, objective)
         else:
@@ -331,9 +340,7 @@ def _run_processes(
     try:
         while any(p.is_alive() for p in procs):
             time.sleep(1.0)
-            bar.n = min(count_finished(study), target)
-            bar.set_postfix_str(_best_text(study), refresh=False)
-            bar.refresh()
+            _show_progress(bar, study, target)
     except BaseException:
         for p in procs:
             if p.is_alive():
@@ -345,6 +352,39 @@ def _run_processes(
     bad = [p.exitcode for p in procs if p.exitcode != 0]
     if bad:
         raise RuntimeError(f"{len(bad)} tuning worker(s) exited with codes {bad}")
+
+
+def _run_ray_actors(
+    cfg: StudyConfig,
+    url: str,
+    target: int,
+    workers: int,
+    worker_id: int,
+    study: optuna.Study,
+    bar: tqdm,
+    executor: RayExecutor,
+) -> None:
+    """``workers`` Ray actors, each a full Optuna worker on the shared storage (pinned to this
+    node for a SQLite file); the parent only polls the storage for the progress bar."""
+    sqlite = url.startswith("sqlite:")
+    if sqlite and executor.node_count() > 1:
+        print(
+            f"pvegym tune: SQLite storage is not shared between machines: the {workers} Ray "
+            "worker(s) run on this node (use --storage postgresql+psycopg://… to spread them)",
+            file=sys.stderr,
+        )
+    args = [(cfg.resolved(), url, target, [worker_id, i]) for i in range(workers)]
+    executor.run_actors(
+        _child, args, lambda: _show_progress(bar, study, target), pin_to_this_node=sqlite
+    )
+    _show_progress(bar, study, target)
+
+
+def _show_progress(bar: tqdm, study: optuna.Study, target: int) -> None:
+    """The finished trials the storage holds and the best value so far, on the progress bar."""
+    bar.n = min(count_finished(study), target)
+    bar.set_postfix_str(_best_text(study), refresh=False)
+    bar.refresh()
 
 
 def _best_text(study: optuna.Study) -> str:
