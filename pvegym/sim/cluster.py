@@ -114,7 +114,8 @@ class ClusterState:
         # per-node and per-guest float arrays are rows of two matrices (the attributes are row
         # views), so the round kernel takes two arrays instead of sixteen (~75–150 ns each)
         # (rows: :mod:`pvegym.sim.layout`)
-        rows = self.node_rows = np.zeros((L.NODE_ROWS, n))
+        # (below the state: pvestatd's samples of it, pvegym.sim.telemetry)
+        rows = self.node_rows = np.zeros((L.NODE_MATRIX_ROWS, n))
         self.node_maxcpu = rows[L.N_MAXCPU]  # cores
         self.node_maxmem = rows[L.N_MAXMEM]  # bytes
         self.reserved_mem = rows[L.N_RESERVED_MEM]  # in: bytes held for incoming migrations
@@ -142,7 +143,7 @@ class ClusterState:
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
         self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
         self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
-        rows = self.guest_rows = np.zeros((L.GUEST_ROWS, g))
+        rows = self.guest_rows = np.zeros((L.GUEST_MATRIX_ROWS, g))
         self.guest_maxcpu = rows[L.G_MAXCPU]  # vCPUs
         self.guest_maxmem = rows[L.G_MAXMEM]  # bytes
         self.mem_ratio = rows[L.G_MEM_RATIO]  # guest-reported mem / memhost (0–1)
@@ -160,7 +161,9 @@ class ClusterState:
         # share of its footprint KSM has merged away (0–1)
         self.balloon = rows[L.G_BALLOON]
         self.ksm_frac = rows[L.G_KSM_FRAC]
+        self.guest_inv_maxcpu = rows[L.G_INV_MAXCPU]  # 1 / vCPUs (the round's guest PSI)
         self.guest_maxcpu[:] = [float(x.maxcpu) for x in self.guests]
+        self.guest_inv_maxcpu[:] = 1.0 / self.guest_maxcpu
         self.guest_maxmem[:] = [x.maxmem for x in self.guests]
         self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
         self.run_fraction[:] = 1.0
@@ -181,22 +184,13 @@ class ClusterState:
         pm, cp = self.psi_model, self.cpu_pressure
         # the round's arguments, bound once (every array above is updated in place): the
         # workload bank's (its ``out`` is the signals the round reads), then the physics'
-        self._physics_args: tuple[Any, ...] = (
+        self._round_args: tuple[Any, ...] = (
             *self.bank.kernel_args,
             self.node, self.running, self.guest_rows, self.node_rows,
             self.node_online, cp.tables, cp.rows, GRID_STEPS,
             cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
             self.totals,
         )  # fmt: skip
-        # telemetry off until pvegym.sim.telemetry binds its buffers (tel_i[0] = 0)
-        self.bind_telemetry(self.node_rows, self.guest_rows, np.zeros(1), np.zeros(1, np.int64))
-
-    def bind_telemetry(
-        self, tel_node: F64, tel_guest: F64, tel_f: F64, tel_i: NDArray[np.int64]
-    ) -> None:
-        """The buffers the round kernel writes pvestatd's samples into
-        (:func:`pvegym.sim.kernel.sample_telemetry`; off while ``tel_i[0]`` is 0)."""
-        self._round_args = (*self._physics_args, tel_node, tel_guest, tel_f, tel_i)
         self._round = entry_point(cluster_round, 0.0, 0.0, *self._round_args)
 
     # instantaneous per-round pressure (fractions 0–1)

@@ -27,20 +27,28 @@ from pvegym.sim.layout import (
     G_CPU_SOME,
     G_DEMAND,
     G_INST,
+    G_INV_MAXCPU,
     G_KSM_FRAC,
     G_MAXCPU,
     G_MEM_FULL,
+    G_MEM_PREV,
+    G_MEM_RATIO,
     G_MEM_SOME,
     G_MEMHOST,
     G_RECEIVED,
     G_RUN_FRACTION,
     G_SERIES,
+    G_TEL,
+    G_TEL_STATE,
+    G_WEIGHT,
+    N_AGE,
     N_AVG,
     N_CPU,
     N_CPU_SOME,
     N_CS_BUSY,
     N_DEMAND,
     N_INST,
+    N_INV_CPU,
     N_MAXCPU,
     N_MAXMEM,
     N_MEM,
@@ -50,9 +58,12 @@ from pvegym.sim.layout import (
     N_MOTION_CPU,
     N_MS_BUSY,
     N_OOM_LIMIT,
+    N_PREV,
     N_RESERVED_MEM,
     N_SCALE,
     N_SERIES,
+    N_TEL,
+    NODE_SAMPLED,
     T_GUEST_STALL,
     T_IMBALANCE,
     T_ONLINE,
@@ -61,6 +72,11 @@ from pvegym.sim.layout import (
     T_SHORTFALL,
     T_STALL_CPU,
     T_STALL_MEM,
+    T_TEL_FIRST,
+    T_TEL_ON,
+    T_TEL_STATES,
+    TEL_HOLD,
+    TEL_ZERO_CPU,
     WINDOWS,
 )
 
@@ -206,11 +222,7 @@ def cluster_round(
     mem_gain: float,
     mem_full_ratio: float,
     decay: np.ndarray,  # (3,) per-round decay of avg10/60/300: e**periods
-    totals: np.ndarray,  # (TOTALS,) out: the round's totals (layout.T_*)
-    tel_node: np.ndarray,  # pvestatd's samples (sample_telemetry), when tel_i[0] is set
-    tel_guest: np.ndarray,
-    tel_f: np.ndarray,
-    tel_i: np.ndarray,
+    totals: np.ndarray,  # (TOTALS,) out: the round's totals (layout.T_*); in: T_TEL_* switches
 ) -> None:
     """The physics of the round (t, t + dt]: the workloads (:func:`sample_signals`), then
     supply, memory and pressure, in one call from Python."""
@@ -231,7 +243,17 @@ def cluster_round(
     scale = node_rows[N_SCALE]  # scratch: the share of its demand each node supplies
     # scratch for the guests' own PSI: the node's cpu / memory some per busy CPU
     cs_busy, ms_busy = node_rows[N_CS_BUSY], node_rows[N_MS_BUSY]
+    inv_cpu, inv_maxcpu = node_rows[N_INV_CPU], guest_rows[G_INV_MAXCPU]
     motion_cpu = node_rows[N_MOTION_CPU]
+    # pvestatd's samples (pvegym.sim.telemetry), mixed in where the round computes each value: a
+    # sample is the new value + w × (the value a round ago − the new one), w = its age in rounds
+    tel = totals[T_TEL_ON] != 0.0
+    w = guest_rows[G_WEIGHT]
+    tel_host, tel_ratio = guest_rows[G_TEL + G_MEMHOST], guest_rows[G_TEL + G_MEM_RATIO]
+    tel_rf, tel_rec = guest_rows[G_TEL + G_RUN_FRACTION], guest_rows[G_TEL + G_RECEIVED]
+    mem_prev, ratio = guest_rows[G_MEM_PREV], guest_rows[G_MEM_RATIO]
+    if tel:
+        _telemetry_weights(node_rows, guest_rows, node, totals)
     for n in range(n_n):
         node_demand[n] = max(signals[2 * g_n + n], 0.0) + motion_cpu[n]
         node_mem[n] = max(signals[2 * g_n + n_n + n], 0.0) + reserved_mem[n]
@@ -241,6 +263,13 @@ def cluster_round(
         if not running[g]:
             d = 0.0
             m = 0.0
+        if tel:  # the sampled memhost and mem (memhost × ratio, one value); the run state now
+            mem = m * ratio[g]
+            wg = w[g]
+            tel_host[g] = m + wg * (memhost[g] - m)
+            tel_ratio[g] = mem + wg * (mem_prev[g] - mem)  # mem for now: see _telemetry_rest
+            tel_rf[g] = run_fraction[g]
+            mem_prev[g] = mem
         demand[g] = d
         memhost[g] = m
         rf = run_fraction[g]
@@ -281,8 +310,9 @@ def cluster_round(
         if busy > 0.0:
             cs_busy[n] = some / busy
             ms_busy[n] = msome / busy
+            inv_cpu[n] = min(1.0 / node_cpu[n], 1e300)  # a subnormal load must not overflow
         else:
-            cs_busy[n] = ms_busy[n] = 0.0
+            cs_busy[n] = ms_busy[n] = inv_cpu[n] = 0.0
         if node_online[n]:
             stall_cpu += some
             stall_mem += msome
@@ -294,14 +324,16 @@ def cluster_round(
         n = node[g]
         r = demand[g] * run_fraction[g]
         rec = r * scale[n]
+        if tel:
+            tel_rec[g] = rec + w[g] * (received[g] - rec)
         received[g] = rec
         shortfall += demand[g] - rec
         # the guest's own PSI (psi.guest_pressure): its threads' runnable share scales the node's
         # stall per busy CPU; full = the part of the wait behind other cgroups' threads
-        u = min(r / guest_maxcpu[g], 1.0)
+        u = min(r * inv_maxcpu[g], 1.0)
         cs = min(cs_busy[n] * u, 1.0)
         guest_inst[G_CPU_SOME, g] = cs
-        guest_inst[G_CPU_FULL, g] = cs * (1.0 - rec / node_cpu[n]) if cs > 0.0 else 0.0
+        guest_inst[G_CPU_FULL, g] = cs * (1.0 - min(rec * inv_cpu[n], 1.0))
         ms = min(ms_busy[n] * u, 1.0)
         mf = ms
         want = signals[g_n + g]
@@ -312,14 +344,23 @@ def cluster_round(
         guest_inst[G_MEM_SOME, g] = ms
         guest_inst[G_MEM_FULL, g] = mf
         guest_stall += cs + ms
-    for w in range(WINDOWS):
-        e = decay[w]
+    for win in range(WINDOWS):
+        e = decay[win]
         for k in range(N_SERIES):
             for n in range(n_n):
-                node_avg[w, k, n] = node_avg[w, k, n] * e + 100.0 * node_inst[k, n] * (1.0 - e)
+                node_avg[win, k, n] = node_avg[win, k, n] * e + 100.0 * node_inst[k, n] * (1.0 - e)
         for k in range(G_SERIES):
+            avg, inst = guest_avg[win, k], guest_inst[k]
+            if tel and win == AVG10:  # the sampled avg10 mixes in the value a round ago
+                out = guest_rows[G_TEL + G_AVG + AVG10 * G_SERIES + k]
+                for g in range(g_n):
+                    old = avg[g]
+                    new = old * e + 100.0 * inst[g] * (1.0 - e)
+                    avg[g] = new
+                    out[g] = new + w[g] * (old - new)
+                continue
             for g in range(g_n):
-                guest_avg[w, k, g] = guest_avg[w, k, g] * e + 100.0 * guest_inst[k, g] * (1.0 - e)
+                avg[g] = avg[g] * e + 100.0 * inst[g] * (1.0 - e)
     imbalance = 0.0
     if online >= 2 and load_sum > 0.0:
         mean = load_sum / online
@@ -346,86 +387,52 @@ def cluster_round(
                     peak = v
     totals[T_PEAK_SOME] = peak
     totals[T_OOM] = oom
-    if tel_i[0] != 0:
-        sample_telemetry(node_rows, guest_rows, tel_node, tel_guest, tel_f, tel_i, node)
-
-
-# telemetry buffers (pvegym.sim.telemetry): the int buffer's head, then the sampled rows, then a
-# state per guest
-TEL_HEAD = 8  # on, first round, states set, node rows, guest rows, received/memhost/ratio row
-TEL_HOLD = 1  # guest state: its latest sample is older than the round (not sampled on its node)
-TEL_ZERO_CPU = 2  # guest state: its latest sample is the first on a new node (cpu 0)
-
-
-@njit(cache=True, inline="always")
-def _mix(cur: np.ndarray, prev: np.ndarray, out: np.ndarray, weight: np.ndarray) -> None:
-    """``out = cur + weight × (prev − cur)``, then ``prev = cur`` (one row)."""
-    for k in range(cur.size):
-        c = cur[k]
-        out[k] = c + weight[k] * (prev[k] - c)
-        prev[k] = c
+    if tel:
+        _telemetry_rest(node_rows, guest_rows, totals)
 
 
 @njit(cache=True)
-def sample_telemetry(
-    node_rows: np.ndarray,  # the round's true state (ClusterState.node_rows / guest_rows)
-    guest_rows: np.ndarray,
-    tel_node: np.ndarray,  # out: the samples, the same layout (only the sampled rows written)
-    tel_guest: np.ndarray,
-    tel_f: np.ndarray,  # node ages (rounds, 0–1) | the previous round's sampled rows | scratch (g)
-    tel_i: np.ndarray,  # TEL_HEAD | node rows | guest rows (mem_ratio before memhost) | states
-    node: np.ndarray,  # where each guest runs
+def _telemetry_weights(
+    node_rows: np.ndarray, guest_rows: np.ndarray, node: np.ndarray, totals: np.ndarray
 ) -> None:
-    """pvestatd's samples at the round's end (:mod:`pvegym.sim.telemetry`): node n's latest
-    sample mixes this round and the last one with the weight of its age; a guest's that of its
-    node, or its state a round ago (held: its new node has not sampled it yet), or with cpu 0 (its
-    first sample on a new node); its ``mem`` = ``memhost × mem_ratio`` sampled as one value. The
-    round's state is kept for the next call in the same pass (row-major loops, which the compiler
-    vectorizes)."""
-    n_n = node_rows.shape[1]
-    g_n = guest_rows.shape[1]
-    ns, gs = tel_i[3], tel_i[4]
-    received_row, memhost_row, ratio_row = tel_i[5], tel_i[6], tel_i[7]
-    node_sel = tel_i[TEL_HEAD : TEL_HEAD + ns]
-    guest_sel = tel_i[TEL_HEAD + ns : TEL_HEAD + ns + gs]
-    state = tel_i[TEL_HEAD + ns + gs :]
-    age = tel_f[:n_n]
-    prev_node = tel_f[n_n : n_n + ns * n_n].reshape((ns, n_n))
-    prev_guest = tel_f[n_n + ns * n_n : n_n + ns * n_n + gs * g_n].reshape((gs, g_n))
-    w = tel_f[n_n + ns * n_n + gs * g_n :]  # scratch: each guest's weight, its node's age
-    if tel_i[1] != 0:  # the first round: no earlier sample
-        tel_i[1] = 0
-        for i in range(ns):
-            prev_node[i] = node_rows[node_sel[i]]
-        for i in range(gs):
-            prev_guest[i] = guest_rows[guest_sel[i]]
-    for i in range(ns):
-        r = node_sel[i]
-        _mix(node_rows[r], prev_node[i], tel_node[r], age)
-    for g in range(g_n):
-        w[g] = age[node[g]]
-    if tel_i[2] != 0:  # held guests take their state a round ago
-        for g in range(g_n):
+    """Before the round overwrites them: each node's sampled rows as they are (a round ago), and
+    each guest's weight of the older value — its node's sample age, 0 in the first round (no
+    earlier sample), 1 for a guest whose new node has not sampled it yet (its latest sample is
+    a round old)."""
+    first = totals[T_TEL_FIRST] != 0.0
+    age = node_rows[N_AGE]
+    for i in range(len(NODE_SAMPLED)):
+        node_rows[N_PREV + i] = node_rows[NODE_SAMPLED[i]]
+    w = guest_rows[G_WEIGHT]
+    for g in range(guest_rows.shape[1]):
+        w[g] = 0.0 if first else age[node[g]]
+    if totals[T_TEL_STATES] != 0.0:
+        state = guest_rows[G_TEL_STATE]
+        for g in range(guest_rows.shape[1]):
             if state[g] == TEL_HOLD:
                 w[g] = 1.0
-    i_host = 0
-    for i in range(gs):
-        if guest_sel[i] == memhost_row:
-            i_host = i
-    for i in range(gs):
-        r = guest_sel[i]
-        if r == ratio_row:  # the sampled mem = memhost × ratio (memhost's prev is still old)
-            for g in range(g_n):
-                cur = guest_rows[r, g]
-                mem = guest_rows[memhost_row, g] * cur
-                tel_guest[r, g] = mem + w[g] * (prev_guest[i_host, g] * prev_guest[i, g] - mem)
-                prev_guest[i, g] = cur
-            continue
-        _mix(guest_rows[r], prev_guest[i], tel_guest[r], w)
-    for g in range(g_n):  # mem → ratio over the sampled memhost
-        host = tel_guest[memhost_row, g]
-        tel_guest[ratio_row, g] = tel_guest[ratio_row, g] / host if host > 0.0 else 0.0
-    if tel_i[2] != 0:
-        for g in range(g_n):
+
+
+@njit(cache=True)
+def _telemetry_rest(node_rows: np.ndarray, guest_rows: np.ndarray, totals: np.ndarray) -> None:
+    """After the round: the nodes' samples (their rows a round ago were kept), a guest's sampled
+    ``mem_ratio`` = sampled mem / sampled memhost, cpu 0 in a moved guest's first sample."""
+    first = totals[T_TEL_FIRST] != 0.0
+    totals[T_TEL_FIRST] = 0.0
+    age = node_rows[N_AGE]
+    n_n = node_rows.shape[1]
+    for i in range(len(NODE_SAMPLED)):
+        r = NODE_SAMPLED[i]
+        cur, old, out = node_rows[r], node_rows[N_PREV + i], node_rows[N_TEL + r]
+        for n in range(n_n):
+            a = 0.0 if first else age[n]
+            out[n] = cur[n] + a * (old[n] - cur[n])
+    tel_host, tel_ratio = guest_rows[G_TEL + G_MEMHOST], guest_rows[G_TEL + G_MEM_RATIO]
+    for g in range(guest_rows.shape[1]):
+        h = tel_host[g]
+        tel_ratio[g] = tel_ratio[g] / h if h > 0.0 else 0.0
+    if totals[T_TEL_STATES] != 0.0:
+        state, tel_rec = guest_rows[G_TEL_STATE], guest_rows[G_TEL + G_RECEIVED]
+        for g in range(guest_rows.shape[1]):
             if state[g] == TEL_ZERO_CPU:
-                tel_guest[received_row, g] = 0.0
+                tel_rec[g] = 0.0

@@ -37,7 +37,6 @@ import numpy as np
 
 from pvegym.sim import layout as L
 from pvegym.sim.cluster import ClusterState, SampledRows
-from pvegym.sim.kernel import TEL_HEAD, TEL_HOLD, TEL_ZERO_CPU
 from pvegym.sim.scenario import TelemetrySettings
 
 #: pvestatd.pm: ``my $updatetime = 10;`` (s between samples).
@@ -49,9 +48,10 @@ RRD_STEP_S = 60.0
 class Telemetry:
     """pvestatd's samples of one cluster, as the CRM reads them at each round's end.
 
-    The sampling itself runs in the round kernel (:func:`pvegym.sim.kernel.sample_telemetry`, on
-    the buffers bound with :meth:`ClusterState.bind_telemetry`); this class draws the phases,
-    marks moved guests and keeps the RRD averages."""
+    The sampling itself runs in the round kernel (:func:`pvegym.sim.kernel.sample_telemetry`) on
+    the rows below the state in :attr:`ClusterState.node_rows`/``guest_rows``
+    (:mod:`pvegym.sim.layout`: ``N_TEL``, ``G_TEL`` …); this class draws the phases, marks moved
+    guests and keeps the RRD averages."""
 
     def __init__(
         self, cluster: ClusterState, settings: TelemetrySettings, round_s: float, rng: Any
@@ -65,53 +65,37 @@ class Telemetry:
         #: True: the telemetry is the round's true state (no copies, no work)
         self.passthrough = not (self.phased or self.rrd or self.first_zero)
         self._rng = rng
-        n, g = cl.n_nodes, cl.n_guests
-        node_sel, guest_sel = L.NODE_SAMPLED, L.GUEST_SAMPLED
+        # the samples: matrices laid out like the state's (rows 0 … NODE_ROWS − 1 / GUEST_ROWS − 1)
+        point_node = cl.node_rows[L.N_TEL : L.N_TEL + L.NODE_ROWS]
+        point_guest = cl.guest_rows[L.G_TEL : L.G_TEL + L.GUEST_ROWS]
         if self.passthrough:
             self.node_rows, self.guest_rows = cl.node_rows, cl.guest_rows
-        else:
-            self.node_rows = np.zeros_like(cl.node_rows)
-            self.guest_rows = np.zeros_like(cl.guest_rows)
-        point_node, point_guest = self.node_rows, self.guest_rows
-        if self.rrd:  # the point samples go to a ring of the last minute's rounds
-            point_node = np.zeros_like(cl.node_rows)
-            point_guest = np.zeros_like(cl.guest_rows)
+        elif self.rrd:  # the round's samples go to a ring; what is read is the last minute's mean
+            self.node_rows = np.zeros_like(point_node)
+            self.guest_rows = np.zeros_like(point_guest)
             per_step = max(1, round(RRD_STEP_S / round_s))
-            self._ring_node = np.zeros((per_step, *cl.node_rows.shape))
-            self._ring_guest = np.zeros((per_step, *cl.guest_rows.shape))
+            self._ring_node = np.zeros((per_step, *point_node.shape))
+            self._ring_guest = np.zeros((per_step, *point_guest.shape))
+        else:
+            self.node_rows, self.guest_rows = point_node, point_guest
         self._point_node, self._point_guest = point_node, point_guest
         self.view: SampledRows = SampledRows.of(self.node_rows, self.guest_rows)
-        # the kernel's buffers: floats = node ages (rounds, 0–1) | previous sampled rows | scratch;
-        # ints = head (on, first round, states set, row counts, received/memhost/ratio rows) |
-        # rows | states
-        self._f = np.zeros(n + len(node_sel) * n + len(guest_sel) * g + g)
-        self.node_age = self._f[:n]
-        head = [
-            0 if self.passthrough else 1,
-            1,
-            0,
-            len(node_sel),
-            len(guest_sel),
-            L.G_RECEIVED,
-            L.G_MEMHOST,
-            L.G_MEM_RATIO,
-        ]
-        assert len(head) == TEL_HEAD
-        self._i = np.array([*head, *node_sel, *guest_sel, *([0] * g)], dtype=np.int64)
-        self._state = self._i[TEL_HEAD + len(node_sel) + len(guest_sel) :]
+        self.node_age = cl.node_rows[L.N_AGE]  # latest sample's age, in rounds (0–1)
+        self._state = cl.guest_rows[L.G_TEL_STATE]
         #: guest -> (arrival time, source) of guests moved recently (their samples lag)
         self.arrivals: dict[int, tuple[float, int]] = {}
         self._rounds = 0
-        cl.bind_telemetry(point_node, point_guest, self._f, self._i)
+        cl.totals[L.T_TEL_ON] = 0.0 if self.passthrough else 1.0
 
     def reset(self) -> None:
         """A new episode: each node's pvestatd phase drawn anew (``aₙ`` in [0, 10) s)."""
+        cl = self.cluster
         if self.phased:
-            ages = self._rng.random(self.cluster.n_nodes) * UPDATE_S / self.round_s
+            ages = self._rng.random(cl.n_nodes) * UPDATE_S / self.round_s
             self.node_age[:] = np.minimum(ages, 1.0)
-        self._state[:] = 0
-        self._i[1] = 1  # the first round has no earlier sample: it takes the round's state
-        self._i[2] = 0
+        self._state[:] = 0.0
+        cl.totals[L.T_TEL_FIRST] = 1.0  # no earlier sample: the first round takes its state
+        cl.totals[L.T_TEL_STATES] = 0.0
         self.arrivals.clear()
         self._rounds = 0
 
@@ -125,19 +109,18 @@ class Telemetry:
         empty: which moved guests the samples taken by then hold back or report with cpu 0 —
         still the source's value until the target's pvestatd samples the guest, whose first
         sample reports cpu 0."""
-        self._state[:] = 0
-        self._i[2] = 1
+        state = self._state
+        state[:] = 0.0
         for g, (t_arr, _source) in list(self.arrivals.items()):
             target = int(self.cluster.node[g])
             taken = t - float(self.node_age[target]) * self.round_s  # the target's latest sample
             if taken < t_arr:
-                self._state[g] = TEL_HOLD
+                state[g] = L.TEL_HOLD
             elif taken - UPDATE_S < t_arr:
-                self._state[g] = TEL_ZERO_CPU
+                state[g] = L.TEL_ZERO_CPU
             else:
                 del self.arrivals[g]
-        if not self.arrivals:
-            self._i[2] = 0
+        self.cluster.totals[L.T_TEL_STATES] = 1.0 if self.arrivals else 0.0
 
     def after_round(self, t: float) -> None:
         """RRD mode, after the round's physics (the kernel took the samples): keep them; at each
