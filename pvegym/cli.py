@@ -28,6 +28,8 @@ COMMANDS = (
     "replay",
     "train",
     "tune",
+    "import_cluster",
+    "whatif",
 )
 
 
@@ -39,7 +41,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import pvegym
+
     parser = _Parser(prog="pvegym", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"pvegym {pvegym.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"pvegym.commands.{name}").register(sub)

@@ -16,6 +16,7 @@ _EXPERIMENT_LAYER = (
     "pvegym.experiments",
     "pvegym.tuning",
     "pvegym.learning",
+    "pvegym.pve_export",  # reads an operator's export and writes scenario files
 )
 _MODEL_FORBIDS = (
     "gymnasium",

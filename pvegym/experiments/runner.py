@@ -32,6 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from policies.registry import artifact_fingerprint
+from pvegym.errors import ConfigError
 from pvegym.experiments import plots, report
 from pvegym.experiments.cells import (
     Cell,
@@ -284,6 +285,30 @@ def run_experiment(
     stats.wall_s = time.perf_counter() - t0
     report.write_manifest(out / "manifest.json", exp, rows, stats, started, command)
     return stats
+
+
+def rerender(exp: Experiment, out_dir: Path | None = None) -> Path:
+    """Rewrite ``summary.md`` and the comparison plots of a finished run from its ``metrics.csv``,
+    without simulating (``pvegym run … --report-only``): how a change of the report's statistics
+    reaches committed results whose cells are not committed. Timelines, records and the manifest
+    stay as they are (they need the episodes); ``metrics.csv`` must hold every row of the plan."""
+    out = Path(out_dir) if out_dir is not None else Path("results") / exp.out_name
+    rows = plan(exp)
+    metrics = report.read_metrics_csv(out / "metrics.csv")
+    docs: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = (row.scenario, row.policy, row.seed)
+        if key not in metrics:
+            raise ConfigError(
+                "--report-only",
+                f"{out / 'metrics.csv'} has no row {row.scenario}/{row.policy}/"
+                f"seed {row.seed}: run the experiment (without --report-only)",
+            )
+        docs[row.cell.key] = {"metrics": metrics[key], "config": row.cell.config}
+    summary = report.summarize(exp, rows, docs)
+    report.write_summary(out / "summary.md", exp, summary)
+    plots.write_plots(out / "plots", exp, summary, [])
+    return out
 
 
 def record_path(out: Path, row: Row) -> Path:

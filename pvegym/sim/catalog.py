@@ -31,6 +31,7 @@ from pvegym.config import parse_value, read_toml, set_path
 from pvegym.errors import ConfigError
 from pvegym.sim import families, scenarios
 from pvegym.sim.scenario import Scenario, scenario_from_dict
+from pvegym.sim.trace_source import anchor_trace_dirs
 
 ScenarioData = dict[str, Any]
 Overrides = Mapping[str, Any]
@@ -117,6 +118,7 @@ def _source(name: str, seed: int, name_key: str) -> ScenarioData:
     if is_file(name):
         data = read_toml(Path(name), name_key, "scenario")
         data.setdefault("name", Path(name).stem)
+        anchor_trace_dirs(data, Path(name))  # a relative trace_dir is beside the file
         return data
     raise ConfigError(
         name_key,

@@ -12,7 +12,8 @@ the sum of components, each one of:
 * ``steps``     — piecewise-constant level: ``at = [[t0, v0], [t1, v1], ...]`` adds ``v_i`` from
   ``t_i`` on (0 before the first step).
 * ``trace``     — replay of a real per-VM series (``MODEL.md`` §3), see :func:`load_trace`:
-  ``{type = "trace", source = "planetlab/<file>" | "bitbrains/<vm-id>", field = "cpu" | "mem",
+  ``{type = "trace", source = "planetlab/<file>" | "bitbrains/<vm-id>" | "rrd/<name>",
+  field = "cpu" | "mem",
   scale = ..., offset = "2h", loop = true}`` adds ``scale · u(t + offset)``, where ``u`` is the
   traced VM's utilisation (0–1 of its capacity: PlanetLab CPU percent / 100, Bitbrains CPU MHz /
   its provisioned MHz, Bitbrains memory KB / its provisioned KB), linearly interpolated between
@@ -22,6 +23,11 @@ the sum of components, each one of:
   one core). ``loop`` repeats the series (the last sample interpolates into the first); without
   it the series holds its first value before and its last value after. Files are read once per
   process and cached; ``trace_dir`` replaces the bundled ``pvegym/data/traces`` directory.
+  ``rrd/<name>`` reads ``<trace_dir>/rrd/<name>.csv``, a Proxmox VE RRD series resampled by
+  ``pvegym import`` (:func:`_read_rrd`): a metadata line ``# pvegym-rrd interval_s=…
+  cpu_capacity=… mem_capacity=…`` (cores, bytes), a header ``time,cpu,mem`` and one row per
+  sample (unix seconds, evenly spaced by ``interval_s``; cpu and mem as fractions of the
+  capacities) — its default ``scale`` is the capacity, so it replays cores and bytes.
 
 A :class:`WorkloadBank` holds the signals of ``n`` entities and evaluates them in one compiled pass
 per round. Randomness comes from one ``numpy.random.Generator`` per bank, drawn in a fixed order:
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -42,13 +49,17 @@ from numpy.typing import NDArray
 from pvegym.config import field, load
 from pvegym.errors import ConfigError
 from pvegym.sim.kernel import sample_signals
+from pvegym.sim.trace_source import resolve_trace_source
 
 Kind = Literal["constant", "ou", "diurnal", "bursts", "steps", "trace"]
 
 #: The bundled trace subset (see ``pvegym/data/traces/README.md``).
 TRACE_ROOT = Path(__file__).resolve().parent.parent / "data" / "traces"
 #: Trace formats: the first component of a ``source``.
-TRACE_FORMATS = ("planetlab", "bitbrains")
+TRACE_FORMATS = ("planetlab", "bitbrains", "rrd")
+#: ``rrd`` trace files: the metadata line's tag and the columns after ``time``.
+RRD_TAG = "pvegym-rrd"
+RRD_COLUMNS = ("cpu", "mem")
 
 
 @dataclass(frozen=True)
@@ -102,22 +113,41 @@ def _bad(where: str, message: str) -> ConfigError:
     return ConfigError("", f"{where}: {message}")
 
 
-def _parse_meta(text: str, file: str) -> dict[str, float]:
+def _parse_meta(
+    text: str,
+    file: str,
+    required: tuple[str, ...] = ("interval_s", "cpu_count", "cpu_capacity_mhz", "mem_capacity_kb"),
+    labels: tuple[str, ...] = ("id",),
+) -> dict[str, float]:
+    """The ``key=value`` items of a metadata line: numbers, except the ``labels`` (skipped);
+    every ``required`` key a positive finite number."""
     meta: dict[str, float] = {}
-    for item in text.lstrip("#").split():
+    for item in text.split():
         key, sep, value = item.partition("=")
         if not sep:
             raise _bad(f"{file}:1", f"malformed metadata item {item!r} (want key=value)")
-        if key == "id":
+        if key in labels:
             continue
         try:
             meta[key] = float(value)
         except ValueError:
             raise _bad(f"{file}:1", f"metadata {key} is not a number: {value!r}") from None
-    for key in ("interval_s", "cpu_count", "cpu_capacity_mhz", "mem_capacity_kb"):
+    for key in required:
         if not (meta.get(key, 0.0) > 0.0 and math.isfinite(meta[key])):
             raise _bad(f"{file}:1", f"metadata needs a positive {key}=")
     return meta
+
+
+def _csv_rows(lines: list[str], header: list[str], file: str) -> Iterator[tuple[int, list[str]]]:
+    """The data rows of a CSV trace (from line 3) as ``(line number, cells)``: blank lines
+    skipped, a row with another number of cells than the header an error naming its line."""
+    for no, line in enumerate(lines[2:], 3):
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        if len(cells) != len(header):
+            raise _bad(f"{file}:{no}", f"{len(cells)} columns, expected {len(header)}")
+        yield no, cells
 
 
 @functools.cache
@@ -147,10 +177,12 @@ def _read_trace(file: str, fmt: str, col: str) -> Trace:
                 raise _bad(f"{file}:{no}", f"CPU percentage {text} outside 0–100")
             vals.append(v / 100.0)
         return Trace(_frozen(vals), 300.0, 1.0)
+    if fmt == "rrd":
+        return _read_rrd(lines, file, col)
     # bitbrains: "# id=… interval_s=… cpu_count=… cpu_capacity_mhz=… mem_capacity_kb=…", a header
     if not lines[0].startswith("#"):
         raise _bad(f"{file}:1", "missing '# interval_s=… cpu_count=… …' metadata line")
-    meta = _parse_meta(lines[0], file)
+    meta = _parse_meta(lines[0].lstrip("#"), file)
     header = [h.strip() for h in lines[1].split(",")] if len(lines) > 1 else []
     want = "cpu_mhz" if col == "cpu" else "mem_kb"
     if want not in header:
@@ -158,12 +190,7 @@ def _read_trace(file: str, fmt: str, col: str) -> Trace:
     j = header.index(want)
     cap = meta["cpu_capacity_mhz"] if col == "cpu" else meta["mem_capacity_kb"]
     vals = []
-    for no, line in enumerate(lines[2:], 3):
-        if not line.strip():
-            continue
-        cells = line.split(",")
-        if len(cells) != len(header):
-            raise _bad(f"{file}:{no}", f"{len(cells)} columns, expected {len(header)}")
+    for no, cells in _csv_rows(lines, header, file):
         try:
             v = float(cells[j])
         except ValueError:
@@ -177,6 +204,44 @@ def _read_trace(file: str, fmt: str, col: str) -> Trace:
     return Trace(_frozen(vals), meta["interval_s"], native)
 
 
+def _read_rrd(lines: list[str], file: str, col: str) -> Trace:
+    """An ``rrd`` trace (see the module docstring): the ``col`` column as fractions of its
+    capacity, every ``interval_s`` seconds; rows must be evenly spaced (``pvegym import`` fills
+    RRD gaps before writing, so a gap here is a damaged file)."""
+    head = lines[0].split()
+    if len(head) < 2 or head[0] != "#" or head[1] != RRD_TAG:
+        raise _bad(f"{file}:1", f"missing '# {RRD_TAG} interval_s=… cpu_capacity=… …' line")
+    meta = _parse_meta(
+        " ".join(head[2:]),
+        file,
+        ("interval_s", "cpu_capacity", "mem_capacity"),
+        ("timeframe", "cf"),
+    )
+    header = [h.strip() for h in lines[1].split(",")] if len(lines) > 1 else []
+    if header[:1] != ["time"] or col not in header:
+        got = lines[1] if len(lines) > 1 else "nothing"
+        raise _bad(f"{file}:2", f"header must be time,{','.join(RRD_COLUMNS)}, not {got!r}")
+    j = header.index(col)
+    step = meta["interval_s"]
+    vals: list[float] = []
+    t_prev: float | None = None
+    for no, cells in _csv_rows(lines, header, file):
+        try:
+            t, v = float(cells[0]), float(cells[j])
+        except ValueError:
+            raise _bad(f"{file}:{no}", f"not a number in {','.join(cells).strip()!r}") from None
+        if not (math.isfinite(v) and v >= 0.0):
+            raise _bad(f"{file}:{no}", f"{col} must be a finite number ≥ 0, not {v!r}")
+        if t_prev is not None and abs(t - t_prev - step) > 1e-6:
+            raise _bad(f"{file}:{no}", f"time {t:g} is not {step:g} s after {t_prev:g}")
+        t_prev = t
+        vals.append(v)
+    if not vals:
+        raise _bad(f"{file}:3", "empty trace (a header but no samples)")
+    native = meta["cpu_capacity"] if col == "cpu" else meta["mem_capacity"]
+    return Trace(_frozen(vals), step, native)
+
+
 def _frozen(vals: list[float]) -> NDArray[np.float64]:
     arr = np.asarray(vals, dtype=np.float64)
     arr.flags.writeable = False
@@ -184,15 +249,17 @@ def _frozen(vals: list[float]) -> NDArray[np.float64]:
 
 
 def trace_file(source: str, trace_dir: str = "", path: str = "source") -> tuple[str, str]:
-    """``(file, format)`` of a ``source`` like ``planetlab/<file>`` or ``bitbrains/<vm-id>``."""
+    """``(file, format)`` of a ``source`` like ``planetlab/<file>``, ``bitbrains/<vm-id>`` or
+    ``rrd/<name>``."""
     fmt, sep, name = source.partition("/")
     if not sep or fmt not in TRACE_FORMATS or not name:
         raise ConfigError(
             path,
-            f"{source!r} is not a trace source (allowed: planetlab/<file>, bitbrains/<vm-id>)",
+            f"{source!r} is not a trace source "
+            "(allowed: planetlab/<file>, bitbrains/<vm-id>, rrd/<name>)",
         )
     root = Path(trace_dir) if trace_dir else TRACE_ROOT
-    file = root / fmt / (f"{name}.csv" if fmt == "bitbrains" else name)
+    file = root / fmt / (name if fmt == "planetlab" else f"{name}.csv")
     return str(file), fmt
 
 
@@ -200,6 +267,7 @@ def load_trace(source: str, col: str = "cpu", trace_dir: str = "", path: str = "
     """The (cached) series of ``source``; a missing, empty or malformed file is a one-line
     :class:`ConfigError` naming ``path`` (the key), the file and the line."""
     file, fmt = trace_file(source, trace_dir, path)
+    resolve_trace_source(Path(file), Path(trace_dir) if trace_dir else TRACE_ROOT, path)
     try:
         return _read_trace(file, fmt, col)
     except ConfigError as err:
@@ -360,9 +428,11 @@ class WorkloadBank:
 
     def _prepare(self, dt: float) -> None:
         self._dt = dt
-        self._phi[:] = np.exp(-dt / self._ou_tau)
+        # libm's exp/expm1, element by element: NumPy's are CPU-dependent in the last bits
+        # (SVML/AVX-512 code on some machines; see pvegym.sim.psi._mmc_table)
+        self._phi[:] = [math.exp(x) for x in (-dt / self._ou_tau).tolist()]
         self._innov[:] = self._ou_sigma * np.sqrt(1.0 - self._phi**2)
-        self._p_burst[:] = -np.expm1(-self._bu_rate * dt)
+        self._p_burst[:] = [-math.expm1(x) for x in (-self._bu_rate * dt).tolist()]
 
     def draw(self, dt: float) -> None:
         """The random numbers and per-``dt`` factors of a round of ``dt`` seconds, in place: what

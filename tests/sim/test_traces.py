@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pvegym.cli import main
+from pvegym.errors import ConfigError
 from pvegym.sim.workload import TRACE_ROOT, WorkloadBank, load_trace, parse_signal
 from pvegym.units import GiB
 
@@ -172,3 +173,102 @@ def test_memory_of_a_cpu_only_trace_and_a_bad_source_are_errors(
     assert code == 2 and "no memory series" in err
     code, err = _simulate(capsys, _scenario(tmp_path, traces, "azure/vm"))
     assert code == 2 and "not a trace source" in err
+
+
+# ------------------------------------------------------------------------------------- rrd traces
+RRD_HEAD = (
+    "# pvegym-rrd interval_s=60 cpu_capacity=4 mem_capacity=1073741824 timeframe=day cf=AVERAGE"
+)
+
+
+@pytest.fixture
+def rrd(tmp_path: Path) -> Path:
+    (tmp_path / "rrd").mkdir()
+    (tmp_path / "rrd" / "vm.csv").write_text(
+        f"{RRD_HEAD}\ntime,cpu,mem\n1000,0.25,0.5\n1060,0.5,0.25\n1120,0.75,0.125\n"
+    )
+    return tmp_path
+
+
+def test_rrd_traces_replay_cores_and_bytes(rrd: Path) -> None:
+    """``pvegym import``'s series: fractions of the capacities, default scale = the capacity;
+    rows are interval averages replayed at the interval's middle (offset −step/2)."""
+    base = {"type": "trace", "source": "rrd/vm", "trace_dir": str(rrd), "loop": False}
+    assert _values(base, [0, 30, 60, 120, 500]) == pytest.approx([1.0, 1.5, 2.0, 3.0, 3.0])
+    assert _values({**base, "field": "mem"}, [0, 60], "size") == pytest.approx(
+        [0.5 * GiB, 0.25 * GiB]
+    )
+    assert _values({**base, "offset": -30}, [30, 90]) == pytest.approx([1.0, 2.0])
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "what"),
+    [
+        ("time,cpu,mem\n1,0,0\n", ":1", "pvegym-rrd"),
+        ("# pvegym-rrd interval_s=60 cpu_capacity=4\ntime,cpu,mem\n", ":1", "mem_capacity"),
+        (f"{RRD_HEAD}\ncpu,mem\n", ":2", "header"),
+        (f"{RRD_HEAD}\ntime,cpu,mem\n0,1,1\n90,1,1\n", ":4", "is not 60 s after"),
+        (f"{RRD_HEAD}\ntime,cpu,mem\n0,1,1\n60,-1,1\n", ":4", "finite number ≥ 0"),
+        (f"{RRD_HEAD}\ntime,cpu,mem\n0,1\n", ":3", "columns"),
+        (f"{RRD_HEAD}\ntime,cpu,mem\n", ":3", "no samples"),
+    ],
+)
+def test_bad_rrd_traces(tmp_path: Path, text: str, line: str, what: str) -> None:
+    (tmp_path / "rrd").mkdir()
+    (tmp_path / "rrd" / "x.csv").write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_trace("rrd/x", "cpu", str(tmp_path), "guests[0].cpu[0].source")
+    assert f"rrd/x.csv{line}" in str(err.value) and what in str(err.value)
+    assert str(err.value).startswith("guests[0].cpu[0].source: ")
+
+
+def _scenario_with_trace(path: Path, trace_dir: str) -> None:
+    path.write_text(
+        f"""duration = "10m"
+[[nodes]]
+name = "n1"
+maxcpu = 8
+maxmem = "16GiB"
+[[guests]]
+sid = "vm:1"
+node = "n1"
+maxcpu = 4
+maxmem = "1GiB"
+cpu = [{{ type = "trace", source = "rrd/vm", trace_dir = "{trace_dir}" }}]
+"""
+    )
+
+
+def test_a_relative_trace_dir_is_beside_the_scenario_file(rrd: Path, tmp_path: Path) -> None:
+    """``pvegym import`` writes its traces beside the scenario: a relative ``trace_dir`` is read
+    from the file's directory, wherever the command runs."""
+    from pvegym.sim import catalog
+
+    (rrd / "traces").mkdir()
+    (rrd / "rrd").rename(rrd / "traces" / "rrd")
+    _scenario_with_trace(rrd / "s.toml", "traces")
+    scn = catalog.resolve(str(rrd / "s.toml")).scenario
+    assert scn.guests[0].cpu[0].trace_dir == str((rrd / "traces").resolve())
+
+
+@pytest.mark.parametrize("trace_dir", ["../elsewhere", "traces/../../x", "link"])
+def test_a_trace_dir_may_not_leave_the_scenarios_directory(tmp_path: Path, trace_dir: str) -> None:
+    from pvegym.sim import catalog
+
+    inside = tmp_path / "scn"
+    inside.mkdir()
+    (tmp_path / "outside" / "rrd").mkdir(parents=True)
+    (inside / "link").symlink_to(tmp_path / "outside")
+    _scenario_with_trace(inside / "s.toml", trace_dir)
+    with pytest.raises(ConfigError) as err:
+        catalog.resolve(str(inside / "s.toml"))
+    assert "guests[0].cpu[0].trace_dir" in str(err.value)
+
+
+def test_trace_names_may_not_climb_or_point_at_devices(tmp_path: Path) -> None:
+    (tmp_path / "rrd").mkdir()
+    with pytest.raises(ConfigError, match="plain name"):
+        load_trace("rrd/../../etc/passwd", "cpu", str(tmp_path), "source")
+    (tmp_path / "rrd" / "dev.csv").symlink_to("/dev/null")
+    with pytest.raises(ConfigError, match="symlink out"):
+        load_trace("rrd/dev", "cpu", str(tmp_path), "source")

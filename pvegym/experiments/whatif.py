@@ -1,0 +1,454 @@
+"""``pvegym whatif``: what each balancer would have done on an operator's own cluster.
+
+Read top to bottom, :func:`run_whatif` is the whole experiment:
+
+1. **import** the export (:mod:`pvegym.pve_export`) into ``DIR/scenario.toml`` and
+   ``DIR/validation.toml`` with their traces, and load both through the scenario lookup
+   (:func:`pvegym.sim.catalog.resolve`) like any scenario file.
+2. **replay** the window under each policy — ``noop``, ``upstream`` (with the cluster's configured
+   CRS constants), ``patched`` (the field report's defaults), ``patched-tuned`` (a study's best
+   constants, when ``--study`` names one) and ``guest-centric`` — recording every motion with what
+   the balancer expected of it, and the per-round state for the timelines.
+3. **validate** without circularity: the validation scenario's host load was fitted on the first
+   part of the window only; replayed under ``noop`` with every real migration, its node CPU, memory
+   and (PVE 9) PSI are compared with the export's series on the held-out rest (mean absolute error
+   in percentage points), next to a naive baseline (each node's own mean over the fit part). Where
+   PVE 9 recorded PSI, the contention model's ``psi.cpu_blend`` is fitted on the fit part too
+   (:data:`BLEND_GRID`) and its held-out error reported beside the default's.
+4. **report** into ``DIR/report.md`` with plots, ``DIR/whatif.json`` (everything the report says,
+   machine-readable): :func:`pvegym.experiments.whatif_report.write_report` on the result.
+
+The replay is deterministic for a seed (the traces carry the workload; the seed draws only the
+LRM's start offsets).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from policies import make_policy
+from pvegym.errors import ConfigError
+from pvegym.experiments.record import play, write_json_atomic
+from pvegym.experiments.runner import Trace
+from pvegym.pve_export.cluster import ClusterExport, read_export
+from pvegym.pve_export.to_scenario import Import, build_import
+from pvegym.pve_export.write import write_import
+from pvegym.sim import catalog
+from pvegym.sim.scenario import Scenario
+from pvegym.sim.simulation import Simulation
+from pvegym.sim.view import ClusterView, Motion
+
+FloatArray = NDArray[np.float64]
+WHATIF_FORMAT = "pvegym-whatif/1"
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    label: str
+    policy: str
+    params: dict[str, Any]
+    about: str
+
+
+@dataclass
+class PolicyRun:
+    """One policy's replay: §9 metrics, the motions (with what the balancer expected of each),
+    the per-round trace for its timeline and the wall time."""
+
+    entry: PolicyEntry
+    metrics: dict[str, Any]
+    moves: list[dict[str, Any]]
+    trace: dict[str, np.ndarray]
+    wall_s: float
+
+
+@dataclass
+class NodeFit:
+    """Held-out errors of one node (percentage points; NaN where reality has no value)."""
+
+    node: str
+    cpu_mae_pp: float
+    cpu_bias_pp: float  # mean of model − reality
+    cpu_naive_mae_pp: float  # the node's own fit-part mean as the prediction
+    mem_mae_pp: float
+    mem_bias_pp: float
+    mem_naive_mae_pp: float
+    psi_cpu_mae_pp: float  # with the model's default PSI parameters
+    psi_cpu_bias_pp: float
+    psi_cpu_fitted_mae_pp: float  # with the cpu_blend fitted on the fit part
+    psi_mem_mae_pp: float
+
+
+@dataclass
+class Validation:
+    fit_rows: int
+    rows: int
+    nodes: list[NodeFit]
+    model_cpu_pct: FloatArray  # (rows, nodes) per window row
+    model_mem_pct: FloatArray
+    model_cpu_some: FloatArray
+    real_cpu_pct: FloatArray
+    real_mem_pct: FloatArray
+    real_cpu_some: FloatArray | None
+    how: str
+    cpu_blend: float = math.nan  # psi.cpu_blend fitted on the fit part (NaN: no recorded PSI)
+    cpu_blend_fit_mae_pp: float = math.nan
+    default_cpu_blend: float = math.nan
+    wall_s: float = 0.0
+
+    @property
+    def cpu_mae_pp(self) -> float:
+        """Mean over nodes of the held-out node-CPU MAE (the headline figure)."""
+        vals = [n.cpu_mae_pp for n in self.nodes if math.isfinite(n.cpu_mae_pp)]
+        return float(np.mean(vals)) if vals else math.nan
+
+
+@dataclass
+class WhatIf:
+    imp: Import
+    export: ClusterExport
+    runs: list[PolicyRun]
+    validation: Validation
+    local_disk_bytes: dict[str, float] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------ policies
+def policy_entries(imp: Import, study: Path | None) -> list[PolicyEntry]:
+    """The policies the what-if replays, in report order."""
+    up = dict(imp.policy_params.get("upstream", {}))
+    entries = [
+        PolicyEntry(
+            "noop",
+            "noop",
+            {},
+            "never moves anything (the cluster as it ran, minus its own balancer's moves)",
+        ),
+        PolicyEntry(
+            "upstream",
+            "upstream",
+            up,
+            "pve-ha-manager's balancer"
+            + (" with this cluster's CRS constants" if up else " with its defaults"),
+        ),
+        PolicyEntry("patched", "patched", {}, "the field report's patch series, its defaults"),
+    ]
+    if study is not None:
+        params = _study_params(study)
+        entries.append(
+            PolicyEntry(
+                "patched-tuned", "patched", params, f"patched with the constants of {study}"
+            )
+        )
+    entries.append(
+        PolicyEntry(
+            "guest-centric",
+            "guest-centric",
+            {},
+            "contention-driven, migratability and migration cost first",
+        )
+    )
+    for e in entries:  # unknown constants are a one-line error before anything runs
+        make_policy(e.policy, f"policies.{e.label}", **e.params)
+    return entries
+
+
+def _study_params(study: Path) -> dict[str, Any]:
+    f = study / "best_params.json" if study.is_dir() else study
+    try:
+        doc = json.loads(f.read_text())
+        policy = doc["best"]["policy"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ConfigError(
+            "--study", f"{str(f)!r} is not a study's best_params.json: {err}"
+        ) from None
+    if policy.get("name") != "patched":
+        raise ConfigError("--study", f"the study tuned {policy.get('name')!r}, not 'patched'")
+    params = policy.get("params", {})
+    if not isinstance(params, dict):
+        raise ConfigError("--study", "best.policy.params must be a table")
+    return dict(params)
+
+
+def cost_weights(study: Path | None) -> tuple[dict[str, float], str]:
+    """The cost the recommendation ranks by: the study's objective when one is given, else the
+    project's tuning objective (``experiments/tune-patched.toml``, its one owner)."""
+    if study is not None:
+        f = study / "best_params.json" if study.is_dir() else study
+        doc = json.loads(f.read_text())
+        for obj in doc.get("objectives", []):
+            if obj.get("weights"):
+                return {
+                    str(k): float(v) for k, v in obj["weights"].items()
+                }, f"the objective of {f}"
+    from pvegym.tuning.study_config import load_study_config
+
+    path = Path(__file__).resolve().parents[2] / "experiments" / "tune-patched.toml"
+    cfg = load_study_config(path)
+    return dict(cfg.objectives[0].terms()), "the cost of experiments/tune-patched.toml"
+
+
+# ------------------------------------------------------------------------------------------ replay
+def replay(scn: Scenario, entry: PolicyEntry, seed: int) -> PolicyRun:
+    """One policy over the window: metrics, motions with the balancer's own expectation, trace."""
+    policy = make_policy(entry.policy, f"policies.{entry.label}", **entry.params)
+    expected: dict[tuple[float, str], str] = {}
+
+    def decide(view: ClusterView) -> Motion | None:
+        m = policy.decide(view)
+        if m is not None:
+            expected[(view.t, m.sid)] = _expectation(m, policy, view.t)
+        return m
+
+    sim = Simulation(scn, seed)
+    trace = Trace()
+    started = time.perf_counter()
+    policy.reset(seed)
+    result, _ = play(sim, decide, None, trace)
+    moves = [{**mv, "expected": expected.get((mv["t"], mv["guest"]), "")} for mv in result["moves"]]
+    return PolicyRun(
+        entry, result["metrics"], moves, trace.arrays(sim), time.perf_counter() - started
+    )
+
+
+def _expectation(m: Motion, policy: Any, t: float) -> str:
+    """What the balancer expected of a motion: upstream's logged imbalance change, or the
+    parenthesised reasoning of its last log line of this round."""
+    if m.imbalance_before is not None and m.imbalance_after is not None:
+        return f"imbalance {m.imbalance_before:.2f} → {m.imbalance_after:.2f}"
+    for when, line in reversed(getattr(policy, "log", [])):
+        if when != t:
+            break
+        if "(" in line and line.rstrip().endswith(")"):
+            return line[line.index("(") + 1 : -1]
+    return ""
+
+
+# ------------------------------------------------------------------------------------------ validation
+class _Rows:
+    """Per-round node state for the validation run (cores, bytes, cpu some avg10 %)."""
+
+    def __init__(self) -> None:
+        self.t: list[float] = []
+        self.cpu: list[np.ndarray] = []
+        self.mem: list[np.ndarray] = []
+        self.some: list[np.ndarray] = []
+        self.mem_some: list[np.ndarray] = []
+
+    def __call__(self, sim: Simulation) -> None:
+        cl = sim.cluster
+        cpu_some, mem_some, _ = cl.node_avg10()
+        self.t.append(sim.t)
+        self.cpu.append(cl.node_cpu.copy())
+        self.mem.append(cl.node_mem.copy())
+        self.some.append(cpu_some.copy())
+        self.mem_some.append(mem_some.copy())
+
+
+def _per_row(t: FloatArray, values: FloatArray, step: int, n: int) -> FloatArray:
+    """Mean of the rounds ending in each row's interval ``(k·step, (k+1)·step]``."""
+    k = np.ceil(t / step).astype(int) - 1
+    out = np.full((n, values.shape[1]), np.nan)
+    for r in range(n):
+        sel = k == r
+        if sel.any():
+            out[r] = values[sel].mean(axis=0)
+    return out
+
+
+def _mae(a: FloatArray, b: FloatArray) -> tuple[float, float]:
+    ok = np.isfinite(a) & np.isfinite(b)
+    if not ok.any():
+        return math.nan, math.nan
+    d = a[ok] - b[ok]
+    return float(np.mean(np.abs(d))), float(np.mean(d))
+
+
+#: the PSI blend weights tried on the fit part (``PsiModel.cpu_blend``: per-runqueue ρ² vs M/M/c,
+#: ``reference/migration-psi.md`` §D.3 recommends fitting it on RRD pairs of cpu and pressure)
+BLEND_GRID = tuple(round(0.1 * k, 1) for k in range(11))
+
+
+def _replay_rows(scn: Scenario, seed: int, imp: Import, rows: int) -> dict[str, FloatArray]:
+    """The noop replay of the first ``rows`` window rows: per-row means of node cores busy, bytes
+    in use and PSI some avg10 (percent), nodes in the export's order."""
+    sim = Simulation(scn, seed)
+    rec = _Rows()
+    play(sim, lambda view: None, rows * imp.window.step, rec)
+    order = [sim.cluster.node_names.index(n) for n in imp.reality.node_names]
+    t = np.asarray(rec.t)
+    return {
+        key: _per_row(t, np.asarray(getattr(rec, key))[:, order], imp.window.step, rows)
+        for key in ("cpu", "mem", "some", "mem_some")
+    }
+
+
+def fit_cpu_blend(imp: Import, path: Path, seed: int) -> tuple[float, float]:
+    """The ``psi.cpu_blend`` whose replay of the *fit* rows is closest to the recorded node
+    cpu some (mean absolute error over nodes and rows): ``(blend, its fit-part MAE)``."""
+    f, real = imp.fit_rows, imp.reality
+    assert real.cpu_some is not None
+    best = (math.nan, math.inf)
+    for blend in BLEND_GRID:
+        scn = catalog.resolve(str(path), overrides={"psi.cpu_blend": blend}).scenario
+        some = _replay_rows(scn, seed, imp, f)["some"]
+        err = _mae(some, real.cpu_some[:f])[0]
+        if err < best[1]:
+            best = (blend, err)
+    return best
+
+
+def validate(imp: Import, path: Path, seed: int) -> Validation:
+    """The validation run (noop, every real migration, fitted host load) against the export's
+    series on the held-out rows; with PVE 9's PSI, the PSI blend is fitted on the fit rows too."""
+    started = time.perf_counter()
+    w, real = imp.window, imp.reality
+    vscn = catalog.resolve(str(path)).scenario
+    model = _replay_rows(vscn, seed, imp, w.n)
+    blend, blend_fit_mae = math.nan, math.nan
+    fitted_some = None
+    if real.cpu_some is not None:
+        blend, blend_fit_mae = fit_cpu_blend(imp, path, seed)
+        scn = catalog.resolve(str(path), overrides={"psi.cpu_blend": blend}).scenario
+        fitted_some = _replay_rows(scn, seed, imp, w.n)["some"]
+    model_cpu = 100.0 * model["cpu"] / real.maxcpu
+    model_mem = 100.0 * model["mem"] / real.maxmem
+    real_cpu = 100.0 * real.cpu / real.maxcpu
+    real_mem = 100.0 * real.mem / real.maxmem
+    f = imp.fit_rows
+    nodes = []
+    for j, name in enumerate(real.node_names):
+        c_mae, c_bias = _mae(model_cpu[f:, j], real_cpu[f:, j])
+        m_mae, m_bias = _mae(model_mem[f:, j], real_mem[f:, j])
+        c_naive, _ = _mae(np.full(w.n - f, real_cpu[:f, j].mean()), real_cpu[f:, j])
+        m_naive, _ = _mae(np.full(w.n - f, real_mem[:f, j].mean()), real_mem[f:, j])
+        p_mae = p_bias = pm_mae = p_fit_mae = math.nan
+        if real.cpu_some is not None and real.mem_some is not None and fitted_some is not None:
+            p_mae, p_bias = _mae(model["some"][f:, j], real.cpu_some[f:, j])
+            p_fit_mae = _mae(fitted_some[f:, j], real.cpu_some[f:, j])[0]
+            pm_mae = _mae(model["mem_some"][f:, j], real.mem_some[f:, j])[0]
+        nodes.append(
+            NodeFit(
+                name,
+                c_mae,
+                c_bias,
+                c_naive,
+                m_mae,
+                m_bias,
+                m_naive,
+                p_mae,
+                p_bias,
+                p_fit_mae,
+                pm_mae,
+            )
+        )
+    return Validation(
+        fit_rows=f,
+        rows=w.n,
+        nodes=nodes,
+        model_cpu_pct=model_cpu,
+        model_mem_pct=model_mem,
+        model_cpu_some=model["some"] if fitted_some is None else fitted_some,
+        real_cpu_pct=real_cpu,
+        real_mem_pct=real_mem,
+        real_cpu_some=real.cpu_some,
+        how=imp.fit_how,
+        cpu_blend=blend,
+        cpu_blend_fit_mae_pp=blend_fit_mae,
+        default_cpu_blend=vscn.psi.cpu_blend,
+        wall_s=time.perf_counter() - started,
+    )
+
+
+# ------------------------------------------------------------------------------------------ experiment
+def run_whatif(
+    export_path: Path,
+    out: Path,
+    window: str = "week",
+    fit_fraction: float = 2.0 / 3.0,
+    dirty_rate: float = 0.0,
+    study: Path | None = None,
+    seed: int = 0,
+    progress: Any = None,
+) -> WhatIf:
+    """Steps 1–3 of the module docstring (the scenario files land in ``out``); the report is
+    :func:`pvegym.experiments.whatif_report.write_report` of the result."""
+    say = progress or (lambda msg: None)
+    out.mkdir(parents=True, exist_ok=True)
+    export = read_export(export_path)
+    imp = build_import(export, window, "scenario", fit_fraction, dirty_rate)
+    write_import(imp, out / "scenario.toml", validation_out=out / "validation.toml")
+    scn = catalog.resolve(str(out / "scenario.toml")).scenario
+    entries = policy_entries(imp, study)
+    say(f"window: {imp.window.describe()}; {imp.window.duration // 10} rounds per policy")
+    runs = []
+    for e in entries:
+        say(f"replaying {e.label} …")
+        runs.append(replay(scn, e, seed))
+        say(f"  {e.label}: {runs[-1].metrics['moves']} motions in {runs[-1].wall_s:.1f} s")
+    say("validation runs (fitted host load and PSI blend, held-out comparison) …")
+    val = validate(imp, out / "validation.toml", seed)
+    return WhatIf(imp, export, runs, val, _local_disks(export))
+
+
+def _local_disks(export: ClusterExport) -> dict[str, float]:
+    from pvegym.pve_export.blockers import ct_migratability, vm_migratability
+
+    out = {}
+    for g in export.guests.values():
+        mig = (
+            vm_migratability(g.config, export.storages, export.pci_live_capable)
+            if g.kind == "qemu"
+            else ct_migratability(g.config, export.storages)
+        )
+        if mig.local_disk_bytes:
+            out[g.sid] = mig.local_disk_bytes
+    return out
+
+
+def save_json(result: WhatIf, path: Path, extra: dict[str, Any]) -> None:
+    doc = {
+        "format": WHATIF_FORMAT,
+        "import": result.imp.meta,
+        "policies": [
+            {
+                "label": r.entry.label,
+                "policy": r.entry.policy,
+                "params": r.entry.params,
+                "metrics": r.metrics,
+                "moves": r.moves,
+                "wall_s": round(r.wall_s, 3),
+            }
+            for r in result.runs
+        ],
+        "validation": {
+            "fit_rows": result.validation.fit_rows,
+            "rows": result.validation.rows,
+            "how": result.validation.how,
+            "cpu_mae_pp": result.validation.cpu_mae_pp,
+            "cpu_blend": result.validation.cpu_blend,
+            "cpu_blend_fit_mae_pp": result.validation.cpu_blend_fit_mae_pp,
+            "default_cpu_blend": result.validation.default_cpu_blend,
+            "nodes": [n.__dict__ for n in result.validation.nodes],
+        },
+        **extra,
+    }
+    write_json_atomic(path, _finite(doc))
+
+
+def _finite(x: Any) -> Any:
+    """NaN/inf → null (JSON has no NaN)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x

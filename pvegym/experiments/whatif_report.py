@@ -1,0 +1,443 @@
+"""The what-if report: ``report.md`` an operator reads in two minutes, its plots and JSON.
+
+Order of ``report.md``: the window and resolution it replayed; the recommendation with its
+evidence; a table of every policy's numbers; per policy the motions it would have made (repeats
+grouped: "vm:101 → node2, 246×, all failed: local resource, every 40 s"); what the real cluster
+did (its task log); the model-vs-reality panel (held-out errors); what the scenario leaves out.
+Plots: ``plots/timeline-<policy>.png`` (:func:`pvegym.experiments.plots.timeline`),
+``plots/model-vs-reality.png`` and ``plots/compare.png``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from pvegym.experiments import plots
+from pvegym.experiments.report import fmt
+from pvegym.experiments.whatif import PolicyRun, WhatIf, cost_weights, save_json
+from pvegym.provenance import git_commit, package_versions
+from pvegym.sim.metrics import GLANCE, metric_spec, metrics_in
+from pvegym.units import GiB
+
+#: what a what-if adds to the registry's at-a-glance table: retries and the network they cost
+WHATIF_EXTRA = ("failed_repeats", "migration_bytes", "cpu_shortfall_core_s")
+MOTIONS_LISTED = 12  # individual motions listed per policy (all are in whatif.json)
+MOTIONS_MARKED = 150  # motions marked on a timeline at most
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%a %Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
+
+
+def glance() -> tuple[str, ...]:
+    """The report's columns: the metric registry's at-a-glance table plus :data:`WHATIF_EXTRA`."""
+    base = metrics_in(GLANCE)
+    return (*base, *(m for m in WHATIF_EXTRA if m not in base))
+
+
+def _metric(run: PolicyRun, key: str) -> str:
+    v = run.metrics.get(key)
+    return "—" if v is None else fmt(float(v) * metric_spec(key).report_scale)
+
+
+def cost(run: PolicyRun, weights: dict[str, float]) -> float:
+    return float(sum(w * float(run.metrics.get(m) or 0.0) for m, w in weights.items()))
+
+
+def recommendation(result: WhatIf, weights: dict[str, float], source: str) -> list[str]:
+    """The policy with the lowest cost, and why — with the numbers behind it."""
+    runs = {r.entry.label: r for r in result.runs}
+    noop = runs["noop"]
+    costs = {label: cost(r, weights) for label, r in runs.items()}
+    best = min(costs, key=lambda k: (costs[k], k != "noop"))
+    terms = " + ".join(f"{w:g}·{m}" for m, w in weights.items())
+    lines = [f"Ranked by {source}: cost = {terms} (lower is better).", ""]
+    lines += ["| policy | cost | vs noop |", "|---|---:|---:|"]
+    for label, c in sorted(costs.items(), key=lambda kv: kv[1]):
+        rel = (c - costs["noop"]) / costs["noop"] * 100 if costs["noop"] else math.nan
+        lines.append(f"| {label} | {fmt(c)} | {'—' if label == 'noop' else f'{rel:+.1f} %'} |")
+    lines.append("")
+    b = runs[best]
+    if best == "noop":
+        lines.append(
+            "**Recommendation: keep `ha-auto-rebalance` off** — no balancer would have made this "
+            "window cheaper than leaving the guests where they were."
+        )
+        others = sorted((c, k) for k, c in costs.items() if k != "noop")
+        if others:
+            c, k = others[0]
+            lines.append(
+                f"If you switch it on anyway, `{k}` costs least of the balancers "
+                f"({fmt(c)} vs {fmt(costs['noop'])} for noop: {runs[k].metrics['moves']} motions, "
+                f"{runs[k].metrics['moves_failed']} failed)."
+            )
+    else:
+        d_stall = float(b.metrics["guest_stall_s"]) - float(noop.metrics["guest_stall_s"])
+        lines.append(
+            f"**Recommendation: `{best}`** ({b.entry.about}): {b.metrics['moves']} motions "
+            f"({b.metrics['moves_failed']} failed), guest stall {fmt(float(b.metrics['guest_stall_s']))} s "
+            f"({d_stall:+,.0f} s vs noop), {b.metrics['oscillations']} oscillations, "
+            f"{b.metrics['churn_moves']} churn moves."
+        )
+    for label, r in runs.items():
+        if r.metrics["failed_repeats"]:
+            fails = _groups(r.moves)[0] if r.moves else None
+            what = (
+                f" (mostly {fails['guest']} → {fails['target']}: {fails['reason']})"
+                if fails
+                else ""
+            )
+            lines.append(
+                f"- `{label}` repeats migrations that cannot succeed: {r.metrics['moves_failed']} "
+                f"failed, {r.metrics['failed_repeats']} of them repeats{what}."
+            )
+        if r.metrics["oscillations"]:
+            lines.append(
+                f"- `{label}` moves guests back and forth: {r.metrics['oscillations']} oscillations."
+            )
+        if r.metrics["churn_moves"]:
+            lines.append(
+                f"- `{label}` moves guests while no node is under pressure: "
+                f"{r.metrics['churn_moves']} churn moves."
+            )
+    return lines
+
+
+def _groups(moves: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Motions grouped by (guest, source, target, outcome, reason), largest group first."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for m in moves:
+        groups[(m["guest"], m["source"], m["target"], m["outcome"], m["reason"])].append(m)
+    out = []
+    for (guest, source, target, outcome, reason), ms in groups.items():
+        ts = [m["t"] for m in ms]
+        gaps = np.diff(ts)
+        out.append(
+            {
+                "guest": guest,
+                "source": source,
+                "target": target,
+                "outcome": outcome,
+                "reason": reason or "—",
+                "count": len(ms),
+                "first": ts[0],
+                "last": ts[-1],
+                "median_gap_s": float(np.median(gaps)) if gaps.size else math.nan,
+            }
+        )
+    return sorted(out, key=lambda g: (-g["count"], g["first"]))
+
+
+def _motion_section(result: WhatIf, run: PolicyRun) -> list[str]:
+    start = result.imp.window.start
+    moves = run.moves
+    lines = [f"### {run.entry.label}", "", f"{run.entry.about}."]
+    if not moves:
+        return [*lines, "", "No motions.", ""]
+    disks = result.local_disk_bytes
+    extra = sum(disks.get(m["guest"], 0.0) for m in moves if m["outcome"] == "succeeded")
+    lines += [
+        "",
+        f"{len(moves)} motions; migration traffic {run.metrics['migration_bytes'] / GiB:,.1f} GiB "
+        f"in {run.metrics['migration_seconds']:,.0f} s, guest downtime {run.metrics['downtime_s']:.2f} s"
+        + (f", plus {extra / GiB:,.0f} GiB of local disks the model does not send" if extra else "")
+        + ".",
+        "",
+        "| guest | from → to | motions | outcome | why | first | last | every |",
+        "|---|---|---:|---|---|---|---|---:|",
+    ]
+    for g in _groups(moves):
+        every = "—" if math.isnan(g["median_gap_s"]) else f"{g['median_gap_s']:.0f} s"
+        lines.append(
+            f"| {g['guest']} | {g['source']} → {g['target']} | {g['count']} | {g['outcome']} | "
+            f"{g['reason']} | {_utc(start + g['first'])} | {_utc(start + g['last'])} | {every} |"
+        )
+    lines += ["", "First motions:", "", "| when | guest | from → to | expected | outcome | took |",
+              "|---|---|---|---|---|---:|"]  # fmt: skip
+    for m in moves[:MOTIONS_LISTED]:
+        took = "—" if m["t_end"] is None else f"{m['t_end'] - m['t']:.0f} s"
+        outcome = m["outcome"] + (f" ({m['reason']})" if m["reason"] else "")
+        lines.append(
+            f"| {_utc(start + m['t'])} | {m['guest']} | {m['source']} → {m['target']} | "
+            f"{m['expected'] or '—'} | {outcome} | {took} |"
+        )
+    if len(moves) > MOTIONS_LISTED:
+        lines.append(f"| … {len(moves) - MOTIONS_LISTED} more in `whatif.json` | | | | | |")
+    return [*lines, ""]
+
+
+def _reality_section(result: WhatIf) -> list[str]:
+    imp = result.imp
+    start = imp.window.start
+    lines = ["## What the real cluster did (its task log)", ""]
+    if any("tasks.json" in m for m in result.export.missing):
+        lines.append("The export has no task lists: unknown.")
+        return [*lines, ""]
+    moved = imp.migrations
+    if moved:
+        lines += ["| when | guest | from → to | by |", "|---|---|---|---|"]
+        for m in moved:
+            lines.append(
+                f"| {_utc(start + m.t)} | {m.sid} | {m.source} → {m.target} | {m.origin} |"
+            )
+        lines.append("")
+    else:
+        lines.append("No successful migration in the window.")
+    if imp.failed:
+        by: dict[str, list[float]] = defaultdict(list)
+        for m in imp.failed:
+            by[f"{m.sid} (from {m.source})"].append(m.t)
+        lines.append("Failed migrations:")
+        lines.append("")
+        for who, ts in sorted(by.items(), key=lambda kv: -len(kv[1])):
+            gaps = np.diff(ts)
+            every = f", median every {np.median(gaps):.0f} s" if gaps.size else ""
+            lines.append(
+                f"- {who}: {len(ts)} failed tasks, {_utc(start + ts[0])} … {_utc(start + ts[-1])}{every}"
+            )
+        up = next((r for r in result.runs if r.entry.label == "upstream"), None)
+        if up is not None:
+            lines.append(
+                f"- for comparison, `upstream` replayed on the model: {up.metrics['moves_failed']} "
+                "failed motions in the same window."
+            )
+    return [*lines, ""]
+
+
+def _validation_section(result: WhatIf) -> list[str]:
+    v, w = result.validation, result.imp.window
+    t_fit = w.start + v.fit_rows * w.step
+    lines = [
+        "## How far to trust it: model vs reality (held out)",
+        "",
+        f"The validation run replays the window under `noop` with every real migration, the "
+        f"guests' measured series, and each node's own load **fitted on the first {v.fit_rows} of "
+        f"{v.rows} rows only** ({v.how}). It is compared with the export's node series on the "
+        f"held-out rows after {_utc(t_fit)} (row averages, percentage points of the node). "
+        '"naive" predicts each node\'s own mean over the fit part: the model should beat it.',
+        "",
+        "| node | CPU MAE (pp) | CPU bias (pp) | naive CPU MAE | memory MAE (pp) | memory bias (pp) | naive memory MAE | PSI cpu some MAE (pp), default | PSI cpu some MAE (pp), fitted blend | PSI memory some MAE (pp) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in v.nodes:
+        cells = [
+            n.cpu_mae_pp,
+            n.cpu_bias_pp,
+            n.cpu_naive_mae_pp,
+            n.mem_mae_pp,
+            n.mem_bias_pp,
+            n.mem_naive_mae_pp,
+            n.psi_cpu_mae_pp,
+            n.psi_cpu_fitted_mae_pp,
+            n.psi_mem_mae_pp,
+        ]
+        lines.append(
+            f"| {n.node} | "
+            + " | ".join("—" if math.isnan(c) else f"{c:.2f}" for c in cells)
+            + " |"
+        )
+    lines += [
+        "",
+        f"Held-out node CPU error, mean over nodes: **{v.cpu_mae_pp:.2f} pp**.",
+    ]
+    if result.imp.reality.cpu_some is None:
+        lines.append("PSI: this export's RRD format records no pressure (PVE 8): not compared.")
+    else:
+        lines.append(
+            "PSI: the model's node pressure against PVE 9's recorded `pressurecpusome`/"
+            "`pressurememorysome` (avg10 averaged per row), once with the contention model's "
+            f"default `psi.cpu_blend` = {v.default_cpu_blend:g} and once with the blend fitted on "
+            f"the fit part ({v.cpu_blend:g}: fit-part MAE {v.cpu_blend_fit_mae_pp:.2f} pp; "
+            "`reference/migration-psi.md` §D.3). At coarse resolutions the replay loses the "
+            "within-row variance that drives real pressure, so the model tends to read low."
+        )
+    return [*lines, "", "![model vs reality](plots/model-vs-reality.png)", ""]
+
+
+def _resolution_caveat(result: WhatIf) -> str:
+    real, w = result.imp.reality, result.imp.window
+    gap = (real.cpu_max - real.cpu) / real.maxcpu * 100.0
+    worst = float(np.max(np.mean(gap, axis=0))) if gap.size else 0.0
+    return (
+        f"Each replayed row is a {w.step // 60}-minute average ({w.cf}); the model interpolates "
+        f"between rows and cannot see what happened inside one. Inside a row the busiest minute "
+        f"was on average {worst:.1f} pp of a node above the row's average (MAX vs AVERAGE series): "
+        "decisions driven by shorter peaks are not reproduced."
+        if w.step > 60
+        else f"Rows are {w.step} s averages; the model interpolates between them."
+    )
+
+
+def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Path:
+    imp, w = result.imp, result.imp.window
+    weights, source = cost_weights(study)
+    plots_dir = out / "plots"
+    for run in result.runs:
+        trace, title = _thinned(run.trace)
+        plots.timeline(
+            trace,
+            f"{run.entry.label} on the imported cluster (time 0 = {_utc(w.start)}){title}",
+            plots_dir / f"timeline-{run.entry.label}.png",
+        )
+    _model_vs_reality_plot(result, plots_dir / "model-vs-reality.png")
+    _compare_plot(result, plots_dir / "compare.png")
+    ex = result.export
+    lines = [
+        "# What each balancer would have done on this cluster",
+        "",
+        f"**Window:** {_utc(w.start)} → {_utc(w.end)} ({w.duration / 3600:g} h).  ",
+        f"**Resolution:** the `{w.timeframe}` RRD series, one row every {w.step} s ({w.cf}), "
+        f"replayed in 10 s HA rounds.  ",
+        f"**Cluster:** PVE {ex.version} ({ex.rrd_format} RRD format), {len(ex.nodes)} nodes, "
+        f"{sum(not g.template for g in ex.guests.values())} guests; CRS {ex.crs.mode}, "
+        f"ha-auto-rebalance {'on' if ex.crs.auto_rebalance else 'off'}.  ",
+        f"**Export:** `{ex.path}`, created {_utc(ex.created)}.",
+        "",
+        _resolution_caveat(result),
+        "",
+        "## Recommendation",
+        "",
+        *recommendation(result, weights, source),
+        "",
+        "## At a glance",
+        "",
+        "| policy | " + " | ".join(f"{k} ({metric_spec(k).shown_unit})" for k in glance()) + " |",
+        "|---|" + "---:|" * len(glance()),
+    ]
+    for run in result.runs:
+        lines.append(
+            f"| {run.entry.label} | " + " | ".join(_metric(run, k) for k in glance()) + " |"
+        )
+    noop = result.runs[0]
+    lines += [
+        "",
+        "Pressure relieved against `noop` (Σ over nodes of ∫ PSI some, and Σ over guests):",
+        "",
+    ]
+    for run in result.runs[1:]:
+        rel = []
+        for key in ("stall_cpu_s", "stall_mem_s", "guest_stall_s"):
+            a, b = float(run.metrics[key]), float(noop.metrics[key])
+            rel.append(f"{key} {a - b:+,.0f} s" + (f" ({(a - b) / b * 100:+.1f} %)" if b else ""))
+        lines.append(f"- `{run.entry.label}`: " + ", ".join(rel))
+    lines += [
+        "",
+        "![comparison](plots/compare.png)",
+        "",
+        "## The motions each balancer would have made",
+        "",
+    ]
+    for run in result.runs:
+        lines += _motion_section(result, run)
+        lines += [f"![{run.entry.label}](plots/timeline-{run.entry.label}.png)", ""]
+    lines += _reality_section(result)
+    lines += _validation_section(result)
+    lines += ["## What the scenario leaves out or assumes", ""]
+    lines += [f"- **{n.kind}** {n.subject}: {n.text}" for n in imp.notes if n.kind != "info"]
+    lines += ["", "Other facts of the import:", ""]
+    lines += [f"- {n.subject}: {n.text}" for n in imp.notes if n.kind == "info"]
+    commit, dirty = git_commit()
+    lines += [
+        "",
+        "## Files",
+        "",
+        "`scenario.toml` (the imported cluster; `pvegym simulate --scenario scenario.toml` runs it), "
+        "`validation.toml`, `scenario-traces/`, `scenario.import.json`, `whatif.json` (every motion "
+        f"and metric), `plots/`. pvegym {package_versions(('pvegym',))['pvegym']} at {commit}"
+        + (" (dirty)" if dirty else "")
+        + f", seed {seed}.",
+    ]
+    report = out / "report.md"
+    tmp = report.with_name(".report.md.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(report)
+    save_json(
+        result,
+        out / "whatif.json",
+        {
+            "seed": seed,
+            "study": None if study is None else str(study),
+            "cost": {
+                "source": source,
+                "weights": weights,
+                "values": {r.entry.label: cost(r, weights) for r in result.runs},
+            },
+            "commit": commit,
+            "dirty": dirty,
+            "versions": package_versions(),
+        },
+    )
+    return report
+
+
+def _thinned(trace: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:
+    """At most :data:`MOTIONS_MARKED` motions for a timeline (every k-th; drawing thousands of
+    failed retries takes minutes and shows nothing more), and the title's note saying so."""
+    n = len(trace["move_t"])
+    if n <= MOTIONS_MARKED:
+        return trace, ""
+    k = -(-n // MOTIONS_MARKED)
+    keep = {key: v[::k] for key, v in trace.items() if key.startswith("move_")}
+    return {**trace, **keep}, f"\nevery {k}th of its {n} motions marked"
+
+
+def _model_vs_reality_plot(result: WhatIf, path: Path) -> None:
+    v, w, real = result.validation, result.imp.window, result.imp.reality
+    t = (np.arange(1, w.n + 1) * w.step - w.step / 2) / 3600.0
+    t_fit = v.fit_rows * w.step / 3600.0
+    panels = [("CPU busy (% of cores)", v.real_cpu_pct, v.model_cpu_pct),
+              ("memory in use (% of RAM)", v.real_mem_pct, v.model_mem_pct)]  # fmt: skip
+    if v.real_cpu_some is not None:
+        panels.append(("PSI cpu some avg10 (%)", v.real_cpu_some, v.model_cpu_some))
+    n_nodes = len(real.node_names)
+    fig = Figure(
+        figsize=(11, 2.6 * len(panels) * max(1, (n_nodes + 1) // 2) ** 0.5 + 1),
+        dpi=plots.DPI,
+        layout="constrained",
+    )
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    fig.suptitle(
+        "model (dashed) vs reality (solid); fitted left of the line, held out right of it",
+        fontsize=11,
+    )
+    for ax, (label, real_v, model_v) in zip(axes, panels, strict=True):
+        for j, name in enumerate(real.node_names):
+            c = plots.NODE_COLORS[j % len(plots.NODE_COLORS)]
+            ax.plot(t, real_v[:, j], color=c, lw=1.0, label=name)
+            ax.plot(t, model_v[:, j], color=c, lw=1.0, ls="--")
+        ax.axvline(t_fit, color="black", lw=0.8, ls=":")
+        ax.set_ylabel(label, fontsize=9)
+        ax.set_ylim(bottom=0)
+    axes[0].legend(
+        title="node", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False
+    )
+    axes[-1].set_xlabel("hours into the window")
+    plots._save(fig, path)
+
+
+def _compare_plot(result: WhatIf, path: Path) -> None:
+    keys = glance()
+    ncols = 4
+    nrows = -(-len(keys) // ncols)
+    fig = Figure(figsize=(13, 2.8 * nrows), dpi=plots.DPI, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    labels = [r.entry.label for r in result.runs]
+    colors = [plots.POLICY_COLORS[i % len(plots.POLICY_COLORS)] for i in range(len(labels))]
+    for ax, key in zip(axes, keys, strict=False):
+        spec = metric_spec(key)
+        vals = [float(r.metrics.get(key) or 0.0) * spec.report_scale for r in result.runs]
+        ax.bar(np.arange(len(labels)), vals, color=colors)
+        ax.set_title(key, fontsize=9)
+        ax.set_ylabel(spec.shown_unit, fontsize=8)
+        ax.set_xticks(np.arange(len(labels)), labels, fontsize=7, rotation=25)
+    for ax in axes[len(keys) :]:
+        ax.set_visible(False)
+    fig.suptitle("one replay of the window per policy", fontsize=11)
+    plots._save(fig, path)
