@@ -340,4 +340,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "`upstream + memhost only` = patched with only patch 2 on. nonconverging-migration runs "
         "with `--qemu-server unpatched` for upstream and `patched` for the patched variants."
     )
+    lines.append("")
+    lines.append(
+        "Targets since issue 17 (fidelity): nonconverging-migration/upstream's is MODEL §10's "
+        "revised one — with QEMU's 5 s sync timer the unpatched move completes after ≈ 300–320 s "
+        "with a ≈ 23 s guest pause, a failure for the guest (`moves_guest_failed`); the former "
+        "'still running after 10 min' holds only without the timer. overcommit-target is new. "
+        "Figures the more faithful model moves: `stall_cpu_s` rises where migrations run (the "
+        "migration threads' CPU on source and target, dirty-tracking faults in the guest); "
+        "`evacuation_latency_s` and the dominant VM's moves shift by up to one sampling interval "
+        "(pvestatd samples each node at its own phase, `telemetry.timing`)."
+    )
     return "\n".join(lines)
