@@ -1,4 +1,4 @@
-"""``pvegym train EXPERIMENT.toml``: train an agent into a run directory (``MODEL.md`` §11).
+"""``pvegym train EXPERIMENT.toml``: train an agent into a run directory (``docs/experiments.md``).
 
 A run writes to ``runs/<name>/`` (:mod:`pvegym.experiments.rundir`: resumed from its latest
 checkpoint when it holds the same config, else the next free ``runs/<name>-2``, …) or to

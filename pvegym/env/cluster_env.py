@@ -21,7 +21,7 @@ from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
 from pvegym.units import GiB
 
-#: Cost weights of the reward (``MODEL.md`` §9). Units: ``stall`` per node-second of cpu + memory
+#: Cost weights of the reward (``docs/reward.md``). Units: ``stall`` per node-second of cpu + memory
 #: some-pressure, ``shortfall`` per core·second of CPU not received, ``moves`` per motion issued,
 #: ``failures`` per failed/aborted motion, ``oscillations`` per move back within the window,
 #: ``bytes`` per GiB sent by migrations.

@@ -272,7 +272,8 @@ def _mae(a: FloatArray, b: FloatArray) -> tuple[float, float]:
 
 
 #: the PSI blend weights tried on the fit part (``PsiModel.cpu_blend``: per-runqueue ρ² vs M/M/c,
-#: ``reference/migration-psi.md`` §D.3 recommends fitting it on RRD pairs of cpu and pressure)
+#: ``docs/model.md``, *Contention and PSI*: the blend is a modelling choice, fitted on RRD pairs
+#: of cpu and pressure)
 BLEND_GRID = tuple(round(0.1 * k, 1) for k in range(11))
 
 

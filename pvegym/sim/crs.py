@@ -2,9 +2,9 @@
 
 Why a port: the upstream balancer's decisions (and pvegym's ``imbalance`` metric) are defined by this
 crate's arithmetic, down to a 15-digit truncation that decides ties. Every formula below follows
-``reference/pve-ha-manager.md`` §5.2 and §6 (crate ``proxmox-resource-scheduling`` 2.x in proxmox-rs:
+the crate (``proxmox-resource-scheduling`` 2.1 in proxmox-rs:
 ``src/node.rs``, ``src/scheduler.rs``, ``src/topsis.rs``), and reproduces the crate's unit vectors
-(§12; ``tests/sim/test_crs.py``).
+(its ``tests/``; ``tests/sim/test_crs.py``).
 
 Exactness rules kept on purpose:
 

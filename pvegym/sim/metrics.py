@@ -1,4 +1,4 @@
-"""Episode metrics (``MODEL.md`` §9): what a policy achieved and what it cost — and their registry.
+"""Episode metrics (``docs/metrics.md``): what a policy achieved and what it cost — and their registry.
 
 The names are part of the public interface. Pressure and stall metrics integrate the *true*
 instantaneous pressure of each round (not the telemetry a policy sees); counts come from the

@@ -579,7 +579,7 @@ def summary_text(
         ]
         for c in tuned:
             out.append(
-                f"**Verdict ({c.label} vs the seed's defaults, all test instances): "
+                f"**Verdict ({c.label} vs the field report's defaults, all test instances): "
                 f"{verdicts[c.label]}** — " + _verdict_sentence(verdicts[c.label], cmps[0], c.label)
             )
             out.append("")
