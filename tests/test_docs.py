@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 import shlex
 import sys
@@ -205,16 +206,17 @@ def test_synopsis_names_real_options(where: str, tokens: list[str]) -> None:
 
 
 # -------------------------------------------------------------------------------- running commands
+#: the metrics a tiny report shows (a comparison chart draws one panel per metric: seconds each)
+TINY_METRICS = ["moves", "moves_failed"]
+
+
 def _trim_scenarios(entries: list[dict[str, Any]], duration: str) -> list[dict[str, Any]]:
-    """One seed and a short episode per scenario entry (family seeds keep their split)."""
-    out = []
-    for entry in entries:
-        entry = dict(entry)
-        seeds = entry["seeds"]
-        entry["seeds"] = [seeds["start"]] if isinstance(seeds, dict) else list(seeds[:1])
-        entry["duration"] = duration
-        out.append(entry)
-    return out
+    """The first scenario entry, with one seed and a short episode (a family keeps its split)."""
+    entry = dict(entries[0])
+    seeds = entry["seeds"]
+    entry["seeds"] = [seeds["start"]] if isinstance(seeds, dict) else list(seeds[:1])
+    entry["duration"] = duration
+    return [entry]
 
 
 def _tiny_config(data: dict[str, Any]) -> dict[str, Any]:
@@ -239,7 +241,7 @@ def _tiny_config(data: dict[str, Any]) -> dict[str, Any]:
     report = dict(data.get("report", {}))
     report.update(bootstrap_resamples=100, timeline_seeds=0)
     if "objectives" in data:  # a study file
-        data.update(n_trials=2)
+        data.update(n_trials=1)
         data.pop("timeout_s", None)
         data["train"] = _trim_scenarios(data["train"], "2m")
         data["test"] = _trim_scenarios(data["test"], "2m")
@@ -249,6 +251,7 @@ def _tiny_config(data: dict[str, Any]) -> dict[str, Any]:
         data["sampler"] = sampler
     else:
         data["scenarios"] = _trim_scenarios(data["scenarios"], "2m")
+        data["metrics"] = TINY_METRICS
     data["report"] = report
     return data
 
@@ -288,11 +291,20 @@ def tiny(tokens: list[str], tmp: Path) -> list[str]:
             tiny_file = tmp / "manifest.json"
             tiny_file.write_text(json.dumps(manifest))
             argv[i] = str(tiny_file)
-    for flag, value in (("--total-timesteps", "64"), ("--workers", "1"), ("--seeds", "1")):
+    for flag, value in (
+        ("--total-timesteps", "64"),
+        ("--workers", "1"),
+        ("--seeds", "1"),
+        ("--window", "hour"),
+    ):
         if flag in argv:
             argv[argv.index(flag) + 1] = value
+    if sub == "ablate":
+        argv += [] if "--seeds" in argv else ["--seeds", "1"]
+        argv += [] if "--scenario" in argv else ["--scenario", "failure-loop"]
     if "--out" in argv:
         i = argv.index("--out") + 1
+        (tmp / "out").mkdir(exist_ok=True)
         argv[i] = str(tmp / "out" / Path(argv[i]).name)
     elif sub in ("run", "tune", "train"):
         argv += ["--out", str(tmp / "out")]
@@ -421,15 +433,26 @@ def test_scenario_format_documents_every_key() -> None:
 
 # --------------------------------------------------------------------------------------- the links
 def _tracked_text_files() -> list[Path]:
-    skip = ("results/", "tests/data/upstream-tests/", ".git/")
+    """The project's own text files: not hidden directories (``.venv``, ``.git``), run outputs,
+    caches, the committed results (:func:`test_named_documents_exist` adds their reports) or
+    upstream's test data."""
+    skip_dirs = {"runs", "results", "__pycache__", "node_modules"}
+    skip_prefix = ("tests/data/upstream-tests",)
     out = []
-    for pattern in ("*.md", "*.py", "*.toml", "*.sh", "*.txt"):
-        for path in ROOT.rglob(pattern):
-            rel = path.relative_to(ROOT).as_posix()
-            if rel.startswith(skip) or "/." in f"/{rel}" or ".egg-info" in rel:
-                continue
-            out.append(path)
-    return out
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        rel_dir = Path(dirpath).relative_to(ROOT).as_posix()
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if not d.startswith(".")
+            and d not in skip_dirs
+            and not d.endswith(".egg-info")
+            and not f"{rel_dir}/{d}".lstrip("./").startswith(skip_prefix)
+        ]
+        for name in filenames:
+            if name.endswith((".md", ".py", ".toml", ".sh", ".txt")):
+                out.append(Path(dirpath) / name)
+    return sorted(out)
 
 
 def _markdown_files() -> list[Path]:
