@@ -2,13 +2,13 @@
 
 Runs each field scenario of ``docs/model.md`` (*Targets*) under ``upstream``, ``patched`` and ``patched`` minus
 each single patch (its switch off), over seeds ``0 … N−1``, and prints a markdown table: per
-scenario × policy the mean of the key metrics and whether the scenario's §10 target holds in at
+scenario × policy the mean of the key metrics and whether the scenario's target (``docs/model.md``) holds in at
 least 8 of 10 seeds (scaled: ⌈0.8 N⌉ of N); ``pvegym ablate`` prints it. ``nonconverging-migration`` runs with the qemu-server
 the target names: ``unpatched`` for ``upstream``, ``patched`` for every patched variant; the other
 scenarios use the scenario's default (``unpatched``, what ships today).
 
 The target checks (:func:`check_target`) are the single definition the tests use too
-(``tests/sim/test_field_scenarios.py``). They need more than the §9 metrics — the time of each
+(``tests/sim/test_field_scenarios.py``). They need more than the metrics — the time of each
 motion's end and node1's true PSI over time — so episodes run through :func:`run_episode`, which is
 :meth:`Simulation.run` plus a per-round record of each node's true cpu some avg10.
 """
@@ -54,7 +54,7 @@ ABORT_WINDOW_S = (220.0, 250.0)
 
 @dataclass
 class Episode:
-    """One episode: the §9 metrics, the balancer's motions and each node's true cpu some avg10."""
+    """One episode: the metrics, the balancer's motions and each node's true cpu some avg10."""
 
     scenario: str
     policy: str

@@ -4,7 +4,7 @@
 name = "field-scenarios"                 # default: the file's stem (never inherited via extends)
 description = "noop vs upstream vs patched on the field scenarios"
 extends = "base.toml"                    # optional: another experiment file, relative to this one
-metrics = ["moves", "moves_failed"]      # which §9 keys the summary and charts report (default all)
+metrics = ["moves", "moves_failed"]      # which metrics the summary and charts report (default all)
 output = "field-scenarios"               # results/<output>/ (default: name)
 
 [episode]

@@ -56,7 +56,7 @@ def _csv_value(v: Any) -> str:
 
 
 def write_metrics_csv(path: Path, rows: list[Row], docs: dict[str, dict[str, Any]]) -> None:
-    """One row per scenario × policy × seed (plan order), every §9 metric; missing values empty."""
+    """One row per scenario × policy × seed (plan order), every metric; missing values empty."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["scenario", "policy", "seed", *METRIC_KEYS])

@@ -60,7 +60,7 @@ class PolicyEntry:
 
 @dataclass
 class PolicyRun:
-    """One policy's replay: §9 metrics, the motions (with what the balancer expected of each),
+    """One policy's replay: its metrics, the motions (with what the balancer expected of each),
     the per-round trace for its timeline and the wall time."""
 
     entry: PolicyEntry

@@ -495,9 +495,7 @@ class Hardware:
         else:
             raise SimulationError(f"sim_hardware_cmd: unknown command '{cmdstr}'")
 
-    def _power_cmd(
-        self, cstatus: dict[str, Any], node: str, d: NodeDaemons, action: str
-    ) -> None:
+    def _power_cmd(self, cstatus: dict[str, Any], node: str, d: NodeDaemons, action: str) -> None:
         """``power <node> on|off``: start the node's CRM and LRM, or kill them (watchdog reset,
         service status cleared)."""
         if action not in ("on", "off"):

@@ -171,7 +171,7 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
     rrd_format = "pve9" if vt[0] >= 9 else "pve2"
     nodes, guests, storages = _read_resources(files)
     for name, node in nodes.items():
-        _read_node_status(files, name, node, nodes, missing)
+        _read_node_status(files, name, node, missing)
 
     # the small configuration files first, the series (the bulk of an export) last
     for vmid, g in guests.items():
@@ -182,7 +182,7 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
         g.config = {k: v.text() for k, v in cfg.members() if not isinstance(v.raw, dict | list)}
     crs = _read_options(files, vt, missing)
     ha_resources = _read_ha_resources(files, guests)
-    rules = _read_rules(files, ha_resources, nodes, rrd_format, missing)
+    rules = _read_rules(files, ha_resources, nodes, missing)
     _read_manager_status(files, nodes, missing)
     pci = _read_pci(files, missing)
     _read_series(files, nodes, guests, rrd_format)
@@ -278,13 +278,7 @@ def _read_resources(
     return nodes, guests, storages
 
 
-def _read_node_status(
-    files: ExportFiles,
-    name: str,
-    node: NodeExport,
-    nodes: dict[str, NodeExport],
-    missing: list[str],
-) -> None:
+def _read_node_status(files: ExportFiles, name: str, node: NodeExport, missing: list[str]) -> None:
     """A node's size, KSM sharing and task log from ``nodes/<name>/status.json`` (required for
     an online node; an offline node's absence is noted in ``missing``)."""
     st = files.json(f"nodes/{name}/status.json", required=node.status == "online")
@@ -295,7 +289,7 @@ def _read_node_status(
     node.maxmem = st.get("memory").get("total").num(minimum=1.0)
     ksm = st.opt("ksm")
     node.ksm_shared = ksm.get("shared").num() if ksm is not None and ksm.has("shared") else 0.0
-    node.tasks = _read_tasks(files, name, nodes, missing)
+    node.tasks = _read_tasks(files, name, missing)
 
 
 def _last(series: dict[tuple[str, str], Series], name: str) -> float | None:
@@ -307,9 +301,7 @@ def _last(series: dict[tuple[str, str], Series], name: str) -> float | None:
     return None
 
 
-def _read_tasks(
-    files: ExportFiles, name: str, nodes: dict[str, NodeExport], missing: list[str]
-) -> list[Task]:
+def _read_tasks(files: ExportFiles, name: str, missing: list[str]) -> list[Task]:
     tv = files.json(f"nodes/{name}/tasks.json", required=False)
     if tv is None:
         missing.append(f"nodes/{name}/tasks.json (migrations in the window unknown)")
@@ -499,7 +491,6 @@ def _read_rules(
     files: ExportFiles,
     ha: dict[str, HaResource],
     nodes: dict[str, NodeExport],
-    rrd_format: str,
     missing: list[str],
 ) -> list[Rule]:
     rules: list[Rule] = []

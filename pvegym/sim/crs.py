@@ -156,7 +156,7 @@ def imbalances(loads: ArrayLike, normalized: bool = True) -> FloatArray:
     The crate's ``calculate_node_imbalance``: 0 when ``n < 2`` or the load sum is 0; mean and squared
     deviations are sequential left folds over the nodes (bit-identical to Rust). ``normalized`` is
     crate 2.1.0 (range [0, 1]); ``False`` is the raw CV of crate 2.0 that ha-manager 5.2.0's
-    ``log.expect`` files show (§6.1, §10).
+    ``log.expect`` files show (the newer crate divides it by √(n−1)).
     """
     arr = np.asarray(loads, dtype=np.float64)
     if arr.ndim == 1:

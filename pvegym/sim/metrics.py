@@ -42,7 +42,7 @@ TABLES = (GLANCE, HEADLINE, ABLATION)
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """One §9 metric.
+    """One metric (``docs/metrics.md``).
 
     * ``name`` — the key in ``simulate --json``, ``metrics.csv``, study files.
     * ``unit`` — the unit of the measured value (``s``, ``count``, ``B``, ``core·s``, …).
@@ -119,7 +119,7 @@ def metric_spec(name: str) -> MetricSpec:
 
 
 def metric_specs() -> tuple[MetricSpec, ...]:
-    """Every registered metric, in registry order (built-ins first, in §9's order)."""
+    """Every registered metric, in registry order (built-ins first, in ``docs/metrics.md``'s order)."""
     return tuple(_REGISTRY.values())
 
 
@@ -172,7 +172,7 @@ class _MetricKeys(Sequence[str]):
         return repr(tuple(_REGISTRY))
 
 
-#: The §9 keys, in registry order: a live view of the registry (``tuple(METRIC_KEYS)`` for a
+#: The metric names, in registry order: a live view of the registry (``tuple(METRIC_KEYS)`` for a
 #: snapshot).
 METRIC_KEYS: Sequence[str] = _MetricKeys()
 
@@ -304,7 +304,7 @@ def _count_outcome(outcome: str) -> Callable[[Metrics], int]:
     return measure
 
 
-#: The built-in metrics, in §9's order (the order of ``metrics.csv``'s columns).
+#: The built-in metrics, in ``docs/metrics.md``'s order (the order of ``metrics.csv``'s columns).
 BUILTIN: tuple[MetricSpec, ...] = (
     MetricSpec(
         "sim_seconds", "s", None, "simulated time of the episode", True,

@@ -607,7 +607,7 @@ def summary_text(
             out.append("")
         out += _headline_metrics(cfg, cands, rows, docs)
         out += [
-            "Every §9 metric per test scenario, with CIs and paired comparisons with upstream: "
+            "Every metric per test scenario, with CIs and paired comparisons with upstream: "
             "[`heldout/summary.md`](heldout/summary.md) (data: `heldout/metrics.csv`).",
             "",
         ]
