@@ -608,6 +608,30 @@ class GuestCentricPolicy:
 
     # ---------------------------------------------------------------- issuing
 
+    def adopt(self, view: ClusterView, motion: Motion) -> None:
+        """Take ``motion``, issued this round by another balancer acting for this one (a learner
+        in imitation learning), as if this policy had issued it: its outcome then feeds the
+        backoff, cooldown, return block and dirty-rate estimate as for our own motions, so the
+        policy's later answers follow the trajectory that really happened."""
+        members = [motion.sid]
+        for rule in view.rules.resource_affinity:
+            if rule.positive and motion.sid in rule.resources:
+                members += [s for s in rule.resources if s not in members and s in view.sids]
+        self._base.record_issued(view.t, motion.sid, motion.target, tuple(members))
+        index = {sid: i for i, sid in enumerate(view.sids)}
+        memhost = np.asarray(view.guest_memhost, dtype=np.float64)
+        maxmem = np.asarray(view.guest_maxmem, dtype=np.float64)
+        self._moved[view.t] = [
+            (
+                sid,
+                float(memhost[index[sid]])
+                if math.isfinite(memhost[index[sid]])
+                else float(maxmem[index[sid]]),
+                float(maxmem[index[sid]]),
+            )
+            for sid in members
+        ]
+
     def _issue(
         self, view: ClusterView, cands: Candidates, i: int, scored: list[Candidate]
     ) -> Motion:

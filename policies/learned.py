@@ -1,11 +1,16 @@
 """``learned``: a stable-baselines3 / sb3-contrib agent trained by ``pvegym train``, as a balancer.
 
-The agent was trained on ``pvegym/Cluster-v0``; here it acts through the :class:`Balancer`
-interface, from the :class:`ClusterView` alone: :func:`~pvegym.env.view_encoding.encode_view`
-rebuilds the environment's observation bit for bit and
-:func:`~pvegym.env.view_encoding.mask_from_view` its action mask. So the same model runs in
-``pvegym simulate``, in experiments (``params = {model = "train-maskable-ppo"}``) and against any
-source of views.
+The agent was trained on ``pvegym/Cluster-v0`` or ``-v1``; here it acts through the
+:class:`Balancer` interface, from the :class:`ClusterView` alone: for v0,
+:func:`~pvegym.env.view_encoding.encode_view` rebuilds the environment's observation bit for bit
+and :func:`~pvegym.env.view_encoding.mask_from_view` its action mask; for v1,
+:class:`~pvegym.env.view_encoding_v1.ViewEncoderV1` keeps the HA manager's motion memory from the
+views it is handed every round and encodes with the environment's own kernel. So the same model
+runs in ``pvegym simulate``, in experiments (``params = {model = "train-maskable-ppo"}``) and
+against any source of views.
+
+A model whose policy is not SB3's own (``policy = "PairScorer"`` in its train file) is loaded with
+its class resolved by that name (:data:`POLICY_MODULE`), not unpickled from the file.
 
 * Maskable algorithms (MaskablePPO) predict with the mask and never choose a masked action.
 * The others may choose a masked action (a guest that is not ``started``, its own node, a busy
@@ -31,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.env.observation_layout import MemoryOptions
 from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partners
+from pvegym.env.view_encoding_v1 import ViewEncoderV1
 from pvegym.errors import ConfigError
 from pvegym.sim.view import ClusterView, Motion
 
@@ -44,6 +51,9 @@ ALGOS: dict[str, tuple[str, str]] = {
     "MaskablePPO": ("sb3_contrib", "MaskablePPO"),
 }
 MASKABLE = frozenset({"MaskablePPO"})
+#: where named policy classes are registered (``POLICY_CLASSES``, ``policy_class``): the training
+#: layer; imported only when a model with such a policy is loaded
+POLICY_MODULE = "pvegym.learning.pair_policy"
 #: where run names are looked up (``results/`` of the working directory unless overridden)
 RESULTS_ENV = "PVEGYM_RESULTS"
 
@@ -66,6 +76,14 @@ class ModelInfo:
     max_nodes: int
     max_guests: int
     episode_seconds: float
+    policy: str = "MlpPolicy"
+    version: str = "v0"
+    mask_unmigratable: bool = False
+    memory: tuple[tuple[str, float], ...] = ()
+    mask_headroom: float | None = None
+
+    def memory_options(self) -> MemoryOptions:
+        return MemoryOptions(**dict(self.memory))
 
 
 def _find_config(zip_path: Path) -> Path | None:
@@ -104,12 +122,23 @@ def resolve_model(model: str, path: str = "model") -> ModelInfo:
         if seconds is None:
             seconds = _scenario_duration(str(env.get("scenario", "small")))
         info = ModelInfo(
-            zip_path, algo, int(spaces["max_nodes"]), int(spaces["max_guests"]), float(seconds)
+            zip_path,
+            algo,
+            int(spaces["max_nodes"]),
+            int(spaces["max_guests"]),
+            float(seconds),
+            str(cfg.get("policy", "MlpPolicy")),
+            str(env.get("version", "v0")),
+            bool(env.get("mask_unmigratable", False)),
+            tuple(sorted((str(k), float(v)) for k, v in (env.get("memory") or {}).items())),
+            None if env.get("mask_headroom") is None else float(env["mask_headroom"]),
         )
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ConfigError(path, f"{cfg_path} is not a pvegym train config: {err!r}") from None
     if info.algo not in ALGOS:
         raise ConfigError(path, f"{cfg_path}: unknown algo {info.algo!r}")
+    if info.version not in ("v0", "v1"):
+        raise ConfigError(path, f"{cfg_path}: unknown observation version {info.version!r}")
     return info
 
 
@@ -141,7 +170,11 @@ def load_model(info: ModelInfo) -> Any:
         torch.set_num_threads(1)
         module, attr = ALGOS[info.algo]
         cls = getattr(importlib.import_module(module), attr)
-        model = cls.load(str(info.path), device="cpu")
+        custom: dict[str, Any] = {}
+        if info.policy != "MlpPolicy":
+            registry = importlib.import_module(POLICY_MODULE)
+            custom["policy_class"] = registry.policy_class(info.policy, info.algo in MASKABLE)
+        model = cls.load(str(info.path), device="cpu", custom_objects=custom)
         _CACHE.clear()  # one model per process is what runners need; keep memory flat
         _CACHE[key] = model
     return model
@@ -157,9 +190,7 @@ class LearnedPolicy:
         self._init_state(config or LearnedConfig())
         # the error path names the experiment key (``policies[i].params.model``) via make_policy
         info = resolve_model(self.config.model, "params.model")
-        self._bind(
-            load_model(info), info.algo, info.max_nodes, info.max_guests, info.episode_seconds
-        )
+        self._bind(load_model(info), info)
 
     @staticmethod
     def artifact_fingerprint(params: dict[str, Any]) -> str:
@@ -179,46 +210,57 @@ class LearnedPolicy:
         self.masked_actions = 0  # chosen actions that were masked (mapped to no motion)
         self.decisions = 0
         self._partners: tuple[int, list[list[int]]] | None = None
+        self._encoder: ViewEncoderV1 | None = None
 
     @classmethod
-    def from_model(
-        cls,
-        model: Any,
-        algo: str,
-        max_nodes: int,
-        max_guests: int,
-        episode_seconds: float,
-        deterministic: bool = True,
-    ) -> LearnedPolicy:
-        """A policy around a model in memory (periodic evaluation during training)."""
+    def from_model(cls, model: Any, info: ModelInfo, deterministic: bool = True) -> LearnedPolicy:
+        """A policy around a model in memory (evaluation during training); ``info.path`` unused."""
         policy = cls.__new__(cls)
         policy._init_state(LearnedConfig("", deterministic))
-        policy._bind(model, algo, max_nodes, max_guests, episode_seconds)
+        policy._bind(model, info)
         return policy
 
-    def _bind(
-        self, model: Any, algo: str, max_nodes: int, max_guests: int, episode_seconds: float
-    ) -> None:
+    def _bind(self, model: Any, info: ModelInfo) -> None:
         self.model = model
-        self.algo = algo
-        self.maskable = algo in MASKABLE
-        self.max_nodes, self.max_guests = max_nodes, max_guests
-        self.episode_seconds = float(episode_seconds)
+        self.algo = info.algo
+        self.maskable = info.algo in MASKABLE
+        self.max_nodes, self.max_guests = info.max_nodes, info.max_guests
+        self.episode_seconds = float(info.episode_seconds)
+        if info.version == "v1":
+            self._encoder = ViewEncoderV1(
+                info.max_nodes,
+                info.max_guests,
+                info.episode_seconds,
+                info.memory_options(),
+                info.mask_unmigratable,
+                mask_headroom=info.mask_headroom,
+            )
 
     def reset(self, seed: int | None = None) -> None:
-        """Stateless between rounds; a seed makes sampled (non-deterministic) actions repeatable."""
+        """A new episode: the v1 encoder forgets its motion memory; a seed makes sampled
+        (non-deterministic) actions repeatable."""
         self.masked_actions = 0
         self.decisions = 0
+        if self._encoder is not None:
+            self._encoder.reset()
         if seed is not None and not self.config.deterministic:
             self.model.set_random_seed(seed)
 
-    def action(self, view: ClusterView) -> tuple[int, np.ndarray]:
-        """The model's action on ``view`` and the view's mask (for tests and diagnostics)."""
+    def observation(self, view: ClusterView) -> tuple[np.ndarray, np.ndarray]:
+        """The observation and mask the model sees for ``view`` (after :meth:`decide` saw the
+        rounds before it: v1 remembers motion results)."""
+        if self._encoder is not None:
+            self._encoder.observe(view)
+            return self._encoder.encode(view), self._encoder.mask(view)
         key = id(view.rules)
         if self._partners is None or self._partners[0] != key:
             self._partners = (key, negative_partners(view))
         mask = mask_from_view(view, self.max_nodes, self.max_guests, self._partners[1])
-        obs = encode_view(view, self.max_nodes, self.max_guests, self.episode_seconds)
+        return encode_view(view, self.max_nodes, self.max_guests, self.episode_seconds), mask
+
+    def action(self, view: ClusterView) -> tuple[int, np.ndarray]:
+        """The model's action on ``view`` and the view's mask (for tests and diagnostics)."""
+        obs, mask = self.observation(view)
         kwargs: dict[str, Any] = {"deterministic": self.config.deterministic}
         if self.maskable:
             kwargs["action_masks"] = mask
@@ -228,6 +270,8 @@ class LearnedPolicy:
     def decide(self, view: ClusterView) -> Motion | None:
         self.decisions += 1
         if view.motion_active:  # every motion is masked: no need to ask the network
+            if self._encoder is not None:
+                self._encoder.observe(view)  # results arrive in these rounds
             return None
         action, mask = self.action(view)
         if action == 0:

@@ -356,6 +356,19 @@ class Simulation:
         failed = any(not j.ok for j in self._results if is_ha[j.guest])
         return ok, failed
 
+    def ended_motions(self) -> list[tuple[int, int, int, bool, float, float]]:
+        """The HA motions whose result the CRM sees this round (what ``view.results`` shows):
+        ``(guest, source, target, ok, t_issued, t_end)`` with cluster guest and node indices and
+        times in s. An environment's motion memory reads them without building the view."""
+        if not self._results:
+            return []
+        is_ha = self._is_ha_list
+        return [
+            (j.guest, j.source, j.target, j.ok, j.t_issued, float(j.t_end or 0.0))
+            for j in self._results
+            if is_ha[j.guest]
+        ]
+
     def commit(self, motion: Motion | None) -> bool:
         """Queue the balancer's motion (if valid) and run the service state machine.
 
