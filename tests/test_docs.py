@@ -7,8 +7,10 @@ line with a placeholder (``NAME``, ``DIR``, ``[...]``, ``a|b``, ``…``) is a sy
 sub-command and every option it names must exist. Every other ``pvegym`` line runs in-process with
 a tiny budget (:func:`tiny`: experiment, study and train files cut to one seed of short episodes
 and a few steps, outputs redirected to a temporary directory) and must exit 0. Lines that cannot
-run in a test are listed in :data:`EXCLUDED` with the reason; a shell line that is neither run nor
-excluded fails the test, so a new command in the docs is either tested or explicitly excused.
+run in a test are listed in :data:`EXCLUDED` with the reason, and the few another test already runs
+with the same arguments in :data:`COVERED` (checked); a shell line that is neither run nor excused
+fails the test, so a new command in the docs is either tested or explicitly excused. ``python -m
+pvegym.…`` lines run in a subprocess.
 
 ``python tests/test_docs.py --write`` regenerates the metric table of docs/metrics.md.
 """
@@ -17,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -46,6 +50,8 @@ EXCLUDED: dict[str, str] = {
     "tests/test_pve_export_script.py runs it against a stub pvesh",
     "pip install": "installs packages (scripts/test.sh installs every extra the tests need)",
     "optuna-dashboard": "a web server",
+    "python tests/test_docs.py --write": "rewrites docs/metrics.md's table; "
+    "test_metric_table_is_the_registry checks what it would write",
     "ray start": "starts a Ray cluster node (tests/experiments/test_ray_executor.py starts a local "
     "cluster)",
     "ray stop": "stops a Ray cluster node",
@@ -54,6 +60,15 @@ EXCLUDED: dict[str, str] = {
     "cluster (tests/experiments/test_ray_executor.py runs the executor on a local one)",
     "pvegym tune experiments/tune-patched.toml --executor ray:auto": "joins a running Ray cluster "
     "and a PostgreSQL server (tests/tuning/test_postgres.py, tests/experiments/test_ray_executor.py)",
+}
+
+#: command lines another test already runs exactly (same arguments, same data), by prefix: the
+#: test file and the call it must contain (checked, so that the excuse cannot outlive the call)
+COVERED: dict[str, tuple[str, str]] = {
+    "pvegym whatif tests/data/pve-exports/pve9-field --out": (
+        "tests/experiments/test_whatif.py",
+        'main(["whatif", str(FIXTURES / fixture), "--out", str(out), "--window", "day"])',
+    ),
 }
 
 #: a token that stands for something the reader fills in
@@ -86,7 +101,7 @@ def _inline_commands(text: str) -> Iterator[str]:
     without_blocks = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
     for m in re.finditer(r"`([^`]+)`", without_blocks):
         span = " ".join(m.group(1).split())
-        if re.match(r"(\.venv/bin/)?(pvegym|bash) ", span + " "):
+        if re.match(r"(\.venv/bin/)?(pvegym|bash|python) ", span + " "):
             yield span
 
 
@@ -159,7 +174,16 @@ def _ids(items: list[tuple[str, list[str]]]) -> list[str]:
     return [" ".join(tokens)[:80] for _, tokens in items]
 
 
-PVEGYM = [c for c in COMMANDS if c[1][:1] == ["pvegym"] and _excluded(c[1]) is None]
+def _covered(tokens: list[str]) -> bool:
+    line = " ".join(tokens)
+    return any(line.startswith(prefix) for prefix in COVERED)
+
+
+PVEGYM = [
+    c for c in COMMANDS if c[1][:1] == ["pvegym"] and _excluded(c[1]) is None and not _covered(c[1])
+]
+#: ``python -m pvegym.…`` lines (the project's tools that are modules, not sub-commands)
+MODULES = [c for c in COMMANDS if c[1][:2] == ["python", "-m"] and _excluded(c[1]) is None]
 SYNOPSES = [c for c in PVEGYM if _is_synopsis(c[1])]
 RUNNABLE = [c for c in PVEGYM if not _is_synopsis(c[1])]
 
@@ -179,9 +203,18 @@ def test_every_shell_line_is_run_or_excused() -> None:
     unknown = [
         f"{where}: {' '.join(t)}"
         for where, t in COMMANDS
-        if t[:1] != ["pvegym"] and _excluded(t) is None
+        if t[:1] != ["pvegym"] and t[:2] != ["python", "-m"] and _excluded(t) is None
     ]
     assert not unknown, "neither run nor in EXCLUDED:\n" + "\n".join(unknown)
+
+
+def test_covered_commands_are_run_elsewhere() -> None:
+    """Each command line excused as covered is one the docs show, and the named test still runs
+    it."""
+    lines = [" ".join(t) for _, t in COMMANDS]
+    for prefix, (test_file, call) in COVERED.items():
+        assert any(line.startswith(prefix) for line in lines), f"no docs line starts {prefix!r}"
+        assert call in (ROOT / test_file).read_text(), f"{test_file} no longer runs {call}"
 
 
 @pytest.mark.parametrize(("where", "tokens"), SYNOPSES, ids=_ids(SYNOPSES))
@@ -341,6 +374,24 @@ def test_command_runs(
     except SystemExit as exc:  # argparse and --version
         code = int(exc.code or 0)
     assert code == 0, f"{where}: pvegym {' '.join(argv)} exited {code}"
+
+
+#: tiny budgets of the module tools: extra arguments
+MODULE_BUDGETS = {"pvegym.learning.reward_check": ["--instances", "1"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "tokens"), MODULES, ids=_ids(MODULES))
+def test_module_command_runs(where: str, tokens: list[str], tmp_path: Path) -> None:
+    """A ``python -m pvegym.…`` line names a module that exists; a concrete one runs (tiny
+    budget, in a subprocess: these tools are scripts) and exits 0."""
+    module = tokens[2]
+    assert importlib.util.find_spec(module) is not None, f"{where}: no module {module}"
+    if _is_synopsis(tokens[2:]):
+        return
+    argv = [sys.executable, "-m", module, *tokens[3:], *MODULE_BUDGETS.get(module, [])]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"{where}: {' '.join(argv)}: {done.stderr[-2000:]}"
 
 
 @pytest.mark.parametrize("snippet", PYTHON_SNIPPETS)

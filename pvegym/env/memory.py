@@ -10,7 +10,7 @@ guest × node:
 * the end time, outcome and duration (issue → end) of its last motion;
 * the end times of its recent failed motions (a ring of :data:`FAILURE_RING`);
 * when it last *left* each node (a successful motion away from it: moving back within the window
-  is an oscillation, ``MODEL.md`` §9), when it last failed to reach each node, and the failure
+  is an oscillation, ``docs/metrics.md``), when it last failed to reach each node, and the failure
   backoff of each guest → node pair (the seed's patch 1: base · factor^(k−1), capped);
 * per node, the consecutive rounds its PSI cpu or memory some avg10 was at or above the gate
   (the seed's patch 7 gate and upstream's hold counter count rounds alike).
