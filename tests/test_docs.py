@@ -341,8 +341,8 @@ def tiny(tokens: list[str], tmp: Path) -> list[str]:
         argv[i] = str(tmp / "out" / Path(argv[i]).name)
     elif sub in ("run", "tune", "train"):
         argv += ["--out", str(tmp / "out")]
-    if sub in ("run", "tune", "train", "ablate", "bench") and "--quiet" not in argv:
-        argv += ["--quiet"] if sub in ("run", "tune", "train") else []
+    if sub in ("run", "tune", "train") and "--quiet" not in argv:
+        argv.append("--quiet")
     if sub == "simulate" and "--duration" not in argv:
         argv += ["--duration", "10m"]
     if sub == "bench" and "--quick" not in argv:
@@ -353,7 +353,6 @@ def tiny(tokens: list[str], tmp: Path) -> list[str]:
 def _costly(tokens: list[str]) -> bool:
     """Commands that take seconds even at a tiny budget (training, studies, what-if replays)."""
     return tokens[1:2] in (["train"], ["tune"], ["whatif"], ["import"], ["bench"], ["ablate"])
-    return tokens[1] in ("train", "tune", "whatif", "import", "bench", "ablate")
 
 
 @pytest.mark.parametrize(

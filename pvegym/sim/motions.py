@@ -10,7 +10,7 @@ cluster-wide, and a live migration's single stream occupies the migration networ
   precheck too.
 * Otherwise a VM live-migrates through :class:`pvegym.sim.migration.Migration`: the target holds its
   memory from the start, auto-converge throttling takes CPU time from it, and it is paused for the
-  switchover downtime. qemu-server's non-convergence abort (the convergence patch) fails the motion.
+  switchover downtime. qemu-server's non-convergence abort (the seed patch) fails the motion.
 * A container relocates: shutdown, move, start, down the whole time (``ct_shutdown_s + ct_start_s``).
 """
 
