@@ -23,7 +23,6 @@ seconds), so overrides and validation work as for named scenarios.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -521,22 +520,6 @@ def family_data(name: str, instance_seed: int) -> ScenarioData:
     n_nodes = int(rng.integers(spec.nodes[0], spec.nodes[1] + 1))
     n_guests = int(rng.integers(spec.guests[0], spec.guests[1] + 1))
     return generate(n_nodes, n_guests, instance_seed, name, spec.duration, spec.pressure_prob)
-
-
-def _family_fn(name: str) -> Callable[[int], ScenarioData]:
-    def fn(instance_seed: int) -> ScenarioData:
-        return family_data(name, instance_seed)
-
-    fn.__name__ = name.replace("-", "_")
-    fn.__doc__ = f"Family {name!r}: {FAMILIES[name].description}."
-    return fn
-
-
-small = _family_fn("small")
-medium = _family_fn("medium")
-bench_small = _family_fn("bench-small")
-bench_large = _family_fn("bench-large")
-trace = _family_fn("trace")
 
 
 def _signal(items: list[dict[str, Any]]) -> tuple[Component, ...]:
