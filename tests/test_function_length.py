@@ -34,9 +34,14 @@ EXCEPTIONS: dict[str, str] = {
     "pvegym/sim/ha/section_config.py::SectionConfig.parse_config": _CONCURRENT + " (issue 15)",
     # the simulation's LRM and the workload bank: issues 15, 17 and 18
     "pvegym/sim/simulation.py::Simulation._lrm": _CONCURRENT + " (issues 15 and 17)",
+    "pvegym/sim/simulation.py::Simulation._build_view": _CONCURRENT + " (issues 15 and 17)",
+    "pvegym/sim/cluster.py::ClusterState.__init__": _CONCURRENT + " (issue 17's physics)",
+    "pvegym/sim/memory.py::compute_alg1": _CONCURRENT
+    + " (issue 17; a port of pve-manager AutoBalloon.pm compute_alg1, split with its owner)",
     "pvegym/sim/workload.py::WorkloadBank.__init__": _CONCURRENT + " (issue 18, i18-reliability)",
     # learning, tuning and the heuristics: issues 19 and 20
     "pvegym/learning/train.py::train": _CONCURRENT + " (issue 19, i19-learning)",
+    "pvegym/learning/recipe.py::train_seed": _CONCURRENT + " (issue 19, i19-learning)",
     "pvegym/tuning/report.py::summary_text": _CONCURRENT + " (issues 18 and 19)",
     "policies/guest_centric.py::GuestCentricPolicy._choose": _CONCURRENT + " (issue 20)",
     "policies/upstream.py::UpstreamPolicy.candidates": _CONCURRENT + " (issue 20)",
