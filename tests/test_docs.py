@@ -443,6 +443,7 @@ def test_reference_example_uses_every_key() -> None:
         (S.PsiModel, [data["psi"]]),
         (S.MigrationSettings, [data["migration"]]),
         (S.TelemetrySettings, [data["telemetry"]]),
+        (S.MemorySettings, [data["memory"]]),
     ]
     for cls, items in tables:
         used = {k for item in items for k in item}
@@ -451,8 +452,8 @@ def test_reference_example_uses_every_key() -> None:
 
 
 def test_scenario_format_documents_every_key() -> None:
-    """docs/scenarios.md names every field of the scenario dataclasses and workload components;
-    docs/experiments.md every field of the experiment, study and train files."""
+    """docs/scenarios.md names every field of the scenario dataclasses and workload components as
+    a key; docs/experiments.md every field of the experiment, study and train files."""
     import dataclasses
 
     from pvegym.experiments import config as E
@@ -464,19 +465,22 @@ def test_scenario_format_documents_every_key() -> None:
     pages = {
         "scenarios.md": (
             S.Scenario, S.NodeSpec, S.GuestSpec, S.NodeAffinitySpec, S.ResourceAffinitySpec,
-            S.EventSpec, S.PsiModel, S.MigrationSettings, S.TelemetrySettings, Component,
+            S.EventSpec, S.PsiModel, S.MigrationSettings, S.TelemetrySettings, S.MemorySettings,
+            Component,
         ),
         "experiments.md": (
             E.Experiment, E.ScenarioEntry, E.PolicyEntry, E.EpisodeOptions, E.ReportOptions,
             U.StudyConfig, U.PolicySpec, U.ParamSpec, U.ObjectiveSpec, U.SamplerSpec,
-            U.PrunerSpec, U.ReportSpec, T.TrainConfig, T.EnvOptions,
+            U.PrunerSpec, U.ReportSpec, T.TrainConfig, T.EnvOptions, T.ImitationOptions,
+            T.SelectionOptions,
         ),
     }  # fmt: skip
     for page, classes in pages.items():
         text = (DOCS / page).read_text()
         for cls in classes:
             for f in dataclasses.fields(cls):
-                assert re.search(rf"\b{f.name}\b", text), (
+                # as a key: `name` in the text, or ``name =`` in an example
+                assert re.search(rf"`{f.name}`|\b{f.name} *=|\[{f.name}\]", text), (
                     f"{page} does not name {cls.__name__}.{f.name}"
                 )
 
