@@ -58,6 +58,8 @@ from pvegym.env.cluster_env_v1 import ClusterEnvV1
 from pvegym.errors import ConfigError
 
 EnvFn = Callable[[], gymnasium.Env[Any, Any]]
+#: info values Gymnasium batches into a plain (N,) array of their own type
+_SCALARS = (int, float, bool)
 
 
 def _autoreset_mode(value: AutoresetMode | str) -> AutoresetMode:
@@ -203,9 +205,7 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
         NDArray[np.bool_],
         dict[str, Any],
     ]:
-        infos: dict[str, Any] = {}
-        for i, info in enumerate(self.step_envs(actions)):
-            infos = self._add_info(infos, info, i)
+        infos = self._batch_infos(self.step_envs(actions))
         return (
             self._out(self._observations),
             self._out(self._rewards),
@@ -291,6 +291,26 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
             env.set_wrapper_attr(name, value)
 
     # ------------------------------------------------------------------ internals
+    def _batch_infos(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
+        """Gymnasium's batched infos (``VectorEnv._add_info``'s result); the common step — every
+        sub-environment reporting the same scalar keys — in one array per key."""
+        first = infos[0]
+        keys = first.keys()
+        kinds = {k: type(v) for k, v in first.items()}
+        if all(kind in _SCALARS for kind in kinds.values()) and all(
+            info.keys() == keys and all(type(info[k]) is kinds[k] for k in keys) for info in infos
+        ):
+            everyone = np.ones(self.num_envs, dtype=np.bool_)
+            batched: dict[str, Any] = {}
+            for k, kind in kinds.items():
+                batched[k] = np.array([info[k] for info in infos], dtype=kind)
+                batched[f"_{k}"] = everyone.copy()
+            return batched
+        out: dict[str, Any] = {}
+        for i, info in enumerate(infos):
+            out = self._add_info(out, info, i)
+        return out
+
     def _out(self, array: NDArray[Any]) -> NDArray[Any]:
         return array.copy() if self.copy else array
 

@@ -116,3 +116,21 @@ def test_bad_arguments_are_config_errors() -> None:
         )
     with pytest.raises(ConfigError, match="not a ClusterEnv"):
         ClusterVectorEnv(env_fns=[lambda: gymnasium.make("CartPole-v1")])
+
+
+def test_batched_infos_equal_gymnasiums_batching() -> None:
+    venv = ClusterVectorEnv(3, **KWARGS)
+    common = [{"rounds": 1, "t": 10.0 * i, "ok": i == 1} for i in range(3)]
+    mixed = [{"rounds": 1}, {"rounds": 2, "episode": {"r": 1.5}}, {"rounds": 3.0}]
+    for infos in (common, mixed):
+        expect: dict[str, Any] = {}
+        for i, info in enumerate(infos):
+            expect = venv._add_info(expect, info, i)
+        got = venv._batch_infos(infos)
+        assert got.keys() == expect.keys()
+        for key, value in expect.items():
+            if isinstance(value, dict):
+                assert value.keys() == got[key].keys()
+                continue
+            np.testing.assert_array_equal(got[key], value)
+            assert got[key].dtype == value.dtype
