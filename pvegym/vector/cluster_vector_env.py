@@ -154,6 +154,9 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
         self._truncations = np.zeros(n, dtype=np.bool_)
         self._autoreset_envs = np.zeros(n, dtype=np.bool_)
         self._masks = np.zeros((n, self.n_actions), dtype=np.bool_)
+        self.bases: list[ClusterEnv] = [b for b in bases if isinstance(b, ClusterEnv)]
+        for base in self.bases:  # each observation is copied into the batch at once: no copy before
+            base.copy_observation = False
         # bound once: the outermost wrapper's action_masks (a wrapper may time or filter it)
         self._mask_fns: list[Callable[[], NDArray[np.bool_]]] = [
             env.get_wrapper_attr("action_masks") for env in self.envs
@@ -247,7 +250,7 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
                 obs, r, te, tr, info = env.step(action_list[i])
                 rew[i], term[i], trunc[i] = r, te, tr
                 if same_step and (te or tr):
-                    final = {"final_obs": obs, "final_info": info}
+                    final = {"final_obs": obs.copy(), "final_info": info}
                     obs, info = env.reset()  # as SyncVectorEnv: the reset's info beside them
                     info = {**final, **info}
             obs_buf[i] = obs
