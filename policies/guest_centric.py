@@ -29,8 +29,8 @@ One CRM round (``decide``):
    is migratable (``guest_migratable``: no local CD-ROM/device), the target respects node affinity
    and negative affinity (upstream's candidate rules), it is not backed off or cooling down, and
    the target keeps ``mem_headroom_frac`` of its memory free after receiving the bundle's
-   ``memhost`` (the LRM's precheck refuses a target without room). So no motion is proposed that
-   must fail for a local resource.
+   ``memhost`` (qemu-server would not refuse it: the target would overcommit and stall). So no
+   motion is proposed that must fail for a local resource or overcommits its target.
 5. **Cost** (:mod:`pvegym.sim.migration`, ``reference/migration-psi.md`` §C): each member's live
    migration is predicted with the same pre-copy + auto-converge + qemu-server model the cluster
    runs — memory = ``maxmem``, resident = ``memhost``, bandwidth = ``bandwidth_bps`` — giving the
@@ -140,8 +140,8 @@ class GuestCentricPolicy:
         * ``mem_band_frac`` = 0.05: memory pressure lives in the last ~5 % of a node's memory
           (reclaim above the watermark); moving that much memhost off removes it all.
         * ``mem_headroom_frac`` = 0.05: a target must keep 5 % of its memory free after the move
-          (the LRM precheck only needs the bundle's memhost; 5 % covers drift until the precheck
-          and keeps the target out of reclaim).
+          (the bundle's memhost must fit; 5 % covers drift until the migration starts and keeps
+          the target out of reclaim).
 
         Migration cost prediction:
 

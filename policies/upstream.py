@@ -291,10 +291,14 @@ class UpstreamPolicy:
     def node_stats(self, view: ClusterView) -> NodeStatsArrays:
         """Node usage the scheduler sees (§5.2).
 
-        dynamic: ``IdentityAggregator`` — the pvestatd sample as is (cores busy, bytes used);
+        dynamic: ``IdentityAggregator`` — the pvestatd sample as is (cores busy, bytes used),
+        which includes every guest on the node, HA or not;
         static: ``StartedResourceAggregator`` — 0 plus every placed HA resource at its configured
         size (``add_started_resource``: ``maxcpu == 0`` charges the node's ``maxcpu``), counted on
-        both nodes while it moves (``pve-rs .../usage.rs``, ``node.rs`` L20–30).
+        both nodes while it moves (``pve-rs .../usage.rs``, ``node.rs`` L20–30), plus every running
+        non-HA guest at its configured size on its node (``Manager.pm``
+        ``recompute_online_node_usage``: "add remaining non-HA resources to online node usage",
+        state ``started`` from ``Env/PVE2.pm`` ``get_cluster_service_stats``).
         """
         maxcpu = np.asarray(view.node_maxcpu, dtype=np.float64)
         maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
@@ -326,6 +330,16 @@ class UpstreamPolicy:
             add_cpu = np.where(gmaxcpu[sel] == 0, maxcpu[nodes_sel], gmaxcpu[sel])
             cpu += np.bincount(nodes_sel, weights=add_cpu, minlength=n)
             mem += np.bincount(nodes_sel, weights=gmaxmem[sel], minlength=n)
+        other = np.asarray(view.other_node, dtype=np.int64)
+        if other.size:  # running non-HA guests, on their node if it is online
+            ok = online[other]
+            onode = other[ok]
+            ocpu = np.asarray(view.other_maxcpu, dtype=np.float64)[ok]
+            add_cpu = np.where(ocpu == 0, maxcpu[onode], ocpu)
+            cpu += np.bincount(onode, weights=add_cpu, minlength=n)
+            mem += np.bincount(
+                onode, weights=np.asarray(view.other_maxmem, dtype=np.float64)[ok], minlength=n
+            )
         return NodeStatsArrays(cpu, mem, maxcpu, maxmem)
 
     def guest_stats(self, view: ClusterView) -> tuple[FloatArray, FloatArray]:

@@ -14,8 +14,9 @@ What it checks, on each seed:
   action taken is accepted, and a masked action is a no-op (the trajectory equals a twin
   environment's that chose 0) counted in ``info["invalid_action"]``;
 * metric invariants of the final info: ``moves == moves_succeeded + moves_failed + still
-  running``, ``moves_aborted ≤ moves_failed``, non-negative costs, ``sim_seconds`` = decisions ×
-  round, and the rewards sum to minus the weighted final cost;
+  running``, ``moves_aborted ≤ moves_failed``, ``moves_guest_failed ≤ moves_succeeded``,
+  non-negative costs, ``sim_seconds`` = decisions × round, and the rewards sum to minus the
+  weighted final cost;
 * a step-speed smoke test with a loose bound (seconds per step, never a tight timing): speed is
   measured by ``pvegym bench``, not here.
 
@@ -217,6 +218,8 @@ def check_metrics(env: ClusterEnv, seed: int, steps: int) -> dict[str, Any]:
         raise _fail("metrics", where, "moves != len(move_log)")
     if info["moves_aborted"] > info["moves_failed"]:
         raise _fail("metrics", where, "moves_aborted > moves_failed")
+    if info["moves_guest_failed"] > info["moves_succeeded"]:
+        raise _fail("metrics", where, "moves_guest_failed > moves_succeeded")
     for key in METRIC_KEYS:
         if key == "evacuation_latency_s" and info[key] is None:
             continue

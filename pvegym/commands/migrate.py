@@ -32,6 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     parser.add_argument("--no-sync-timer", action="store_true", help="QEMU < 9.2: no 5 s timer")
     parser.add_argument("--boost-factor", default="1.5", help="passes before the throttle boost")
     parser.add_argument("--abort-factor", default="4", help="passes before the abort")
+    parser.add_argument(
+        "--xbzrle-delta",
+        default="1.0",
+        help="share 0..1 of a page changed when re-sent (XBZRLE; default 1.0: no gain)",
+    )
+    parser.add_argument("--no-xbzrle", action="store_true", help="XBZRLE capability off")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
@@ -62,6 +68,8 @@ def params_from_args(args: argparse.Namespace) -> MigrationParams:
         sync_timer=not args.no_sync_timer,
         boost_factor=_number(args.boost_factor, "--boost-factor"),
         abort_factor=_number(args.abort_factor, "--abort-factor"),
+        xbzrle=not args.no_xbzrle,
+        xbzrle_delta=_number(args.xbzrle_delta, "--xbzrle-delta"),
     )
 
 

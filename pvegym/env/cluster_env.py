@@ -506,9 +506,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         # place, and binding saves a step dozens of attribute lookups and slices
         self._enc_args = (
             self._obs, len(GLOBAL_FEATURES), len(NODE_FEATURES), self._disabled,
-            cl.node_online, cl.node_rows, self._inv_node,
+            cl.node_online, sim.telemetry.node_rows, self._inv_node,
             self._ha_idx, sim.svc_place, sim.svc_started,
-            cl.running, cl.guest_rows, self._inv_guest,
+            cl.running, sim.telemetry.guest_rows, self._inv_guest,
             self.max_nodes, self.max_guests,
         )  # fmt: skip
         self._encode_kernel = entry_point(encode, *self._enc_args, 0.0, False, False, False)

@@ -22,14 +22,15 @@ from pvegym.sim.scenario import Scenario
 
 _N_AVG10 = R.N_AVG + R.AVG10 * R.N_SERIES
 _G_AVG10 = R.G_AVG + R.AVG10 * R.G_SERIES
-#: ClusterState.node_rows holding cpu, mem and PSI avg10 cpu some / mem some / mem full
-#: (pvegym.env.encoding_v1's NODE_* order)
+#: rows of ClusterState.node_rows (and of pvestatd's samples, laid out alike) holding cpu, mem and
+#: PSI avg10 cpu some / mem some / mem full (pvegym.env.encoding_v1's NODE_* order)
 _NODE_TELEMETRY_ROWS = np.array(
     [R.N_CPU, R.N_MEM, _N_AVG10 + R.N_CPU_SOME, _N_AVG10 + R.N_MEM_SOME, _N_AVG10 + R.N_MEM_FULL],
     dtype=np.int64,
 )
-#: ClusterState.guest_rows holding received, memhost, memhost · mem_ratio (two factors), run
-#: fraction and PSI avg10 cpu some / cpu full / mem some / mem full (encoding_v1's G_* order)
+#: rows of ClusterState.guest_rows (and of the samples) holding received, memhost, memhost ·
+#: mem_ratio (two factors), run fraction and PSI avg10 cpu some / cpu full / mem some / mem full
+#: (encoding_v1's G_* order)
 _GUEST_TELEMETRY_ROWS = np.array(
     [
         R.G_RECEIVED,
@@ -134,6 +135,10 @@ class ClusterEnvV1(ClusterEnv):
 
     def _setup_observation(self) -> None:
         sim, view, cl = self.sim, self.view, self.sim.cluster
+        # what pvestatd sampled (pvegym.sim.telemetry: phase, first sample, RRD mode), as the
+        # view has it; the state's own rows when the telemetry is the truth
+        tel = sim.telemetry
+        seen = tel.view
         opts = self.memory_options
         idx = self._ha_idx
         self.memory = MotionMemory(self._n_guests, self._n_nodes, opts)
@@ -152,8 +157,8 @@ class ClusterEnvV1(ClusterEnv):
         mem = self.memory
         self._enc_args_v1: tuple[Any, ...] = (
             self._obs, self.max_nodes, self.max_guests, self._disabled,
-            cl.node_online, node_cap, cl.node_rows, _NODE_TELEMETRY_ROWS,
-            idx, sim.svc_place, sim.svc_started, cl.running, cl.guest_rows,
+            cl.node_online, node_cap, tel.node_rows, _NODE_TELEMETRY_ROWS,
+            idx, sim.svc_place, sim.svc_started, cl.running, tel.guest_rows,
             _GUEST_TELEMETRY_ROWS, guest_static,
             mem.guest, mem.failures, mem.pair, mem.pressure_rounds, window_opts,
         )  # fmt: skip
@@ -165,15 +170,15 @@ class ClusterEnvV1(ClusterEnv):
         nan_g = np.full(cl.n_guests, np.nan)
         self._mask_args_v1: tuple[Any, ...] = (
             *self._mask_args,
-            np.full(self._n_nodes, np.nan) if "node_mem" in off else cl.node_mem,
+            np.full(self._n_nodes, np.nan) if "node_mem" in off else seen.node_mem,
             cl.node_maxmem,
-            nan_g if "guest_memhost" in off else cl.memhost,
+            nan_g if "guest_memhost" in off else seen.memhost,
             -1.0 if self.mask_headroom is None else self.mask_headroom,
         )
         self._mask_args = self._mask_args_v1
         self._fill_mask = entry_point(fill_mask_v1, *self._mask_args_v1)
         # the pressure the memory counts: telemetry (NaN when switched off), as the view shows it
-        cs, ms, _ = cl.node_avg10()
+        cs, ms, _ = seen.node_avg10()
         nan = np.full(self._n_nodes, np.nan)
         self._pressure_src = (
             cl.node_online,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pvegym.config import field, load
 from pvegym.errors import ConfigError
 from pvegym.sim.workload import Component, parse_signal
+from pvegym.units import GiB, MiB
 
 _SID = re.compile(r"^(vm|ct):\d+$")
 
@@ -30,7 +31,9 @@ def _mem_signal(value: Any, path: str) -> tuple[Component, ...]:
 @dataclass(frozen=True)
 class NodeSpec:
     """A cluster node. ``base_cpu``/``base_mem`` are load not attributable to HA guests (host
-    overhead, non-HA guests, ZFS ARC), as workload signals in cores / bytes."""
+    overhead, non-HA guests, ZFS ARC), as workload signals in cores / bytes. Memory in use beyond
+    ``maxmem`` is reclaim and swap (pressure); beyond ``maxmem + swap`` the kernel's OOM killer
+    kills a guest."""
 
     name: str
     maxcpu: int = field(ge=1)
@@ -38,6 +41,16 @@ class NodeSpec:
     base_cpu: tuple[Component, ...] = field((), parse=_cpu_signal)
     base_mem: tuple[Component, ...] = field((), parse=_mem_signal)
     online: bool = True
+    swap: float | None = field(None, ge=0.0, unit="size")
+
+    @property
+    def swap_bytes(self) -> float:
+        """Swap space (bytes); default the PVE installer's for an LVM root (``swapsize``: the
+        installed memory, at least 4 GB and at most 8 GB — admin guide, advanced LVM options);
+        a ZFS root has none (``swap = 0``)."""
+        if self.swap is not None:
+            return self.swap
+        return min(max(self.maxmem, 4 * GiB), 8 * GiB)
 
 
 @dataclass(frozen=True)
@@ -48,8 +61,13 @@ class GuestSpec:
     memory footprint (bytes; demand above ``maxmem`` becomes guest memory pressure, never memory);
     ``mem_ratio`` is the balloon-reported guest view ``mem`` as a fraction of ``memhost`` (1 = no
     balloon stats, ``mem = memhost``). ``dirty_rate`` (bytes/s, raw guest writes), ``wws`` (bytes,
-    default all memory) and ``throttle_sensitivity`` (0–1) drive live migration.
-    ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck.
+    default all memory) and ``throttle_sensitivity`` (0–1) drive live migration; ``xbzrle_delta``
+    (0–1] is the share of a page that changed when it is sent again (XBZRLE's encoded size; 1 =
+    pages rewritten whole, no gain). ``balloon_min`` (bytes; PVE's ``balloon`` option) lets
+    auto-ballooning shrink the VM down to it, weighted by ``shares``; ``ksm_shareable`` (0–1) is the
+    share of its footprint KSM can merge with pages on its node (see :mod:`pvegym.sim.memory`).
+    ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck;
+    ``hugepages`` backs its memory with huge pages, which its target must have free to start it.
     """
 
     sid: str
@@ -62,8 +80,13 @@ class GuestSpec:
     dirty_rate: float = field(0.0, ge=0.0, unit="rate")
     wws: float | None = field(None, gt=0.0, unit="size")
     throttle_sensitivity: float = field(1.0, ge=0.0, le=1.0)
+    xbzrle_delta: float = field(1.0, gt=0.0, le=1.0)
+    balloon_min: float | None = field(None, gt=0.0, unit="size")
+    shares: int = field(1000, ge=0)
+    ksm_shareable: float = field(0.0, ge=0.0, lt=1.0)
     ha: bool = True
     local_resources: bool = False
+    hugepages: bool = False
     state: Literal["started", "stopped"] = "started"
 
     def validate(self, path: str) -> None:
@@ -73,6 +96,8 @@ class GuestSpec:
             )
         if self.wws is not None and self.wws > self.maxmem:
             raise ConfigError(f"{path}.wws", "the writable working set cannot exceed maxmem")
+        if self.balloon_min is not None and self.balloon_min > self.maxmem:
+            raise ConfigError(f"{path}.balloon_min", "the balloon minimum cannot exceed maxmem")
 
     @property
     def kind(self) -> str:
@@ -133,6 +158,14 @@ class MigrationSettings:
     lrm_delay_max_s: float = field(10.0, ge=0.0, unit="duration")  # LRM loop: uniform start offset
     ct_shutdown_s: float = field(10.0, ge=0.0, unit="duration")
     ct_start_s: float = field(5.0, ge=0.0, unit="duration")
+    xbzrle: bool = True  # qemu-server set_migration_caps: xbzrle on (cache 10 % of memory)
+    # vCPU time of one dirty-tracking write fault (µs; estimate: a KVM fast-path fault, ~1 µs)
+    dirty_fault_us: float = field(1.0, ge=0.0)
+    # cores busy on the source/target while the stream sends at its bandwidth: QEMU's migration
+    # thread and, for the datacenter default ``secure`` type, the ssh tunnel's cipher — one
+    # CPU-bound hop is what caps a single stream at a few hundred MiB/s (reference A.1; estimate)
+    cpu_source_cores: float = field(1.0, ge=0.0)
+    cpu_target_cores: float = field(1.0, ge=0.0)
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
@@ -145,11 +178,46 @@ class MigrationSettings:
 
 
 @dataclass(frozen=True)
+class MemorySettings:
+    """Memory that moves (:mod:`pvegym.sim.memory`): PVE's auto-ballooning and KSM, each a switch.
+    Defaults are PVE's: pvestatd's ``ballooning-target`` (node config, 80 %) and ksmtuned's
+    (``ksm-control-daemon``: ``KSM_*`` in ``/etc/ksmtuned.conf``)."""
+
+    autoballoon: bool = True
+    ballooning_target_pct: float = field(80.0, gt=0.0, le=100.0)
+    ksm: bool = True
+    ksm_monitor_interval_s: float = field(60.0, gt=0.0, unit="duration")  # KSM_MONITOR_INTERVAL
+    ksm_sleep_ms: float = field(10.0, gt=0.0)  # KSM_SLEEP_MSEC (for a 16 GiB host, scaled)
+    ksm_npages_boost: int = field(300, ge=0)  # KSM_NPAGES_BOOST
+    ksm_npages_decay: int = field(50, ge=0)  # -KSM_NPAGES_DECAY
+    ksm_npages_min: int = field(64, ge=0)  # KSM_NPAGES_MIN
+    ksm_npages_max: int = field(1250, ge=0)  # KSM_NPAGES_MAX
+    ksm_thres_coef_pct: float = field(20.0, ge=0.0, le=100.0)  # KSM_THRES_COEF
+    ksm_thres_const: float = field(2048 * MiB, ge=0.0, unit="size")  # KSM_THRES_CONST (MiB)
+
+    def validate(self, path: str) -> None:
+        pre = f"{path}." if path else ""
+        if self.ksm_npages_min > self.ksm_npages_max:
+            raise ConfigError(
+                f"{pre}ksm_npages_min", f"must not exceed ksm_npages_max ({self.ksm_npages_max})"
+            )
+
+
+@dataclass(frozen=True)
 class TelemetrySettings:
     """pvestatd-like broadcast. ``disabled`` lists view fields that read NaN (fail-open tests),
-    e.g. ``["node_cpu_some", "node_mem_some", "node_mem_full"]``."""
+    e.g. ``["node_cpu_some", "node_mem_some", "node_mem_full"]``; ``timing``,
+    ``first_sample_zero`` and ``mode`` select how samples are taken (:mod:`pvegym.sim.telemetry`;
+    the defaults are PVE 9's)."""
 
     disabled: tuple[str, ...] = ()
+    # pvestatd's timing (pvegym.sim.telemetry): each node samples at its own phase (PVE) or
+    # every node exactly at the round time
+    timing: Literal["phased", "aligned"] = "phased"
+    # qemu-server vmstatus: a guest's first sample on a new node reports cpu 0
+    first_sample_zero: bool = True
+    # the latest sample (rrd_dump, what the HA manager reads) or the RRD's per-minute average
+    mode: Literal["point", "rrd"] = "point"
 
 
 @dataclass(frozen=True)
@@ -165,6 +233,7 @@ class Scenario:
     events: tuple[EventSpec, ...] = ()
     psi: PsiModel = PsiModel()
     migration: MigrationSettings = MigrationSettings()
+    memory: MemorySettings = MemorySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     crs_mode: Literal["dynamic", "static"] = "dynamic"
 

@@ -249,6 +249,10 @@ def dominant_oscillation() -> ScenarioData:
     }
 
 
+#: ``idle-night``'s non-HA VM on node2 (cores).
+NON_HA_CPU = 0.05
+
+
 @scenario("idle-night")
 def idle_night() -> ScenarioData:
     """Seed 000 symptom 3: an idle night with the imbalance metric at ~0.49 and nothing to gain.
@@ -259,7 +263,10 @@ def idle_night() -> ScenarioData:
     ``memused = MemTotal − MemAvailable``) on top of the host overhead; night-time noise (ARC σ
     0.5 GiB drifting over 15 min, host CPU σ 0.1 cores); a handful of small idle VMs whose moves
     barely qualify ("kept issuing barely-qualifying migrations with nothing to gain for any
-    workload"); no pressure anywhere. Target: upstream ≥ 3 moves in the night, patched 0.
+    workload"); no pressure anywhere; node2 also runs a VM that is not an HA resource (``vm:900``,
+    2 GiB, 0.05 cores: the seed's "non-HA guests" in the unattributable load) — it was 2 GiB and
+    0.05 cores of node2's base load before, so the nodes' figures the dynamic balancer reads are
+    the same, and no balancer may move it. Target: upstream ≥ 3 moves in the night, patched 0.
     """
     return {
         "name": "idle-night",
@@ -277,8 +284,8 @@ def idle_night() -> ScenarioData:
             ),
             _field_node(
                 "node2",
-                _noise(HOST_CPU, 0.08, 60.0),
-                [{"type": "constant", "level": HOST_MEM + 2 * GiB}, _noise(0.0, 0.2 * GiB, 900.0)],
+                _noise(HOST_CPU - NON_HA_CPU, 0.08, 60.0),
+                [{"type": "constant", "level": HOST_MEM}, _noise(0.0, 0.2 * GiB, 900.0)],
             ),
         ],
         "guests": [
@@ -290,6 +297,8 @@ def idle_night() -> ScenarioData:
             _vm("vm:105", "node1", 1, 2, _noise(0.08, 0.03), 1.5 * GiB, mem_ratio=0.8),
             _vm("vm:201", "node2", 2, 8, _noise(0.10, 0.04), 3 * GiB, mem_ratio=0.75),
             _vm("vm:202", "node2", 1, 4, _noise(0.05, 0.02), 2 * GiB, mem_ratio=0.8),
+            # not an HA resource: it loads node2, the HA manager's usage sees it, nothing moves it
+            _vm("vm:900", "node2", 1, 4, NON_HA_CPU, 2 * GiB, ha=False),
         ],
     }
 
@@ -393,10 +402,13 @@ def nonconverging_migration() -> ScenarioData:
     dirtying that auto-converge throttling cannot slow (``throttle_sensitivity`` 0, MODEL §6's
     non-converging case: the seed's guest kept dirtying at 600–760 MiB/s under throttling); the
     guest is the best move of a rebalance on a two-node cluster whose node1 is under CPU pressure
-    (~27 of 32 cores), so the patched balancer acts too. 15 minutes: unpatched qemu-server still
-    migrates after 10 min; patched qemu-server aborts at 4 passes (≈ 229 s), after which the
-    balancer backs off. Target: upstream (``--qemu-server unpatched``) still running after 10 min;
-    patched (``--qemu-server patched``) aborted at 4 passes, then backed off.
+    (~27 of 32 cores), so the patched balancer acts too. 15 minutes: with the unpatched
+    qemu-server and QEMU's 5 s sync timer the migration runs ≈ 300–320 s until qemu-server's
+    doubling of the downtime limit lets QEMU switch over with a ≈ 23 s guest pause (still running
+    after 10 min without the timer, ``migration.sync_timer = false``); the patched qemu-server
+    aborts at 4 passes (≈ 229 s), after which the balancer backs off. Target (MODEL §10): upstream
+    (``--qemu-server unpatched``) runs ≥ 280 s and ends with a guest pause ≥ 10 s; patched
+    (``--qemu-server patched``) aborted at 4 passes, then backed off.
     """
     c1, m1 = _host()
     c2, m2 = _host()
@@ -477,13 +489,78 @@ def nonconverging_with_alternative() -> ScenarioData:
     return data
 
 
-#: The field scenarios of MODEL §10, in the table's order.
+@scenario("overcommit-target")
+def overcommit_target() -> ScenarioData:
+    """Issue 17: upstream's move lands on a node without enough free memory.
+
+    qemu-server checks local resources and CD-ROMs before a migration, not the target's free
+    memory, so such a move does not fail: the target overcommits. Two nodes; node1 runs ~28 of
+    its 32 cores (CPU pressure, ~24 % some) and 96 of its 128 GiB; node2 is nearly idle but holds
+    a 96 GiB in-memory database VM (100 of 128 GiB in use, 28 GiB free). The best balancing move
+    is ``vm:101`` (8 cores; 32 GiB host footprint, of which its balloon statistics report half —
+    the ``mem`` upstream's dynamic usage counts): upstream expects node2 at 116 GiB, but it
+    receives 32 GiB and holds 132 GiB — 4 GiB past its memory (within the 8 GiB of swap the PVE
+    installer gives a 128 GiB node: no OOM kill), heavy memory pressure. The patched balancer
+    (``memhost``) sees the same move as the best; afterwards node1's CPU pressure is gone and the
+    only pressure left is node2's memory, which its pressure gate reacts to. 20 minutes.
+    Targets: no failed move, memory stall on the target (``stall_mem_s`` > 0), no OOM kill;
+    patched: its gate open on the target's memory pressure alone after the move.
+    """
+    c1, m1 = _host()
+    c2, m2 = _host()
+    return {
+        "name": "overcommit-target",
+        "description": "2 nodes; the best move lands on a node with 28 GiB free: it overcommits",
+        "duration": "20m",
+        "nodes": [_field_node("node1", c1, m1), _field_node("node2", c2, m2)],
+        "guests": [
+            _vm(
+                "vm:101",
+                "node1",
+                8,
+                48,
+                [{"type": "constant", "level": 8.0}, _noise(0.0, 0.2, 30.0)],
+                32 * GiB,
+                mem_ratio=0.5,
+                dirty_rate=50 * MiB,
+                wws=4 * GiB,
+            ),
+            _vm(
+                "vm:102",
+                "node1",
+                12,
+                32,
+                [{"type": "constant", "level": 11.0}, _noise(0.0, 0.3, 30.0)],
+                30 * GiB,
+                mem_ratio=0.9,
+                dirty_rate=40 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm(
+                "vm:103",
+                "node1",
+                10,
+                32,
+                [{"type": "constant", "level": 9.0}, _noise(0.0, 0.3, 30.0)],
+                30 * GiB,
+                mem_ratio=0.9,
+                dirty_rate=40 * MiB,
+                wws=2 * GiB,
+            ),
+            # the in-memory database: idle CPU, its memory all resident
+            _vm("vm:201", "node2", 4, 100, _noise(0.5, 0.05, 30.0), 96 * GiB, mem_ratio=1.0),
+        ],
+    }
+
+
+#: The field scenarios of MODEL §10, in the table's order, and issue 17's ``overcommit-target``.
 FIELD_SCENARIOS = (
     "failure-loop",
     "dominant-oscillation",
     "idle-night",
     "pressure-evacuation",
     "nonconverging-migration",
+    "overcommit-target",
 )
 
 
