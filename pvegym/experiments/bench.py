@@ -351,7 +351,10 @@ def bench_vector(quick: bool) -> dict[str, Any]:
 
     _progress("vector env vs CartPole-v1 and SyncVectorEnv(CartPole-v1) …")
     cp_steps, blocks = (2000, 5) if quick else (20000, 20)
-    rows = vector_rows(QUICK_VECTOR if quick else FULL_VECTOR, cp_steps, blocks)
+    cartpole = CartPoleLoop()
+    cartpole.run(200)  # warm-up
+    rows = vector_rows(QUICK_VECTOR if quick else FULL_VECTOR, cartpole, cp_steps, blocks)
+    cartpole.close()
     for r in rows:
         _progress(
             f"vector {r['scenario']} N={r['n']}: {r['step_us']:.0f} µs/sub-step, "

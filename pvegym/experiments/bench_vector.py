@@ -97,15 +97,12 @@ class CartPoleSyncLoop:
 
 
 def vector_rows(
-    sizes: tuple[tuple[str, int, int], ...], cartpole_steps: int, blocks: int
+    sizes: tuple[tuple[str, int, int], ...], cartpole: Any, cartpole_steps: int, blocks: int
 ) -> list[dict[str, Any]]:
     """One row per (scenario, N, sub-steps) of ``sizes``: ``{scenario, n, step_us,
     cartpole_step_us, sync_step_us, ratio, sync_ratio}`` (µs per sub-environment step; that many
-    sub-environment steps in all, at least one batched step per block)."""
-    from pvegym.experiments.bench import CartPoleLoop
-
-    cartpole = CartPoleLoop()
-    cartpole.run(200)
+    sub-environment steps in all, at least one batched step per block). ``cartpole`` is the
+    bench's ``CartPoleLoop`` (its ``run(steps)`` → seconds)."""
     rows = []
     for scenario, n, sub_steps in sizes:
         per = max(1, sub_steps // (n * blocks))  # batched steps per block
@@ -143,7 +140,6 @@ def vector_rows(
                 "sync_ratio": float(np.median(sync_ratios)),
             }
         )
-    cartpole.close()
     return rows
 
 
