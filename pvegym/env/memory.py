@@ -106,9 +106,9 @@ def count_pressure_rounds(
     gate_pct: float,
 ) -> None:
     """``rounds[j]`` + 1 where node ``j`` is online with PSI cpu or memory some avg10 at or above
-    ``gate_pct`` (percent), else 0, in place (a NaN reading compares false: no pressure). Compiled:
-    run every round of every environment, NumPy's per-call overhead on arrays of a few nodes was
-    ~15 % of a ``Cluster-v1`` step (profiled, issue 20)."""
+    ``gate_pct`` (percent), else 0, in place (a NaN reading compares false: no pressure).
+    Compiled because it runs every round of every environment: NumPy's per-call overhead on
+    arrays of a few nodes was ~12 % of a profiled ``Cluster-v1`` step (issue 20)."""
     for j in range(rounds.size):
         if online[j] and (cpu_some[j] >= gate_pct or mem_some[j] >= gate_pct):
             rounds[j] += 1.0

@@ -8,7 +8,8 @@ Read :func:`train` top to bottom; it is the whole story:
    (:class:`pvegym.vector.sb3.ClusterSB3VecEnv`; ``vec_env = "subproc"``: a process each),
    each wrapped as ``Monitor(TrainSeeds(TimedEnv(ClusterEnv)))``: ``TimedEnv`` measures the time
    spent inside the environment (step, reset, action mask) in each worker, ``TrainSeeds`` draws
-   family instances from the configured training seeds, ``Monitor`` writes one row of §9 metrics per episode.
+   family instances from the configured training seeds, ``Monitor`` writes one row of §9
+   metrics per episode.
 3. **model** — a new one, or the latest checkpoint of an interrupted run: learning then continues
    with ``reset_num_timesteps=False`` up to the same ``total_timesteps``.
 4. **learn** — with a progress bar, checkpoints every ``checkpoint_every`` steps and an evaluation
