@@ -82,6 +82,10 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
     (a positive int; ``gymnasium.make_vec`` passes the registered one) wraps each constructed
     copy in Gymnasium's ``TimeLimit`` exactly as ``gymnasium.make`` does; ``None`` or ``-1``: none
     (the environment truncates at its scenario's end itself).
+
+    Each sub-environment hands over its own observation buffer (``copy_observation = False``)
+    and the batch copies it at once: a wrapper in ``env_fns`` that keeps observations across
+    steps (a frame stack) must copy them.
     """
 
     metadata: dict[str, Any] = {  # noqa: RUF012
