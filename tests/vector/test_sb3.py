@@ -59,3 +59,16 @@ def test_algorithms_train_on_the_vector_env(algo: Any) -> None:
     episodes = sum(len(m) for m in venv.get_attr("episode_returns"))
     assert episodes >= 256 // 5 - 2  # the adapter reset ended episodes (Monitor saw them end)
     venv.close()
+
+
+def test_pvegym_train_uses_the_vector_env_by_default() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from pvegym.learning.train import make_vec_env
+    from pvegym.learning.train_config import TrainConfig
+
+    assert TrainConfig.__dataclass_fields__["vec_env"].default == "auto"
+    fns = [lambda: ClusterEnvV1(**KWARGS) for _ in range(2)]
+    assert isinstance(make_vec_env("auto", fns), ClusterSB3VecEnv)
+    assert isinstance(make_vec_env("vector", fns), ClusterSB3VecEnv)
+    assert isinstance(make_vec_env("dummy", fns), DummyVecEnv)
