@@ -31,7 +31,7 @@ One CRM round (``decide``):
    the target keeps ``mem_headroom_frac`` of its memory free after receiving the bundle's
    ``memhost`` (qemu-server would not refuse it: the target would overcommit and stall). So no
    motion is proposed that must fail for a local resource or overcommits its target.
-5. **Cost** (:mod:`pvegym.sim.migration`, ``reference/migration-psi.md`` §C): each member's live
+5. **Cost** (:mod:`pvegym.sim.migration`, ``docs/model.md``, *Live migration*): each member's live
    migration is predicted with the same pre-copy + auto-converge + qemu-server model the cluster
    runs — memory = ``maxmem``, resident = ``memhost``, bandwidth = ``bandwidth_bps`` — giving the
    duration, bytes, throttled CPU time and pause. The guest's dirty rate is *not* telemetry; it is
@@ -157,7 +157,7 @@ class GuestCentricPolicy:
           ``abort_factor`` = 4 passes (seed 004); ``abort_factor`` = 0 predicts an unpatched
           qemu-server (no abort).
         * ``max_migration_s`` = 600 s: a migration predicted to run longer is treated as
-          non-converging (MODEL §10: unpatched, still running after 10 min).
+          non-converging (docs/model.md, *Targets*: unpatched, ≥ 280 s).
         * ``ct_downtime_s`` = 15 s: container relocate = shutdown (10 s) + start (5 s), down all
           the time.
 
@@ -180,7 +180,7 @@ class GuestCentricPolicy:
         Anti-oscillation:
 
         * ``return_block_s`` = 3600 s: a guest we moved off a node is not moved back there within
-          this time (MODEL §9 counts such a return as an oscillation within 3600 s): a relief
+          this time (docs/metrics.md counts such a return as an oscillation within 3600 s): a relief
           that reverses a recent motion was mispredicted once already.
 
         Outcome tracking (patch 1): ``backoff_base_s`` = 60 s, ``backoff_factor`` = 2,

@@ -1,19 +1,19 @@
 """``upstream``: Proxmox VE's automatic CRS load balancer (pve-ha-manager 5.2.0), exactly.
 
-Every rule cites ``reference/pve-ha-manager.md`` (the spec, from upstream source):
+Every rule cites its upstream source (pve-ha-manager 5.2.0, ``src/PVE/HA/``; ``docs/model.md``):
 
-* §3 ``Manager::load_balance`` (``Manager.pm`` L217–272): return early while any motion is queued or
+* ``Manager::load_balance`` (``Manager.pm`` L217–272): return early while any motion is queued or
   running (counter untouched, L225); ``imbalance <= threshold`` resets the hold counter; otherwise
   the counter counts consecutive rounds and, on reaching ``hold_duration``, is reset and one attempt
   is made — even when it produces no move.
-* §4 candidates (``get_active_stationary_resource_bundles`` L138–178,
+* candidates (``get_active_stationary_resource_bundles`` L138–178,
   ``get_resource_migration_candidates`` L182–215): positive resource-affinity bundles led by their
   alphabetically first started member, targets = the leader's highest-priority online node-affinity
   nodes, minus nodes of strict-negative partners, minus its own node.
-* §5 the usage model: ``dynamic`` = node stats as sampled (pvestatd) and guests' ``{cpu, mem}``;
+* the usage model (``Usage.pm``): ``dynamic`` = node stats as sampled (pvestatd) and guests' ``{cpu, mem}``;
   ``static`` = ``StartedResourceAggregator`` (configured sizes of every placed resource).
-* §6 scoring via :mod:`pvegym.sim.crs` (bruteforce or TOPSIS) and the relative margin check.
-* §8.3 the log line ``auto rebalance - migrate vm:X to nodeY (expected change for imbalance from
+* scoring via :mod:`pvegym.sim.crs` (bruteforce or TOPSIS) and the relative margin check.
+* the log line ``auto rebalance - migrate vm:X to nodeY (expected change for imbalance from
   A to B)`` (``relocate`` for containers).
 
 **Mode.** ``Config.mode`` is ``None`` by default: the policy follows ``view.mode`` (the CRS mode the

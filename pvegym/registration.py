@@ -30,6 +30,12 @@ ENVIRONMENTS: dict[str, tuple[str, int]] = {
     "pvegym/Cluster-v0": ("pvegym.env.cluster_env:ClusterEnv", LONGEST_EPISODE_STEPS),
     "pvegym/Cluster-v1": ("pvegym.env.cluster_env_v1:ClusterEnvV1", LONGEST_EPISODE_STEPS),
 }
+#: id → ``gymnasium.make_vec``'s vector entry point (``vectorization_mode="vector_entry_point"``,
+#: its default when one is registered): :class:`pvegym.vector.ClusterVectorEnv`
+VECTOR_ENTRY_POINTS: dict[str, str] = {
+    "pvegym/Cluster-v0": "pvegym.vector.cluster_vector_env:make_cluster_v0",
+    "pvegym/Cluster-v1": "pvegym.vector.cluster_vector_env:make_cluster_v1",
+}
 
 
 def register_environments() -> None:
@@ -38,7 +44,12 @@ def register_environments() -> None:
 
     for env_id, (entry_point, steps) in ENVIRONMENTS.items():
         if env_id not in gymnasium.registry:
-            gymnasium.register(id=env_id, entry_point=entry_point, max_episode_steps=steps)
+            gymnasium.register(
+                id=env_id,
+                entry_point=entry_point,
+                vector_entry_point=VECTOR_ENTRY_POINTS.get(env_id),
+                max_episode_steps=steps,
+            )
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -34,6 +34,7 @@ FORBIDDEN = {
     "pvegym/units.py": _MODEL_FORBIDS,
     "pvegym/errors.py": _MODEL_FORBIDS,
     "pvegym/env": ("policies", *_EXPERIMENT_LAYER),
+    "pvegym/vector": ("policies", *_EXPERIMENT_LAYER),  # the environment layer, batched
     "policies": _EXPERIMENT_LAYER,
 }
 

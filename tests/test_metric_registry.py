@@ -3,7 +3,7 @@
 A metric registered at run time (the seconds the balancer's failed motions took, measured from
 the episode's moves) must appear in ``simulate --json`` and its text summary, in a run's
 ``metrics.csv`` and ``summary.md``, and be usable as a tuning objective and constraint — with
-nothing else changed. The built-in registry must agree with ``MODEL.md`` §9's names.
+nothing else changed. The built-in registry must agree with the public names of ``docs/metrics.md``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from tests.conftest import RunCli
 
 NAME = "failed_motion_s"
 
-#: MODEL.md §9, in its order: the public names
+#: docs/metrics.md, in its order: the public names
 SECTION_9 = (
     *("sim_seconds", "moves", "moves_succeeded", "moves_failed", "moves_aborted"),
     *("failed_repeats", "oscillations", "max_moves_one_guest", "churn_moves", "stall_cpu_s"),

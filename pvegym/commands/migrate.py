@@ -1,4 +1,4 @@
-"""``pvegym migrate``: simulate one live migration (``MODEL.md`` §6 and §12)."""
+"""``pvegym migrate``: simulate one live migration (``docs/model.md``, *Live migration*; ``docs/cli.md``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     parser.add_argument(
         "--qemu-server",
         default="unpatched",
-        help="patched (seed 004: throttle boost and abort) or unpatched (default)",
+        help="patched (the convergence patch: throttle boost and abort) or unpatched (default)",
     )
     parser.add_argument("--duration", default="10m", help="simulated time at most (10m)")
     parser.add_argument("--no-sync-timer", action="store_true", help="QEMU < 9.2: no 5 s timer")
@@ -74,7 +74,7 @@ def params_from_args(args: argparse.Namespace) -> MigrationParams:
 
 
 def result_json(m: Migration) -> dict[str, object]:
-    """The ``migrate --json`` document of MODEL §12."""
+    """The ``migrate --json`` document of ``docs/cli.md``."""
     return {
         "outcome": m.outcome,
         "duration_s": m.t,

@@ -1,4 +1,4 @@
-"""``pvegym train EXPERIMENT.toml``: train an agent into a run directory (``MODEL.md`` §11).
+"""``pvegym train EXPERIMENT.toml``: train an agent into a run directory (``docs/experiments.md``).
 
 A run writes to ``runs/<name>/`` (:mod:`pvegym.experiments.rundir`: resumed from its latest
 checkpoint when it holds the same config, else the next free ``runs/<name>-2``, …) or to
@@ -44,9 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--vec-env",
-        choices=("auto", "subproc", "dummy"),
+        choices=("auto", "vector", "subproc", "dummy"),
         default="auto",
-        help="vector env (default auto: subprocesses when n_envs > 1)",
+        help="vector env (default auto: the train file's vec_env, else pvegym.vector in one "
+        "process; subproc: one process per environment)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

@@ -1,4 +1,4 @@
-"""The Gymnasium environment over the pvegym model (``MODEL.md`` §8).
+"""The Gymnasium environment over the pvegym model (``docs/model.md``, ``docs/reward.md``).
 
 ``import pvegym`` registers ``pvegym/Cluster-v0`` and ``pvegym/Cluster-v1`` with Gymnasium
 (:mod:`pvegym.registration`)::

@@ -23,7 +23,7 @@ from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
 from pvegym.units import GiB
 
-#: The reward's default cost weights, by §9 metric name (:data:`pvegym.sim.cost.BALANCER_COST`:
+#: The reward's default cost weights, by metric name (``docs/reward.md``; :data:`pvegym.sim.cost.BALANCER_COST`:
 #: the objective the tuning study minimizes).
 DEFAULT_REWARD_WEIGHTS: dict[str, float] = dict(BALANCER_COST)
 #: What the reward is measured against: nothing, or a ``noop`` twin of the episode.
@@ -241,6 +241,10 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._last_cost = 0.0
         self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
         self._limit_warned = False
+        #: ``reset``/``step`` return a fresh observation array; ``False`` returns the environment's
+        #: own buffer, valid until its next ``reset``/``step`` — for a caller that copies it at
+        #: once anyway (``pvegym.vector``'s batch: one copy of a large observation, not two)
+        self.copy_observation = True
 
     def _init_observation(self) -> None:
         """The observation space and buffer (v0 layout)."""
@@ -526,7 +530,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._encode_kernel(
             *self._enc_args, sim.t / self._episode_len_s, sim.motion_active(), ok, failed
         )
-        return self._obs.copy()
+        return self._obs.copy() if self.copy_observation else self._obs
 
     # ------------------------------------------------------------------ rendering
     def _record(self, moved: bool) -> None:

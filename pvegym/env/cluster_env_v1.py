@@ -208,7 +208,7 @@ class ClusterEnvV1(ClusterEnv):
             ok,
             failed,
         )
-        return self._obs.copy()
+        return self._obs.copy() if self.copy_observation else self._obs
 
 
 __all__ = ["ClusterEnvV1", "memory_options"]

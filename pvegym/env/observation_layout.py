@@ -187,7 +187,7 @@ class Layout:
 class MemoryOptions:
     """How the HA manager's motion memory is summarised (environment options, seconds).
 
-    ``window_s`` (3600 s: ``MODEL.md`` §9's oscillation window) bounds the recency features and the
+    ``window_s`` (3600 s: the oscillation window of ``docs/metrics.md``) bounds the recency features and the
     failure count; the backoff after the k-th consecutive failure of a guest → node is
     ``backoff_base_s · backoff_factor^(k−1)`` capped at ``backoff_cap_s`` (60 s, 2, 3600 s: the seed's
     patch 1). ``pressure_pct`` is the gate of ``pressure_rounds`` (10 %: patch 7, and the churn

@@ -1,14 +1,14 @@
 """The ablation of the field report's patches: which patch removes which field pathology.
 
-Runs each field scenario of ``MODEL.md`` §10 under ``upstream``, ``patched`` and ``patched`` minus
+Runs each field scenario of ``docs/model.md`` (*Targets*) under ``upstream``, ``patched`` and ``patched`` minus
 each single patch (its switch off), over seeds ``0 … N−1``, and prints a markdown table: per
-scenario × policy the mean of the key metrics and whether the scenario's §10 target holds in at
+scenario × policy the mean of the key metrics and whether the scenario's target (``docs/model.md``) holds in at
 least 8 of 10 seeds (scaled: ⌈0.8 N⌉ of N); ``pvegym ablate`` prints it. ``nonconverging-migration`` runs with the qemu-server
 the target names: ``unpatched`` for ``upstream``, ``patched`` for every patched variant; the other
 scenarios use the scenario's default (``unpatched``, what ships today).
 
 The target checks (:func:`check_target`) are the single definition the tests use too
-(``tests/sim/test_field_scenarios.py``). They need more than the §9 metrics — the time of each
+(``tests/sim/test_field_scenarios.py``). They need more than the metrics — the time of each
 motion's end and node1's true PSI over time — so episodes run through :func:`run_episode`, which is
 :meth:`Simulation.run` plus a per-round record of each node's true cpu some avg10.
 """
@@ -28,7 +28,7 @@ from pvegym.sim.metrics import ABLATION, MoveRecord, metrics_in
 from pvegym.sim.scenarios import FIELD_SCENARIOS, PRESSURE_ONSET_S
 from pvegym.sim.simulation import Simulation
 
-#: The switches of :class:`policies.patched.PatchedPolicy.Config`, with the seed's patch numbers.
+#: The switches of :class:`policies.patched.PatchedPolicy.Config`, with the field report's patch numbers.
 PATCHES = (
     ("outcome_tracking", 1),
     ("use_memhost", 2),
@@ -37,7 +37,7 @@ PATCHES = (
     ("pressure_gate", 7),
 )
 
-#: Fraction of seeds in which a target must hold (MODEL §10: "at least 8 of 10 seeds").
+#: Fraction of seeds in which a target must hold (docs/model.md, *Targets*: "at least 8 of 10 seeds").
 PASS_FRACTION = 0.8
 
 # field-scenario guests the targets name
@@ -47,13 +47,13 @@ NONCONVERGING_GUEST = "vm:120"  # nonconverging-migration
 PRESSURED_NODE = "node1"  # pressure-evacuation
 
 #: The qemu-server patch's abort at 4 passes of 24 GiB at 430 MiB/s takes ≈ 229 s of transfer
-#: (MODEL §6); the motion also waits for the LRM (≤ 10 s) and the precheck (3 s).
+#: (docs/model.md, *Targets*); the motion also waits for the LRM (≤ 10 s) and the precheck (3 s).
 ABORT_WINDOW_S = (220.0, 250.0)
 
 
 @dataclass
 class Episode:
-    """One episode: the §9 metrics, the balancer's motions and each node's true cpu some avg10."""
+    """One episode: the metrics, the balancer's motions and each node's true cpu some avg10."""
 
     scenario: str
     policy: str
@@ -254,7 +254,7 @@ TARGETS: dict[str, Callable[[Episode, str], tuple[bool | None, str]]] = {
 
 
 def check_target(ep: Episode, policy: str) -> tuple[bool | None, str]:
-    """Whether the MODEL §10 target of ``ep``'s scenario holds for ``policy`` (``"upstream"`` or
+    """Whether the target (docs/model.md, *Targets*) of ``ep``'s scenario holds for ``policy`` (``"upstream"`` or
     any patched variant, judged by patched's target), with a short description of the figure.
     ``None``: the table has no target for that policy (pressure-evacuation under upstream)."""
     return TARGETS[ep.scenario](ep, "upstream" if policy == "upstream" else "patched")

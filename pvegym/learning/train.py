@@ -4,10 +4,12 @@ Read :func:`train` top to bottom; it is the whole story:
 
 1. **config** — the validated :class:`TrainConfig`, written resolved to ``results/<name>/config.json``
    (with the padded space sizes a loader needs) and hashed for the manifest.
-2. **envs** — ``n_envs`` copies of ``ClusterEnv`` (SubprocVecEnv when > 1), each wrapped as
-   ``Monitor(TrainSeeds(TimedEnv(ClusterEnv)))``: ``TimedEnv`` measures the time spent inside the
-   environment (step, reset, action mask) in each worker, ``TrainSeeds`` draws family instances
-   from the configured training seeds, ``Monitor`` writes one row of §9 metrics per episode.
+2. **envs** — ``n_envs`` copies of ``ClusterEnv`` stepped together in one process
+   (:class:`pvegym.vector.sb3.ClusterSB3VecEnv`; ``vec_env = "subproc"``: a process each),
+   each wrapped as ``Monitor(TrainSeeds(TimedEnv(ClusterEnv)))``: ``TimedEnv`` measures the time
+   spent inside the environment (step, reset, action mask) in each worker, ``TrainSeeds`` draws
+   family instances from the configured training seeds, ``Monitor`` writes one row of §9
+   metrics per episode.
 3. **model** — a new one, or the latest checkpoint of an interrupted run: learning then continues
    with ``reset_num_timesteps=False`` up to the same ``total_timesteps``.
 4. **learn** — with a progress bar, checkpoints every ``checkpoint_every`` steps and an evaluation
@@ -141,6 +143,19 @@ def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
         )
 
     return make
+
+
+def make_vec_env(kind: str, fns: Sequence[Any]) -> VecEnv:
+    """The SB3 vector env of ``fns``: ``"vector"`` (and ``"auto"``) steps them together in this
+    process (:class:`~pvegym.vector.sb3.ClusterSB3VecEnv`: one (N, ·) batch, masks included);
+    ``"subproc"`` runs one process each (SubprocVecEnv), ``"dummy"`` SB3's DummyVecEnv."""
+    if kind == "subproc":
+        return SubprocVecEnv(list(fns))
+    if kind == "dummy":
+        return DummyVecEnv(list(fns))
+    from pvegym.vector.sb3 import ClusterSB3VecEnv
+
+    return ClusterSB3VecEnv(fns)
 
 
 # ------------------------------------------------------------------------------------------ eval
@@ -330,8 +345,9 @@ def train(
 ) -> TrainStats:
     """Train (or resume training) ``cfg`` into ``out_dir`` (default ``results/<name>``).
 
-    ``vec_env``: ``"auto"`` (SubprocVecEnv when ``n_envs > 1``), ``"subproc"`` or ``"dummy"`` — the
-    last two only to measure the vector env's overhead. ``extra_callbacks`` are SB3 callbacks (the
+    ``vec_env``: ``"auto"`` (the config's ``vec_env``), ``"vector"`` (the default:
+    :mod:`pvegym.vector`, all environments in this process), ``"subproc"`` or ``"dummy"``
+    (:func:`make_vec_env`). ``extra_callbacks`` are SB3 callbacks (the
     tests use one to kill a run part-way).
     """
     import torch
@@ -364,8 +380,7 @@ def train(
     fns = [make_env_fn(cfg, session / f"rank-{i}") for i in range(cfg.n_envs)]
     if vec_env == "auto":
         vec_env = cfg.vec_env
-    use_subproc = vec_env == "subproc" or (vec_env == "auto" and cfg.n_envs > 1)
-    venv = TimedVecEnv(SubprocVecEnv(fns) if use_subproc else DummyVecEnv(fns))
+    venv = TimedVecEnv(make_vec_env(vec_env, fns))
     venv.seed(cfg.seed + start)
 
     try:

@@ -5,7 +5,7 @@ name = "train-maskable-ppo"        # default: the file's stem; results go to res
 description = "MaskablePPO on the small family"
 algo = "MaskablePPO"               # PPO | MaskablePPO | DQN | A2C
 policy = "MlpPolicy"
-n_envs = 2                         # SubprocVecEnv when > 1, DummyVecEnv when 1
+n_envs = 2                         # stepped together in one process (pvegym.vector)
 total_timesteps = 200_000          # environment steps (agent decisions) summed over all envs
 checkpoint_every = 20_000          # steps between checkpoints (0 = none); a killed run resumes
 eval_every = 20_000                # steps between held-out evaluations (0 = only at the end)
@@ -253,7 +253,7 @@ class TrainConfig:
     hyperparams: dict[str, Any] = dataclasses.field(default_factory=dict)
     env: EnvOptions = EnvOptions()
     n_envs: int = field(1, ge=1, le=64)
-    vec_env: Literal["auto", "subproc", "dummy"] = "auto"
+    vec_env: Literal["auto", "vector", "subproc", "dummy"] = "auto"
     checkpoint_every: int = field(0, ge=0)
     eval_every: int = field(0, ge=0)
     eval_seeds: tuple[int, ...] = field(

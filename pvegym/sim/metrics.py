@@ -1,4 +1,4 @@
-"""Episode metrics (``MODEL.md`` §9): what a policy achieved and what it cost — and their registry.
+"""Episode metrics (``docs/metrics.md``): what a policy achieved and what it cost — and their registry.
 
 The names are part of the public interface. Pressure and stall metrics integrate the *true*
 instantaneous pressure of each round (not the telemetry a policy sees); counts come from the
@@ -48,7 +48,7 @@ TABLES = (GLANCE, HEADLINE, ABLATION)
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """One §9 metric.
+    """One metric (``docs/metrics.md``).
 
     * ``name`` — the key in ``simulate --json``, ``metrics.csv``, study files.
     * ``unit`` — the unit of the measured value (``s``, ``count``, ``B``, ``core·s``, …).
@@ -125,7 +125,7 @@ def metric_spec(name: str) -> MetricSpec:
 
 
 def metric_specs() -> tuple[MetricSpec, ...]:
-    """Every registered metric, in registry order (built-ins first, in §9's order)."""
+    """Every registered metric, in registry order (built-ins first, in ``docs/metrics.md``'s order)."""
     return tuple(_REGISTRY.values())
 
 
@@ -178,7 +178,7 @@ class _MetricKeys(Sequence[str]):
         return repr(tuple(_REGISTRY))
 
 
-#: The §9 keys, in registry order: a live view of the registry (``tuple(METRIC_KEYS)`` for a
+#: The metric names, in registry order: a live view of the registry (``tuple(METRIC_KEYS)`` for a
 #: snapshot).
 METRIC_KEYS: Sequence[str] = _MetricKeys()
 
@@ -334,7 +334,7 @@ def _count_outcome(outcome: str) -> Callable[[Metrics], int]:
     return measure
 
 
-#: The built-in metrics, in §9's order (the order of ``metrics.csv``'s columns).
+#: The built-in metrics, in ``docs/metrics.md``'s order (the order of ``metrics.csv``'s columns).
 BUILTIN: tuple[MetricSpec, ...] = (
     MetricSpec(
         "sim_seconds", "s", None, "simulated time of the episode", True,

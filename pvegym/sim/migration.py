@@ -1,6 +1,6 @@
 """One live migration of one guest: QEMU pre-copy with auto-converge, driven by qemu-server.
 
-Model (``MODEL.md`` §6, ``reference/migration-psi.md`` §A–§C, event model C.3):
+Model (``docs/model.md``, *Live migration*; qemu-server ``QemuMigrate.pm``, QEMU ``migration/``):
 
 * **Sender.** A single stream sends pending pages at the bandwidth ``B`` (PVE enables neither multifd
   nor postcopy, A.1). Pass 1 sends all memory: the migration bitmap starts all-ones.

@@ -6,7 +6,7 @@ decay constants ``EXP_10s = 1677``, ``EXP_60s = 1981``, ``EXP_300s = 2034`` over
 :class:`PsiAverages` keeps them for many resources at once (NumPy arrays); a stall that is constant
 over k periods is folded in closed form (``e**k``), exactly what k single updates give.
 
-Contention model (``reference/migration-psi.md`` §D.3/§D.4; these are modelling choices, not kernel
+Contention model (``docs/model.md``, *Contention and PSI*; these are modelling choices, not kernel
 code): a node's CPU *some* pressure blends a per-runqueue M/M/1 term (ρ²) and a pooled M/M/c term
 for random load, plus the kernel's deterministic hog term min(max(N − P, 0)/P, 1) for demand beyond
 the cores. Memory pressure rises once memory in use exceeds what the node has above its watermark.
@@ -86,7 +86,7 @@ def mmc_some(cores: int, rho: float) -> float:
     """CPU some (fraction 0–1) of an M/M/c queue with ``cores`` servers at utilisation ``rho``.
 
     ``E[min((N − c)⁺, c)] / c``: the expected number of waiting tasks, at most one per CPU, per CPU
-    (``reference/migration-psi.md`` §D.3, item 3 — perfect global balancing, a lower bound).
+    (``docs/model.md``, *Contention and PSI* — perfect global balancing, a lower bound).
     """
     if rho <= 0.0:
         return 0.0
@@ -231,7 +231,7 @@ def memory_some(
 ) -> NDArray[np.float64]:
     """Memory some pressure (fraction 0–1): 0 while ``used`` fits under ``total × (1 − watermark)``;
     above it, reclaim and refaults stall tasks in proportion to the overcommitted fraction × ``gain``
-    (``reference/migration-psi.md`` §D.4: a modelling proposal grounded in the memstall sources)."""
+    (``docs/model.md``: a modelling choice grounded in the memstall sources)."""
     avail = total * (1.0 - watermark)
     over = np.maximum(used - avail, 0.0)
     over *= gain / avail

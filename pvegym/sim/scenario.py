@@ -133,7 +133,7 @@ class EventSpec:
 
 @dataclass(frozen=True)
 class PsiModel:
-    """Contention → pressure parameters (``reference/migration-psi.md`` §D.3/§D.4)."""
+    """Contention → pressure parameters (``docs/model.md``, *Contention and PSI*)."""
 
     cpu_blend: float = field(0.2, ge=0.0, le=1.0)  # weight of the per-runqueue ρ² term vs M/M/c
     cpu_hog_share: float = field(

@@ -1,7 +1,7 @@
 """One simulated cluster under the HA manager: physics, the CRM round and the motion pipeline.
 
-Time advances in CRM rounds of ``round_s`` (10 s). One round, in order (``MODEL.md`` §2,
-``pve-ha-manager.md`` §1):
+Time advances in CRM rounds of ``round_s`` (10 s). One round, in order (``docs/model.md``, *Time*;
+``Manager.pm`` ``manage``):
 
 1. ``advance()`` — physics of the interval ``(t, t + round_s]``: the LRM runs queued motions
    (:mod:`pvegym.sim.motions`), then :class:`~pvegym.sim.cluster.ClusterState` computes demand,
@@ -49,7 +49,7 @@ from pvegym.sim.view import (
     Rules,
 )
 
-CHURN_PRESSURE_PCT = 10.0  # MODEL.md §9: churn_pressure_pct
+CHURN_PRESSURE_PCT = 10.0  # docs/metrics.md: churn_moves
 #: qemu-server ``QemuServer/Memory.pm`` ``hugepages_allocate``: the target cannot start the guest.
 HUGEPAGES_FAILED = "hugepage allocation failed"
 

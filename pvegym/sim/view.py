@@ -1,7 +1,7 @@
 """What a balancer sees in one CRM round, and what it may answer.
 
 The HA manager's balancer never reads ground truth. It reads what pvestatd broadcast (point samples
-every 10 s, see ``MODEL.md`` §3 and ``pve-ha-manager.md`` §5.3), the manager's own service states,
+every 10 s, see ``docs/model.md``, *Telemetry*, and ``PVE/HA/Env/PVE2.pm``), the manager's own service states,
 the configured rules and the results of finished motions (the LRM's exit). :class:`ClusterView` is
 that view, as arrays (struct of arrays) so that a policy over 2,000 guests stays cheap. A field
 whose telemetry is switched off reads NaN: policies must fail open on it.

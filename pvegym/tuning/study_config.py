@@ -1,4 +1,4 @@
-"""The study file: one TOML file in ``experiments/`` that fully determines an Optuna study (``MODEL.md`` §11).
+"""The study file: one TOML file in ``experiments/`` that fully determines an Optuna study (``docs/experiments.md``).
 
 ```toml
 name = "tune-patched"                     # default: the file's stem; results/<output or name>/

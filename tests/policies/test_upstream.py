@@ -1,4 +1,4 @@
-"""Unit tests of the upstream balancer's semantics (``reference/pve-ha-manager.md`` §3–§6)."""
+"""Unit tests of the upstream balancer's semantics (``Manager.pm`` ``load_balance``, ``Usage.pm``, the crate's scoring)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A slow, page-level reference for :mod:`pvegym.sim.migration` (tests only).
 
-Implements the same rules (``MODEL.md`` §6, ``reference/migration-psi.md`` C.3) the straightforward
+Implements the same rules (``docs/model.md``, *Live migration*) the straightforward
 way: 4 KiB pages, a migration bitmap and a KVM dirty log as boolean arrays, guest writes as a Poisson
 number of uniformly random page writes over the writable working set (a random subset of the pages)
 per 50 ms tick, a sender that scans the bitmap in address order at the bandwidth, and QEMU's and

@@ -1,4 +1,4 @@
-"""Tests of the live-migration model against the spec (``MODEL.md`` §6, ``migration-psi.md`` F).
+"""Tests of the live-migration model against the spec (``docs/model.md``, *Live migration*, *Targets*).
 
 Tolerances come from the spec's targets, never from what the model printed.
 """

@@ -1,4 +1,4 @@
-"""PSI: the kernel's averages (MODEL.md §4 targets) and the contention model's invariants."""
+"""PSI: the kernel's averages (docs/model.md, Targets) and the contention model's invariants."""
 
 import numpy as np
 import pytest
@@ -35,7 +35,7 @@ def _step_response(seconds: float) -> PsiAverages:
     ],
 )
 def test_step_response_matches_kernel_figures(seconds: float, window: str, expected: float) -> None:
-    # MODEL.md §4 [target], reference F.5: constant 100 % stall from idle, ±0.2 pp
+    # docs/model.md, Targets: constant 100 % stall from idle, ±0.2 pp
     assert getattr(_step_response(seconds), window)[0] == pytest.approx(expected, abs=0.2)
 
 
@@ -76,7 +76,8 @@ def test_kernel_hog_examples() -> None:
     ],
 )
 def test_mmc_term_matches_reference_table(cores: int, row: list[float]) -> None:
-    # reference/migration-psi.md §D.3 item 3 table, printed to 2-3 significant digits
+    # the M/M/c term (docs/model.md, Contention and PSI) tabulated independently while the model
+    # was specified, printed to 2-3 significant digits
     for rho, expected in zip([0.5, 0.7, 0.8, 0.9, 0.95], row, strict=True):
         assert 100 * mmc_some(cores, rho) == pytest.approx(expected, abs=0.06)
 

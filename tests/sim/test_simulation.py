@@ -383,7 +383,7 @@ def test_a_long_switchover_pause_spans_rounds() -> None:
 
 def test_a_stopped_positive_partner_moves_offline_and_does_not_block() -> None:
     """queue_resource_motion commands every positive partner, stopped ones too; upstream's
-    next_state_stopped moves a stopped service's config at once (pve-ha-manager.md §7)."""
+    next_state_stopped moves a stopped service's config at once (``Manager.pm``)."""
     data = _two_nodes(
         resource_affinity=[
             {"name": "t", "resources": ["vm:101", "vm:102"], "affinity": "positive"}
