@@ -330,7 +330,6 @@ class GuestCentricPolicy:
 
     def _choose(self, view: ClusterView) -> Motion | None:
         cfg = self.config
-        n = len(view.node_names)
         online = np.asarray(view.node_online, dtype=bool)
         ncs = np.asarray(view.node_cpu_some, dtype=np.float64)
         nms = np.asarray(view.node_mem_some, dtype=np.float64)
@@ -340,35 +339,17 @@ class GuestCentricPolicy:
         here = self._base.states_in(view, CURRENT_STATES) & (node >= 0)
         nd = np.where(here, node, 0)
 
-        def guest_psi(arr: Any, node_arr: FloatArray | None) -> FloatArray:
-            g = np.asarray(arr, dtype=np.float64)
-            if node_arr is None:
-                return np.nan_to_num(g, nan=0.0)
-            fallback = np.nan_to_num(node_arr[nd], nan=0.0)
-            return np.where(np.isfinite(g), g, fallback)
-
-        gcf = guest_psi(view.guest_cpu_full, None)
-        # demand (cores): received / (1 − full), plus each node's unattributed residual
-        gcpu = np.nan_to_num(np.asarray(view.guest_cpu, dtype=np.float64), nan=0.0)
-        gmaxcpu = np.asarray(view.guest_maxcpu, dtype=np.float64)
-        demand = np.minimum(gcpu / np.maximum(1.0 - gcf / 100.0, 0.05), np.maximum(gmaxcpu, gcpu))
-        demand = np.where(here, demand, 0.0)
-        node_cpu = np.asarray(view.node_cpu, dtype=np.float64)
-        attributed = np.bincount(nd[here], weights=gcpu[here], minlength=n)[:n]
-        residual = np.where(np.isfinite(node_cpu), np.maximum(node_cpu - attributed, 0.0), 0.0)
-        node_demand: FloatArray = (
-            np.bincount(nd[here], weights=demand[here], minlength=n)[:n].astype(np.float64)
-            + residual
-        )
+        gcf = self._guest_psi(view.guest_cpu_full, None, nd)
+        gcpu, demand, node_demand = self._demand(view, here, nd, gcf)
         cores = np.asarray(view.node_maxcpu, dtype=np.float64)
         # fail-open: a node without PSI telemetry reads the pressure curve of its utilisation
         curve = kernels.curve_values(
             node_demand / cores, float(cfg.curve_quadratic_share), float(cfg.curve_exponent)
         )
         ncs = np.where(np.isfinite(ncs), ncs, curve)
-        gcs = guest_psi(view.guest_cpu_some, ncs)
-        gms = guest_psi(view.guest_mem_some, nms)
-        gmf = guest_psi(view.guest_mem_full, nmf)
+        gcs = self._guest_psi(view.guest_cpu_some, ncs, nd)
+        gms = self._guest_psi(view.guest_mem_some, nms, nd)
+        gmf = self._guest_psi(view.guest_mem_full, nmf, nd)
         # the node's share of each guest's stall (fmin: a missing node value keeps the guest's)
         relievable = (
             cfg.w_cpu_some * np.fmin(gcs, ncs[nd])
@@ -407,6 +388,64 @@ class GuestCentricPolicy:
             ptr, flat, cands.source, cands.target, self._returning(view), migratable,
             suffering, online, node_mem, maxmem, memhost, demand, float(cfg.mem_headroom_frac),
         )  # fmt: skip
+        rows, costs = self._costed(view, cands, keep, memhost, gmaxmem)
+        if not rows:
+            return None
+        sel = np.asarray(rows, dtype=np.int64)
+        sub = cands.select(sel)
+        sub_ptr, sub_flat = self._members_csr(sub)
+        relief, src_after, tgt_after, mem_after, best = kernels.gc_relief(
+            sub_ptr, sub_flat, sub.source, sub.target, d_b[sel], m_b[sel],
+            np.asarray(costs, dtype=np.float64), node_demand, cores, maxmem, psi_s, nms, nmf,
+            gcs, gcf, gms, gmf, relievable, active, nd, self._weights, self._params,
+            bool(cfg.prefer_cheapest_adequate),
+        )  # fmt: skip
+        scored = self._scored(view, sub, relief, costs, src_after, tgt_after, mem_after)
+        self.last_scored = scored
+        if best < 0:
+            return None
+        return self._issue(view, cands, rows[best], scored)
+
+    @staticmethod
+    def _guest_psi(arr: Any, node_arr: FloatArray | None, nd: NDArray[np.int64]) -> FloatArray:
+        """A guest PSI series (percent); a guest without it reads its node's (``nd``: each
+        guest's node), or 0 when ``node_arr`` is None."""
+        g = np.asarray(arr, dtype=np.float64)
+        if node_arr is None:
+            return np.nan_to_num(g, nan=0.0)
+        fallback = np.nan_to_num(node_arr[nd], nan=0.0)
+        return np.where(np.isfinite(g), g, fallback)
+
+    @staticmethod
+    def _demand(
+        view: ClusterView, here: NDArray[np.bool_], nd: NDArray[np.int64], gcf: FloatArray
+    ) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(received, demand, node_demand)`` in cores: each guest's demand is what it
+        received / (1 − cpu full), each node's adds its unattributed residual."""
+        n = len(view.node_names)
+        gcpu = np.nan_to_num(np.asarray(view.guest_cpu, dtype=np.float64), nan=0.0)
+        gmaxcpu = np.asarray(view.guest_maxcpu, dtype=np.float64)
+        demand = np.minimum(gcpu / np.maximum(1.0 - gcf / 100.0, 0.05), np.maximum(gmaxcpu, gcpu))
+        demand = np.where(here, demand, 0.0)
+        node_cpu = np.asarray(view.node_cpu, dtype=np.float64)
+        attributed = np.bincount(nd[here], weights=gcpu[here], minlength=n)[:n]
+        residual = np.where(np.isfinite(node_cpu), np.maximum(node_cpu - attributed, 0.0), 0.0)
+        node_demand: FloatArray = (
+            np.bincount(nd[here], weights=demand[here], minlength=n)[:n].astype(np.float64)
+            + residual
+        )
+        return gcpu, demand, node_demand
+
+    def _costed(
+        self,
+        view: ClusterView,
+        cands: Candidates,
+        keep: NDArray[np.bool_],
+        memhost: FloatArray,
+        gmaxmem: FloatArray,
+    ) -> tuple[list[int], list[float]]:
+        """The rows of the candidates ``keep`` passes whose bundle is predicted to converge,
+        and each one's cost."""
         rows: list[int] = []
         costs: list[float] = []
         by_leader: dict[int, float | None] = {}  # a bundle costs the same to every target
@@ -420,18 +459,21 @@ class GuestCentricPolicy:
                 continue  # predicted to abort / not converge
             rows.append(i)
             costs.append(cost)
-        if not rows:
-            return None
-        sel = np.asarray(rows, dtype=np.int64)
-        sub = cands.select(sel)
-        sub_ptr, sub_flat = self._members_csr(sub)
-        relief, src_after, tgt_after, mem_after, best = kernels.gc_relief(
-            sub_ptr, sub_flat, sub.source, sub.target, d_b[sel], m_b[sel],
-            np.asarray(costs, dtype=np.float64), node_demand, cores, maxmem, psi_s, nms, nmf,
-            gcs, gcf, gms, gmf, relievable, active, nd, self._weights, self._params,
-            bool(cfg.prefer_cheapest_adequate),
-        )  # fmt: skip
-        min_p = cfg.min_pressure_pct
+        return rows, costs
+
+    def _scored(
+        self,
+        view: ClusterView,
+        sub: Candidates,
+        relief: FloatArray,
+        costs: list[float],
+        src_after: FloatArray,
+        tgt_after: FloatArray,
+        mem_after: FloatArray,
+    ) -> list[Candidate]:
+        """Each costed candidate with its relief and the pressures it leaves (percent);
+        adequate when all stay below ``min_pressure_pct``."""
+        min_p = self.config.min_pressure_pct
         columns = zip(
             sub.leader.tolist(),
             sub.target.tolist(),
@@ -442,7 +484,7 @@ class GuestCentricPolicy:
             mem_after.tolist(),
             strict=True,
         )
-        scored = [
+        return [
             Candidate(
                 view.sids[g],
                 view.node_names[d],
@@ -454,10 +496,6 @@ class GuestCentricPolicy:
             )
             for g, d, r, c, sa, ta, ma in columns
         ]
-        self.last_scored = scored
-        if best < 0:
-            return None
-        return self._issue(view, cands, rows[best], scored)
 
     @staticmethod
     def _members_csr(cands: Candidates) -> tuple[NDArray[np.int64], NDArray[np.int64]]:

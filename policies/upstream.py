@@ -449,28 +449,9 @@ class UpstreamPolicy:
         leaders: list[IntArray] = [single]
         lcpu: list[FloatArray] = [gcpu[single]]
         lmem: list[FloatArray] = [gmem[single]]
-        members: dict[int, tuple[int, ...]] = {}
-        extra_l: list[int] = []
-        extra_c: list[float] = []
-        extra_m: list[float] = []
-        for group in rules.groups:
-            if any(moving[g] for g in group):  # a partner is moving: skip the bundle (v2 change)
-                continue
-            bundle = tuple(g for g in group if started[g])
-            if not bundle:
-                continue
-            if len({int(node[g]) for g in bundle}) > 1:  # rule not enforced yet
-                continue
-            c = 0.0
-            m = 0.0
-            for g in bundle:
-                c += float(gcpu[g])
-                m += float(gmem[g])
-            extra_l.append(bundle[0])
-            extra_c.append(c)
-            extra_m.append(m)
-            if len(bundle) > 1:
-                members[bundle[0]] = bundle
+        extra_l, extra_c, extra_m, members = self._group_bundles(
+            rules, started, moving, node, gcpu, gmem
+        )
         leaders.append(np.asarray(extra_l, dtype=np.int64))
         lcpu.append(np.asarray(extra_c, dtype=np.float64))
         lmem.append(np.asarray(extra_m, dtype=np.float64))
@@ -514,6 +495,41 @@ class UpstreamPolicy:
         rows, cols = np.nonzero(allowed[:, node_order])
         targets = node_order[cols]
         return Candidates(leader[rows], src[rows], targets, bcpu[rows], bmem[rows], members)
+
+    @staticmethod
+    def _group_bundles(
+        rules: _CompiledRules,
+        started: BoolArray,
+        moving: BoolArray,
+        node: IntArray,
+        gcpu: FloatArray,
+        gmem: FloatArray,
+    ) -> tuple[list[int], list[float], list[float], dict[int, tuple[int, ...]]]:
+        """The bundles of the positive groups (§4.1): leaders, summed cpu and memory, and the
+        members of each bundle of more than one guest."""
+        members: dict[int, tuple[int, ...]] = {}
+        extra_l: list[int] = []
+        extra_c: list[float] = []
+        extra_m: list[float] = []
+        for group in rules.groups:
+            if any(moving[g] for g in group):  # a partner is moving: skip the bundle (v2 change)
+                continue
+            bundle = tuple(g for g in group if started[g])
+            if not bundle:
+                continue
+            if len({int(node[g]) for g in bundle}) > 1:  # rule not enforced yet
+                continue
+            c = 0.0
+            m = 0.0
+            for g in bundle:
+                c += float(gcpu[g])
+                m += float(gmem[g])
+            extra_l.append(bundle[0])
+            extra_c.append(c)
+            extra_m.append(m)
+            if len(bundle) > 1:
+                members[bundle[0]] = bundle
+        return extra_l, extra_c, extra_m, members
 
     # ---------------------------------------------------------------- helpers
 

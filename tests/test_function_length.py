@@ -23,28 +23,12 @@ LIMIT = 80
 _CONCURRENT = "split after the concurrent change to this file lands"
 #: ``path::qualified.name`` → why it is still long
 EXCEPTIONS: dict[str, str] = {
-    # the HA stack is being restructured by issue 15 (i15-ha, i15-rules)
-    "pvegym/sim/ha/crm.py::CRM.work": _CONCURRENT + " (issue 15, the HA stack)",
-    "pvegym/sim/ha/lrm.py::LRM.work": _CONCURRENT + " (issue 15, the HA stack)",
-    "pvegym/sim/ha/lrm.py::LRM.request_shutdown": _CONCURRENT + " (issue 15, the HA stack)",
-    "pvegym/sim/ha/lrm.py::LRM.exec_resource_agent": _CONCURRENT + " (issue 15, the HA stack)",
-    "pvegym/sim/ha/manager.py::Manager.update_crm_commands": _CONCURRENT + " (issue 15)",
-    "pvegym/sim/ha/manager.py::Manager._state_machine": _CONCURRENT + " (issue 15)",
-    "pvegym/sim/ha/manager.py::Manager.next_state_started": _CONCURRENT + " (issue 15)",
-    "pvegym/sim/ha/section_config.py::SectionConfig.parse_config": _CONCURRENT + " (issue 15)",
-    # the simulation's LRM and the workload bank: issues 15, 17 and 18
-    "pvegym/sim/simulation.py::Simulation._lrm": _CONCURRENT + " (issues 15 and 17)",
-    "pvegym/sim/simulation.py::Simulation._build_view": _CONCURRENT + " (issues 15 and 17)",
-    "pvegym/sim/cluster.py::ClusterState.__init__": _CONCURRENT + " (issue 17's physics)",
-    "pvegym/sim/memory.py::compute_alg1": _CONCURRENT
-    + " (issue 17; a port of pve-manager AutoBalloon.pm compute_alg1, split with its owner)",
+    # the workload bank: issue 18
     "pvegym/sim/workload.py::WorkloadBank.__init__": _CONCURRENT + " (issue 18, i18-reliability)",
-    # learning, tuning and the heuristics: issues 19 and 20
+    # learning and tuning: issues 18 and 19
     "pvegym/learning/train.py::train": _CONCURRENT + " (issue 19, i19-learning)",
     "pvegym/learning/recipe.py::train_seed": _CONCURRENT + " (issue 19, i19-learning)",
     "pvegym/tuning/report.py::summary_text": _CONCURRENT + " (issues 18 and 19)",
-    "policies/guest_centric.py::GuestCentricPolicy._choose": _CONCURRENT + " (issue 20)",
-    "policies/upstream.py::UpstreamPolicy.candidates": _CONCURRENT + " (issue 20)",
 }
 
 

@@ -111,6 +111,41 @@ class ClusterState:
         self.guests = tuple(sorted(scenario.guests, key=lambda g: g.sid))
         self.node_names = tuple(n.name for n in self.nodes)
         self.n_nodes = n = len(self.node_names)
+        self._init_node_rows(n)
+        self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
+        self.sids = tuple(x.sid for x in self.guests)
+        self.n_guests = g = len(self.sids)
+        self.node_index = {name: i for i, name in enumerate(self.node_names)}
+        self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
+        self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
+        self._init_guest_rows(g)
+        # one bank for every signal: [guest cpu | guest memhost | node base cpu | node base mem]
+        specs = [x.cpu for x in self.guests] + [x.memhost for x in self.guests]
+        specs += [x.base_cpu for x in self.nodes] + [x.base_mem for x in self.nodes]
+        self.bank = WorkloadBank(specs, rng)
+        self.cpu_pressure = CpuPressureModel(self.node_maxcpu, pm.cpu_blend, pm.cpu_hog_share)
+        self.node = self.home.copy()  # where each guest runs now
+        self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
+        # outputs of the last round: instantaneous pressure (0–1), PSI averages, and the totals
+        # (stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some
+        # %, nodes past their OOM limit: rows ``layout.T_*``)
+        self.totals = np.zeros(L.TOTALS)
+        self._decay_dt = -1.0
+        self._decay = np.ones(3)
+        pm, cp = self.psi_model, self.cpu_pressure
+        # the round's arguments, bound once (every array above is updated in place): the
+        # workload bank's (its ``out`` is the signals the round reads), then the physics'
+        self._round_args: tuple[Any, ...] = (
+            *self.bank.kernel_args,
+            self.node, self.running, self.guest_rows, self.node_rows,
+            self.node_online, cp.tables, cp.rows, GRID_STEPS,
+            cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
+            self.totals,
+        )  # fmt: skip
+        self._round = entry_point(cluster_round, 0.0, 0.0, *self._round_args)
+
+    def _init_node_rows(self, n: int) -> None:
+        """The per-node float arrays, rows of :attr:`node_rows`, for ``n`` nodes."""
         # per-node and per-guest float arrays are rows of two matrices (the attributes are row
         # views), so the round kernel takes two arrays instead of sixteen (~75–150 ns each)
         # (rows: :mod:`pvegym.sim.layout`)
@@ -137,12 +172,9 @@ class ClusterState:
         self.node_maxcpu[:] = [float(x.maxcpu) for x in self.nodes]
         self.node_maxmem[:] = [x.maxmem for x in self.nodes]
         self.oom_limit[:] = [x.maxmem + x.swap_bytes for x in self.nodes]
-        self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
-        self.sids = tuple(x.sid for x in self.guests)
-        self.n_guests = g = len(self.sids)
-        self.node_index = {name: i for i, name in enumerate(self.node_names)}
-        self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
-        self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
+
+    def _init_guest_rows(self, g: int) -> None:
+        """The per-guest float arrays, rows of :attr:`guest_rows`, for ``g`` guests."""
         rows = self.guest_rows = np.zeros((L.GUEST_MATRIX_ROWS, g))
         self.guest_maxcpu = rows[L.G_MAXCPU]  # vCPUs
         self.guest_maxmem = rows[L.G_MAXMEM]  # bytes
@@ -168,30 +200,6 @@ class ClusterState:
         self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
         self.run_fraction[:] = 1.0
         self.balloon[:] = self.guest_maxmem
-        # one bank for every signal: [guest cpu | guest memhost | node base cpu | node base mem]
-        specs = [x.cpu for x in self.guests] + [x.memhost for x in self.guests]
-        specs += [x.base_cpu for x in self.nodes] + [x.base_mem for x in self.nodes]
-        self.bank = WorkloadBank(specs, rng)
-        self.cpu_pressure = CpuPressureModel(self.node_maxcpu, pm.cpu_blend, pm.cpu_hog_share)
-        self.node = self.home.copy()  # where each guest runs now
-        self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
-        # outputs of the last round: instantaneous pressure (0–1), PSI averages, and the totals
-        # (stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some
-        # %, nodes past their OOM limit: rows ``layout.T_*``)
-        self.totals = np.zeros(L.TOTALS)
-        self._decay_dt = -1.0
-        self._decay = np.ones(3)
-        pm, cp = self.psi_model, self.cpu_pressure
-        # the round's arguments, bound once (every array above is updated in place): the
-        # workload bank's (its ``out`` is the signals the round reads), then the physics'
-        self._round_args: tuple[Any, ...] = (
-            *self.bank.kernel_args,
-            self.node, self.running, self.guest_rows, self.node_rows,
-            self.node_online, cp.tables, cp.rows, GRID_STEPS,
-            cp.blend, cp.hog_share, pm.mem_watermark, pm.mem_gain, pm.mem_full_ratio, self._decay,
-            self.totals,
-        )  # fmt: skip
-        self._round = entry_point(cluster_round, 0.0, 0.0, *self._round_args)
 
     # instantaneous per-round pressure (fractions 0–1)
     @property

@@ -50,6 +50,68 @@ DEFAULT_SHARES = 1000
 KSM_PAGE = 4096
 
 
+def _alg1_change(
+    vms: dict[int, dict[str, float]],
+    maxchange: float,
+    res: dict[int, float],
+    idlist: list[int],
+    amount: float,
+) -> float:
+    """``compute_alg1``'s ``$change_func``: share ``amount`` bytes of balloon change among the
+    VMs of ``idlist`` by their shares, at most ``maxchange`` bytes each, into ``res``; the
+    bytes left unassigned."""
+    rest = amount
+    repeat = True
+    done: set[int] = set()
+    progress = 1.0
+    while rest and repeat and progress:
+        repeat = False
+        progress = 0.0
+        shares_total = 0.0
+        alloc_old = 0.0
+        for v in idlist:
+            if v in done:
+                continue
+            d = vms[v]
+            balloon = res.get(v, d["balloon"])
+            alloc_old += balloon - d["balloon_min"]
+            shares_total += d["shares"] or DEFAULT_SHARES
+        changes = 0.0
+        alloc_new = alloc_old + rest
+        for v in idlist:
+            if v in done:
+                continue
+            d = vms[v]
+            shares = d["shares"] or DEFAULT_SHARES
+            desired = d["balloon_min"] + math.trunc((alloc_new / shares_total) * shares)
+            if desired > d["maxmem"]:
+                desired = d["maxmem"]
+                repeat = True
+            elif desired < d["balloon_min"]:
+                desired = d["balloon_min"]
+                repeat = True
+            if amount > 0 and desired - d["balloon"] > 0:  # grow
+                new = d["balloon"] + maxchange
+                balloon = desired if new > desired else new
+            elif desired - d["balloon"] < 0:  # shrink
+                new = d["balloon"] - maxchange
+                balloon = new if new > desired else desired
+            else:
+                done.add(v)
+                continue
+            diff = balloon - d["balloon"]
+            if diff != 0:
+                old = res.get(v, d["balloon"])
+                res[v] = balloon
+                step = balloon - old
+                if step != 0:
+                    changes += step
+                    progress += abs(diff)
+                    repeat = True
+        rest -= changes
+    return rest
+
+
 def compute_alg1(
     vms: dict[int, dict[str, float]], goal: float, maxchange: float
 ) -> dict[int, float]:
@@ -58,58 +120,6 @@ def compute_alg1(
     ``vms`` maps a VM to its ``vmstatus`` fields: ``balloon`` (current size), ``balloon_min``,
     ``maxmem``, ``freemem`` (guest free memory, 0 if unknown), ``shares``, ``lock`` (1 = migrating).
     """
-
-    def change(res: dict[int, float], idlist: list[int], amount: float) -> float:
-        rest = amount
-        repeat = True
-        done: set[int] = set()
-        progress = 1.0
-        while rest and repeat and progress:
-            repeat = False
-            progress = 0.0
-            shares_total = 0.0
-            alloc_old = 0.0
-            for v in idlist:
-                if v in done:
-                    continue
-                d = vms[v]
-                balloon = res.get(v, d["balloon"])
-                alloc_old += balloon - d["balloon_min"]
-                shares_total += d["shares"] or DEFAULT_SHARES
-            changes = 0.0
-            alloc_new = alloc_old + rest
-            for v in idlist:
-                if v in done:
-                    continue
-                d = vms[v]
-                shares = d["shares"] or DEFAULT_SHARES
-                desired = d["balloon_min"] + math.trunc((alloc_new / shares_total) * shares)
-                if desired > d["maxmem"]:
-                    desired = d["maxmem"]
-                    repeat = True
-                elif desired < d["balloon_min"]:
-                    desired = d["balloon_min"]
-                    repeat = True
-                if amount > 0 and desired - d["balloon"] > 0:  # grow
-                    new = d["balloon"] + maxchange
-                    balloon = desired if new > desired else new
-                elif desired - d["balloon"] < 0:  # shrink
-                    new = d["balloon"] - maxchange
-                    balloon = new if new > desired else desired
-                else:
-                    done.add(v)
-                    continue
-                diff = balloon - d["balloon"]
-                if diff != 0:
-                    old = res.get(v, d["balloon"])
-                    res[v] = balloon
-                    step = balloon - old
-                    if step != 0:
-                        changes += step
-                        progress += abs(diff)
-                        repeat = True
-            rest -= changes
-        return rest
 
     idlist: list[int] = []
     pressured: list[int] = []  # idlist1: VMs with memory pressure
@@ -130,13 +140,13 @@ def compute_alg1(
             pressured.append(v)
     res: dict[int, float] = {}
     if goal > BALLOON_DEAD_ZONE:
-        rest = change(res, pressured, goal)
+        rest = _alg1_change(vms, maxchange, res, pressured, goal)
         if rest >= goal:  # no progress: consider all VMs
-            change(res, idlist, rest)
+            _alg1_change(vms, maxchange, res, idlist, rest)
     elif goal < -BALLOON_DEAD_ZONE:
-        rest = change(res, relaxed, goal)
+        rest = _alg1_change(vms, maxchange, res, relaxed, goal)
         if rest <= goal:
-            change(res, idlist, rest)
+            _alg1_change(vms, maxchange, res, idlist, rest)
     # pvestatd: my $target = int($res->{$vmid}); the balloon command takes whole bytes
     return {v: float(math.trunc(b)) for v, b in res.items()}
 

@@ -318,30 +318,9 @@ class Simulation:
                 if job.t_phase_end >= t1:
                     return
                 t = job.t_phase_end
-                if not self._migratable_list[g]:
-                    self._finish(job, t, ok=False, reason="local resource")
+                if not self._start_transfer(job, t):
                     continue
-                spec = self.guests[g]
-                if spec.hugepages and (
-                    cl.node_maxmem[job.target] - cl.node_mem[job.target] < spec.maxmem
-                ):  # qemu-server Memory.pm hugepages_allocate, when the target starts the guest
-                    self._finish(job, t, ok=False, reason=HUGEPAGES_FAILED)
-                    continue
-                memory = spec.maxmem
-                footprint = self.memory.footprint(g)  # KSM-merged pages are sent whole
-                job.migration = Migration.for_guest(
-                    self._migration_template,
-                    memory,
-                    min(max(footprint, 1.0), memory),
-                    spec.dirty_rate,
-                    spec.wws if spec.wws is not None else memory,
-                    spec.throttle_sensitivity,
-                    spec.xbzrle_delta,
-                    reuse=self._ended_migration,
-                )
-                self._ended_migration = None
-                phase = job.phase = "transfer"
-                job.t_transfer_start = t
+                phase = "transfer"
             if phase == "transfer":
                 mig = job.migration
                 assert mig is not None
@@ -354,25 +333,7 @@ class Simulation:
                     cl.reserved_mem[job.target] += self.memory.footprint(g)
                     return
                 t = job.t_transfer_start + mig.t
-                self.metrics.migration_bytes += mig.transferred
-                self.metrics.migration_seconds += mig.t
-                # nothing reads an ended migration: the next one reuses its arrays
-                job.migration, self._ended_migration = None, mig
-                if outcome == COMPLETED:  # from now on the guest counts on the target
-                    down = mig.guest_pause_s  # QEMU downtime + poll lag + resume on target
-                    run_fraction[g] -= min(down, t1 - t) / dt
-                    if down > t1 - t:  # a long pause continues into the next rounds
-                        self._pause_left[g] = down - (t1 - t)
-                    self.metrics.downtime_s += down
-                    cl.node[g] = job.target
-                    self.memory.arrived(g)
-                    self.telemetry.arrived(g, t + down, job.source)  # runs there after the pause
-                    self._finish(job, t, ok=True, pause_s=down)
-                else:
-                    cl.reserved_mem[job.target] += self.memory.footprint(g)
-                    self._finish(
-                        job, t, ok=False, aborted=True, reason=mig.error or "no convergence"
-                    )
+                self._transfer_ended(job, mig, outcome, t, t1, dt)
                 continue
             if phase == "down":
                 lo, hi = max(job.t_transfer_start, t0), min(job.t_phase_end, t1)
@@ -386,6 +347,60 @@ class Simulation:
                 self.memory.arrived(g)
                 self.telemetry.arrived(g, t, job.source)
                 self._finish(job, t, ok=True, pause_s=down)
+
+    def _start_transfer(self, job: Job, t: float) -> bool:
+        """The end of a job's precheck at ``t``: start its live migration, or fail the job (a
+        local resource, or huge pages the target cannot allocate); whether it transfers."""
+        cl, g = self.cluster, job.guest
+        if not self._migratable_list[g]:
+            self._finish(job, t, ok=False, reason="local resource")
+            return False
+        spec = self.guests[g]
+        if spec.hugepages and (
+            cl.node_maxmem[job.target] - cl.node_mem[job.target] < spec.maxmem
+        ):  # qemu-server Memory.pm hugepages_allocate, when the target starts the guest
+            self._finish(job, t, ok=False, reason=HUGEPAGES_FAILED)
+            return False
+        memory = spec.maxmem
+        footprint = self.memory.footprint(g)  # KSM-merged pages are sent whole
+        job.migration = Migration.for_guest(
+            self._migration_template,
+            memory,
+            min(max(footprint, 1.0), memory),
+            spec.dirty_rate,
+            spec.wws if spec.wws is not None else memory,
+            spec.throttle_sensitivity,
+            spec.xbzrle_delta,
+            reuse=self._ended_migration,
+        )
+        self._ended_migration = None
+        job.phase = "transfer"
+        job.t_transfer_start = t
+        return True
+
+    def _transfer_ended(
+        self, job: Job, mig: Migration, outcome: str, t: float, t1: float, dt: float
+    ) -> None:
+        """A live migration that ended at ``t`` in the round ending ``t1`` (``dt`` s long):
+        completed (the guest pauses, then counts on the target) or aborted."""
+        cl, g, run_fraction = self.cluster, job.guest, self.cluster.run_fraction
+        self.metrics.migration_bytes += mig.transferred
+        self.metrics.migration_seconds += mig.t
+        # nothing reads an ended migration: the next one reuses its arrays
+        job.migration, self._ended_migration = None, mig
+        if outcome == COMPLETED:  # from now on the guest counts on the target
+            down = mig.guest_pause_s  # QEMU downtime + poll lag + resume on target
+            run_fraction[g] -= min(down, t1 - t) / dt
+            if down > t1 - t:  # a long pause continues into the next rounds
+                self._pause_left[g] = down - (t1 - t)
+            self.metrics.downtime_s += down
+            cl.node[g] = job.target
+            self.memory.arrived(g)
+            self.telemetry.arrived(g, t + down, job.source)  # runs there after the pause
+            self._finish(job, t, ok=True, pause_s=down)
+        else:
+            cl.reserved_mem[job.target] += self.memory.footprint(g)
+            self._finish(job, t, ok=False, aborted=True, reason=mig.error or "no convergence")
 
     def _migration_costs(self, job: Job, fault_s: float, wire: float) -> None:
         """What a live migration's round costs the hosts: the guest's dirty-tracking faults
@@ -651,6 +666,26 @@ class Simulation:
         self._all_ha = idx.size == cl.n_guests
         self._other_running = cl.running[self._other_idx]
 
+    def _view_results(self) -> tuple[MotionResult, ...]:
+        """The results of the HA guests' motions that ended in the last round."""
+        cl = self.cluster
+        results: tuple[MotionResult, ...] = ()
+        if self._results:
+            results = tuple(
+                MotionResult(
+                    j.sid,
+                    cl.node_names[j.source],
+                    cl.node_names[j.target],
+                    j.ok,
+                    j.reason,
+                    j.t_issued,
+                    float(j.t_end or 0.0),
+                )
+                for j in self._results
+                if self._is_ha_list[j.guest]
+            )
+        return results
+
     def _build_view(self) -> ClusterView:
         cl, idx, off = self.cluster, self.ha_idx, self._disabled
         # one copy of each telemetry block (the view is a snapshot: later rounds do not change it)
@@ -681,21 +716,7 @@ class Simulation:
             g_mem_full = nan_g if "guest_mem_full" in off else g_mem_full
         else:
             guest_cpu, guest_mem = received, memhost * ratio
-        results: tuple[MotionResult, ...] = ()
-        if self._results:
-            results = tuple(
-                MotionResult(
-                    j.sid,
-                    cl.node_names[j.source],
-                    cl.node_names[j.target],
-                    j.ok,
-                    j.reason,
-                    j.t_issued,
-                    float(j.t_end or 0.0),
-                )
-                for j in self._results
-                if self._is_ha_list[j.guest]
-            )
+        results = self._view_results()
         states = self.svc_state
         return ClusterView(
             t=self.t,

@@ -211,10 +211,17 @@ class CRM:
         return res
 
     def work(self) -> bool:
+        """One round of the CRM: its state changes first, then that state's work (CRM.pm ``work``).
+
+        Returns False when the CRM shuts down.
+        """
+        self._change_state()
+        return self._do_work(self.status["state"])
+
+    def _change_state(self) -> None:
+        """The first half of CRM.pm ``work``: "do state changes first"."""
         haenv = self.haenv
         state = self.status["state"]
-
-        # do state changes first
         if state == "wait_for_quorum":
             if self.can_get_active():
                 if self.get_protected_ha_manager_lock():
@@ -249,51 +256,15 @@ class CRM:
             elif self.active_idle_rounds:
                 self.active_idle_rounds = 0
 
-        state = self.status["state"]
-
-        # do work
+    def _do_work(self, state: str) -> bool:
+        """The second half of CRM.pm ``work``: "do work" in the state just reached."""
+        haenv = self.haenv
         if state == "wait_for_quorum":
             if self.shutdown_request:
                 return False
             haenv.sleep(5)
         elif state == "master":
-            manager = self.manager
-            if manager is None:
-                raise PerlDie("no manager")
-            starttime = haenv.get_time()
-            shutdown = False
-            try:
-                if self.shutdown_request:
-                    # safety: service gets shutdown and thus won't change manager state again.
-                    self._give_up_watchdog_protection()
-                    # release the manager lock, so another CRM slave can get it and continue to
-                    # work without waiting for the lock timeout
-                    haenv.log("info", "voluntary release CRM lock")
-                    if not haenv.release_ha_manager_lock():
-                        haenv.log("notice", "CRM lock release failed, let the lock timeout")
-                    shutdown = True
-                elif not self.cluster_state_update:
-                    # update failed but we could still renew our lock (cfs restart?), safely
-                    # skip manage and expect to update just fine next round
-                    haenv.log(
-                        "notice", "temporary inconsistent cluster state (cfs restart?), skip round"
-                    )
-                else:
-                    manager.manage()
-                    if manager.is_fully_disarmed():
-                        if not self.disarmed:
-                            haenv.log("info", "HA stack fully disarmed, releasing CRM watchdog")
-                            self._give_up_watchdog_protection()
-                            self.disarmed = True
-                    elif self.disarmed:
-                        haenv.log("info", "re-arming HA stack")
-                        self.disarmed = False
-                        # watchdog will be re-opened by get_protected_ha_manager_lock next round
-            except (PerlDie, SchedulerError) as err:
-                haenv.log("err", f"got unexpected error - {err}")
-            if shutdown:
-                return False
-            haenv.sleep_until(starttime + ROUND_TIME)
+            return self._work_as_master()
         elif state == "lost_manager_lock":
             # safety: not touching manager state in this or next FSM state
             self._give_up_watchdog_protection()
@@ -306,4 +277,46 @@ class CRM:
             # wait until we get master
         else:
             raise PerlDie(f"got unexpected status '{state}'")
+        return True
+
+    def _work_as_master(self) -> bool:
+        """The master's round: manage the cluster, or release the lock on a shutdown request."""
+        haenv = self.haenv
+        manager = self.manager
+        if manager is None:
+            raise PerlDie("no manager")
+        starttime = haenv.get_time()
+        shutdown = False
+        try:
+            if self.shutdown_request:
+                # safety: service gets shutdown and thus won't change manager state again.
+                self._give_up_watchdog_protection()
+                # release the manager lock, so another CRM slave can get it and continue to
+                # work without waiting for the lock timeout
+                haenv.log("info", "voluntary release CRM lock")
+                if not haenv.release_ha_manager_lock():
+                    haenv.log("notice", "CRM lock release failed, let the lock timeout")
+                shutdown = True
+            elif not self.cluster_state_update:
+                # update failed but we could still renew our lock (cfs restart?), safely
+                # skip manage and expect to update just fine next round
+                haenv.log(
+                    "notice", "temporary inconsistent cluster state (cfs restart?), skip round"
+                )
+            else:
+                manager.manage()
+                if manager.is_fully_disarmed():
+                    if not self.disarmed:
+                        haenv.log("info", "HA stack fully disarmed, releasing CRM watchdog")
+                        self._give_up_watchdog_protection()
+                        self.disarmed = True
+                elif self.disarmed:
+                    haenv.log("info", "re-arming HA stack")
+                    self.disarmed = False
+                    # watchdog will be re-opened by get_protected_ha_manager_lock next round
+        except (PerlDie, SchedulerError) as err:
+            haenv.log("err", f"got unexpected error - {err}")
+        if shutdown:
+            return False
+        haenv.sleep_until(starttime + ROUND_TIME)
         return True

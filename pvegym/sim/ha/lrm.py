@@ -27,7 +27,7 @@ from typing import Any
 
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.perl import PerlDie, numify, to_str, truthy
-from pvegym.sim.ha.resources import Job, await_result, run_in_place
+from pvegym.sim.ha.resources import Job, ResourcePlugin, await_result, run_in_place
 from pvegym.sim.ha.tools import (
     ERROR,
     ETRY_AGAIN,
@@ -113,6 +113,33 @@ class LRM:
         if shutdown:  # don't log this on service restart, only on node shutdown
             haenv.log("info", f"got shutdown request with shutdown policy '{shutdown_policy}'")
 
+        freeze_all, maintenance = self._shutdown_policy_effect(shutdown_policy, reboot)
+
+        if maintenance:
+            # the manager marks us unavailable and migrates all services away; the same "can we
+            # exit" clause as a normal shutdown applies: no running service on this node
+            pass
+        elif shutdown:
+            # *always* queue stop jobs for all services if the node shuts down, independent if
+            # it's a reboot or a poweroff, else we may corrupt services or hinder node shutdown
+            for sid, sd in self.service_status.items():
+                if not sd.get("node") or sd["node"] != nodename:
+                    continue
+                # Note: use undef uid to mark shutdown/stop jobs
+                self.queue_resource_command(sid, None, "request_stop")
+
+        self._enter_shutdown_mode(shutdown, reboot, shutdown_policy, freeze_all, maintenance)
+
+        self.shutdown_request = haenv.get_time()
+        try:
+            if not self.update_lrm_status():
+                raise PerlDie("not quorate?")
+        except PerlDie as err:
+            haenv.log("err", f"unable to update lrm status file - {err}")
+
+    def _shutdown_policy_effect(self, shutdown_policy: str, reboot: bool) -> tuple[bool, bool]:
+        """``(freeze_all, maintenance)`` of a datacenter ``shutdown_policy`` (LRM.pm ``shutdown_request``)."""
+        haenv = self.haenv
         freeze_all = False
         maintenance = False
         if shutdown_policy == "conditional":
@@ -128,20 +155,18 @@ class LRM:
                 "err", f"unknown shutdown policy '{shutdown_policy}', fall back to conditional"
             )
             freeze_all = reboot
+        return freeze_all, maintenance
 
-        if maintenance:
-            # the manager marks us unavailable and migrates all services away; the same "can we
-            # exit" clause as a normal shutdown applies: no running service on this node
-            pass
-        elif shutdown:
-            # *always* queue stop jobs for all services if the node shuts down, independent if
-            # it's a reboot or a poweroff, else we may corrupt services or hinder node shutdown
-            for sid, sd in self.service_status.items():
-                if not sd.get("node") or sd["node"] != nodename:
-                    continue
-                # Note: use undef uid to mark shutdown/stop jobs
-                self.queue_resource_command(sid, None, "request_stop")
-
+    def _enter_shutdown_mode(
+        self,
+        shutdown: bool,
+        reboot: bool,
+        shutdown_policy: str,
+        freeze_all: bool,
+        maintenance: bool,
+    ) -> None:
+        """Log the shutdown and set :attr:`mode`: maintenance, restart (freeze) or shutdown."""
+        haenv = self.haenv
         if shutdown:
             shutdown_type = "reboot" if reboot else "shutdown"
             if self.is_maintenance_requested():
@@ -177,13 +202,6 @@ class LRM:
         else:
             haenv.log("info", "restart LRM, freeze all services")
             self.mode = "restart"
-
-        self.shutdown_request = haenv.get_time()
-        try:
-            if not self.update_lrm_status():
-                raise PerlDie("not quorate?")
-        except PerlDie as err:
-            haenv.log("err", f"unable to update lrm status file - {err}")
 
     # ------------------------------------------------------------------ status
 
@@ -320,6 +338,10 @@ class LRM:
             self.ha_agent_wd = None  # only delete after close!
 
     def work(self) -> bool:
+        """One round of the LRM: its state changes first, then that state's work (LRM.pm ``work``).
+
+        Returns False when the LRM exits.
+        """
         haenv = self.haenv
 
         if not self.process.wrote_lrm_status_at_startup:
@@ -333,7 +355,12 @@ class LRM:
         self.update_service_status()
         fence_request = self.is_fence_requested()
 
-        # do state changes first
+        self._change_state(state, fence_request)
+        return self._do_work(self.status["state"])
+
+    def _change_state(self, state: str, fence_request: bool) -> None:
+        """The first half of LRM.pm ``work``: "do state changes first"."""
+        haenv = self.haenv
         if state == "wait_for_agent_lock":
             service_count = self.active_service_count()
             if self.mode == "disarm":
@@ -349,68 +376,76 @@ class LRM:
             if not fence_request and haenv.quorate() and self.get_protected_ha_agent_lock():
                 self.set_local_status({"state": "active"})
         elif state == "active":
-            if fence_request:
-                haenv.log("err", "node needs to be fenced - releasing agent_lock\n")
-                self.set_local_status({"state": "lost_agent_lock"})
-            elif not self.get_protected_ha_agent_lock():
-                self.set_local_status({"state": "lost_agent_lock"})
-            elif self.is_maintenance_requested():
-                self.set_local_status({"state": "maintenance"})
-            elif self.mode == "disarm" and not self.run_workers():
-                haenv.log("info", "HA disarm requested, releasing agent lock and watchdog")
-                # safety: disarm requested, no fence request and no running workers: idle is safe
-                haenv.release_ha_agent_lock()
-                self._give_up_watchdog_protection()
-                self.set_local_status({"state": "wait_for_agent_lock"})
-            elif not self.has_configured_service_on_local_node() and not self.run_workers():
-                # no active service configured for this node and all (old) workers are done
-                self.active_idle_rounds += 1
-                if self.active_idle_rounds > MAX_ACTIVE_IDLE_ROUNDS:
-                    haenv.log(
-                        "info",
-                        f"node had no service configured for {MAX_ACTIVE_IDLE_ROUNDS} rounds,"
-                        " going idle.\n",
-                    )
-                    # safety: no active service & no running worker for quite some time -> OK
-                    haenv.release_ha_agent_lock()
-                    self._give_up_watchdog_protection()
-                    self.set_local_status({"state": "wait_for_agent_lock"})
-                    self.active_idle_rounds = 0
-            elif self.active_idle_rounds:
-                self.active_idle_rounds = 0
+            self._change_state_active(fence_request)
         elif state == "maintenance":
-            if fence_request:
-                haenv.log(
-                    "err",
-                    "node needs to be fenced during maintenance mode - releasing agent_lock\n",
-                )
-                self.set_local_status({"state": "lost_agent_lock"})
-            elif (
-                self.mode == "disarm" and not self.active_service_count() and not self.run_workers()
-            ):
-                # disarm takes priority - release lock and watchdog, go idle
+            self._change_state_maintenance(fence_request)
+
+    def _change_state_active(self, fence_request: bool) -> None:
+        """State changes of an active LRM: fenced, lost lock, maintenance, disarmed or idle."""
+        haenv = self.haenv
+        if fence_request:
+            haenv.log("err", "node needs to be fenced - releasing agent_lock\n")
+            self.set_local_status({"state": "lost_agent_lock"})
+        elif not self.get_protected_ha_agent_lock():
+            self.set_local_status({"state": "lost_agent_lock"})
+        elif self.is_maintenance_requested():
+            self.set_local_status({"state": "maintenance"})
+        elif self.mode == "disarm" and not self.run_workers():
+            haenv.log("info", "HA disarm requested, releasing agent lock and watchdog")
+            # safety: disarm requested, no fence request and no running workers: idle is safe
+            haenv.release_ha_agent_lock()
+            self._give_up_watchdog_protection()
+            self.set_local_status({"state": "wait_for_agent_lock"})
+        elif not self.has_configured_service_on_local_node() and not self.run_workers():
+            # no active service configured for this node and all (old) workers are done
+            self.active_idle_rounds += 1
+            if self.active_idle_rounds > MAX_ACTIVE_IDLE_ROUNDS:
                 haenv.log(
                     "info",
-                    "HA disarm requested during maintenance, releasing agent lock and watchdog",
+                    f"node had no service configured for {MAX_ACTIVE_IDLE_ROUNDS} rounds,"
+                    " going idle.\n",
                 )
-                # safety: no active services and no running workers, so safe to go idle.
+                # safety: no active service & no running worker for quite some time -> OK
                 haenv.release_ha_agent_lock()
                 self._give_up_watchdog_protection()
                 self.set_local_status({"state": "wait_for_agent_lock"})
-            elif self.active_service_count() or self.run_workers():
-                # keep the lock and watchdog as long as not all services cleared the node
-                if not self.get_protected_ha_agent_lock():
-                    self.set_local_status({"state": "lost_agent_lock"})
-            elif not self.is_maintenance_requested():
-                # empty && no maintenance mode && not exited -> need to switch active again
-                if self.get_protected_ha_agent_lock():
-                    self.set_local_status({"state": "active"})
-                else:
-                    self.set_local_status({"state": "lost_agent_lock"})
+                self.active_idle_rounds = 0
+        elif self.active_idle_rounds:
+            self.active_idle_rounds = 0
 
-        state = self.status["state"]
+    def _change_state_maintenance(self, fence_request: bool) -> None:
+        """State changes in maintenance: fenced, disarmed, still draining, or active again."""
+        haenv = self.haenv
+        if fence_request:
+            haenv.log(
+                "err",
+                "node needs to be fenced during maintenance mode - releasing agent_lock\n",
+            )
+            self.set_local_status({"state": "lost_agent_lock"})
+        elif self.mode == "disarm" and not self.active_service_count() and not self.run_workers():
+            # disarm takes priority - release lock and watchdog, go idle
+            haenv.log(
+                "info",
+                "HA disarm requested during maintenance, releasing agent lock and watchdog",
+            )
+            # safety: no active services and no running workers, so safe to go idle.
+            haenv.release_ha_agent_lock()
+            self._give_up_watchdog_protection()
+            self.set_local_status({"state": "wait_for_agent_lock"})
+        elif self.active_service_count() or self.run_workers():
+            # keep the lock and watchdog as long as not all services cleared the node
+            if not self.get_protected_ha_agent_lock():
+                self.set_local_status({"state": "lost_agent_lock"})
+        elif not self.is_maintenance_requested():
+            # empty && no maintenance mode && not exited -> need to switch active again
+            if self.get_protected_ha_agent_lock():
+                self.set_local_status({"state": "active"})
+            else:
+                self.set_local_status({"state": "lost_agent_lock"})
 
-        # do work
+    def _do_work(self, state: str) -> bool:
+        """The second half of LRM.pm ``work``: "do work" in the state just reached."""
+        haenv = self.haenv
         if state == "wait_for_agent_lock":
             if self.shutdown_request:
                 return False
@@ -428,52 +463,64 @@ class LRM:
                 return False
             haenv.sleep_until(starttime + ROUND_TIME)
         elif state == "lost_agent_lock":
-            # NOTE: watchdog is active and will trigger soon! so we hope to get the lock back soon!
-            if self.shutdown_request:
-                service_count = self.active_service_count()
-                if service_count > 0:
-                    haenv.log(
-                        "err",
-                        "got shutdown request in state 'lost_agent_lock' - "
-                        f"detected {service_count} running services",
-                    )
-                    if self.mode == "restart":
-                        state_mt = self.status.get("state_change_time", 0)
-                        # watchdog should have already triggered; in restart mode with infinite
-                        # stop timeout -> exit now, we do not touch services: relatively safe
-                        if haenv.get_time() - state_mt > 90:
-                            haenv.log(
-                                "err",
-                                "lost agent lock and restart request for over 90 seconds - giving up!",
-                            )
-                            return False
-                else:
-                    # safety: all services are stopped, so we can close the watchdog
-                    self._give_up_watchdog_protection()
-                    return False
-            haenv.sleep(5)
+            return self._work_lost_agent_lock()
         elif state == "maintenance":
-            starttime = haenv.get_time()
-            if not self.update_service_status():
-                return False  # sic: upstream's bare ``return`` ends the LRM
-            # wait until all active services moved away
-            service_count = self.active_service_count()
-            exit_lrm = False
-            if service_count == 0 and self.run_workers() == 0:
-                # safety: going into maintenance and all active services got moved -> OK
-                self._give_up_watchdog_protection()
-                if self.shutdown_request:
-                    exit_lrm = True
-                # maintenance mode with no or only frozen services anymore, release the lock
-                haenv.release_ha_agent_lock()
-            if not exit_lrm:
-                self.manage_resources()
-            self.update_lrm_status()
-            if exit_lrm:
-                return False
-            haenv.sleep_until(starttime + 5)
+            return self._work_maintenance()
         else:
             raise PerlDie(f"got unexpected status '{state}'")
+        return True
+
+    def _work_lost_agent_lock(self) -> bool:
+        """The lost-lock round: exit on a shutdown request when that is safe, else wait."""
+        haenv = self.haenv
+        # NOTE: watchdog is active and will trigger soon! so we hope to get the lock back soon!
+        if self.shutdown_request:
+            service_count = self.active_service_count()
+            if service_count > 0:
+                haenv.log(
+                    "err",
+                    "got shutdown request in state 'lost_agent_lock' - "
+                    f"detected {service_count} running services",
+                )
+                if self.mode == "restart":
+                    state_mt = self.status.get("state_change_time", 0)
+                    # watchdog should have already triggered; in restart mode with infinite
+                    # stop timeout -> exit now, we do not touch services: relatively safe
+                    if haenv.get_time() - state_mt > 90:
+                        haenv.log(
+                            "err",
+                            "lost agent lock and restart request for over 90 seconds - giving up!",
+                        )
+                        return False
+            else:
+                # safety: all services are stopped, so we can close the watchdog
+                self._give_up_watchdog_protection()
+                return False
+        haenv.sleep(5)
+        return True
+
+    def _work_maintenance(self) -> bool:
+        """The maintenance round: keep managing until every active service moved away."""
+        haenv = self.haenv
+        starttime = haenv.get_time()
+        if not self.update_service_status():
+            return False  # sic: upstream's bare ``return`` ends the LRM
+        # wait until all active services moved away
+        service_count = self.active_service_count()
+        exit_lrm = False
+        if service_count == 0 and self.run_workers() == 0:
+            # safety: going into maintenance and all active services got moved -> OK
+            self._give_up_watchdog_protection()
+            if self.shutdown_request:
+                exit_lrm = True
+            # maintenance mode with no or only frozen services anymore, release the lock
+            haenv.release_ha_agent_lock()
+        if not exit_lrm:
+            self.manage_resources()
+        self.update_lrm_status()
+        if exit_lrm:
+            return False
+        haenv.sleep_until(starttime + 5)
         return True
 
     def _active_round(self) -> bool:
@@ -784,23 +831,39 @@ class LRM:
             return ERROR
 
         if cmd in ("migrate", "relocate", "request_start_balance"):
-            target = params.get("target")
-            if target is None:
-                raise PerlDie(f"{cmd} '{sid}' failed - missing target")
-            if service_config.get("node") == target:
-                return SUCCESS  # already there
-            if cmd == "request_start_balance" and running:
-                haenv.log(
-                    "info", f"ignoring rebalance-on-start for service {sid} - already running"
+            return (
+                yield from self._move_service(
+                    plugin, sid, ident, cmd, service_config, params, running
                 )
-                return IGNORED
-            online = cmd == "migrate"
-            res = yield from await_result(plugin.migrate(haenv, ident, target, online))
-            # something went wrong if service is still on this node
-            if not truthy(res):
-                haenv.log("err", f"service {sid} not moved (migration error)")
-                return ERROR
-            return SUCCESS
+            )
 
         haenv.log("err", f"implement me (cmd '{cmd}')")
         return EUNKNOWN_COMMAND
+
+    def _move_service(
+        self,
+        plugin: ResourcePlugin,
+        sid: str,
+        ident: str,
+        cmd: str,
+        service_config: dict[str, Any],
+        params: dict[str, Any],
+        running: bool,
+    ) -> Job[int]:
+        """:meth:`exec_resource_agent`'s moves; ``running``: the guest runs on this node."""
+        haenv = self.haenv
+        target = params.get("target")
+        if target is None:
+            raise PerlDie(f"{cmd} '{sid}' failed - missing target")
+        if service_config.get("node") == target:
+            return SUCCESS  # already there
+        if cmd == "request_start_balance" and running:
+            haenv.log("info", f"ignoring rebalance-on-start for service {sid} - already running")
+            return IGNORED
+        online = cmd == "migrate"
+        res = yield from await_result(plugin.migrate(haenv, ident, target, online))
+        # something went wrong if service is still on this node
+        if not truthy(res):
+            haenv.log("err", f"service {sid} not moved (migration error)")
+            return ERROR
+        return SUCCESS

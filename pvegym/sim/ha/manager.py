@@ -497,22 +497,7 @@ class Manager:
                 else:
                     haenv.log("err", f"crm command error - no such service: {cmd}")
             elif m := self._RE_ENABLE_MAINT.fullmatch(cmd):
-                node = m.group(1)
-                state = ns.get_node_state(node)
-                if ms.get("disarm"):
-                    haenv.log(
-                        "warn",
-                        f"ignoring maintenance command for node {node} - HA stack is disarmed",
-                    )
-                elif state == "online":
-                    ms.setdefault("node_request", {}).setdefault(node, {})["maintenance"] = 1
-                elif state == "maintenance":
-                    haenv.log(
-                        "info",
-                        f"ignoring crm command - node {node} is already in maintenance state",
-                    )
-                else:
-                    haenv.log("err", f"crm command error - node not online: {cmd}")
+                self._crm_enable_maintenance(cmd, m.group(1))
             elif m := self._RE_DISABLE_MAINT.fullmatch(cmd):
                 node = m.group(1)
                 state = ns.get_node_state(node)
@@ -524,43 +509,71 @@ class Manager:
                 # gets flushed out at the end of the CRM loop
                 ms.setdefault("node_request", {}).setdefault(node, {}).pop("maintenance", None)
             elif m := self._RE_DISARM.fullmatch(cmd):
-                mode = m.group(1)
-                if ms.get("disarm"):
-                    haenv.log(
-                        "notice",
-                        "ignoring disarm-ha command - already in disarm state"
-                        f" ({ms['disarm'].get('state')})",
-                    )
-                else:
-                    haenv.log("info", f"got crm command: disarm-ha {mode}")
-                    if mode == "ignore":
-                        for sid in sorted(ss):
-                            haenv.log("info", f"disarm: suspending HA tracking for service '{sid}'")
-                    ms["disarm"] = {"mode": mode, "state": "disarming"}
+                self._crm_disarm(m.group(1))
             elif cmd == "arm-ha":
-                if ms.get("disarm"):
-                    haenv.log("info", "got crm command: arm-ha")
-                    # recheck node info after ignore mode, as services may have been manually
-                    # migrated while HA tracking was suspended
-                    if ms["disarm"].get("mode") == "ignore":
-                        sc, _ = haenv.read_service_config()
-                        for sid in sorted(ss):
-                            cd = sc.get(sid)
-                            if not cd:
-                                continue
-                            if cd.get("node") == ss[sid].get("node"):
-                                continue
-                            haenv.log(
-                                "info",
-                                f"service '{sid}': updating node '{ss[sid].get('node')}'"
-                                f" => '{cd.get('node')}' (changed while disarmed)",
-                            )
-                            ss[sid]["node"] = cd.get("node")
-                    del ms["disarm"]
-                else:
-                    haenv.log("notice", "ignoring arm-ha command - HA stack is not disarmed")
+                self._crm_arm()
             elif cmd:
                 haenv.log("err", f"unable to parse crm command: {cmd}")
+
+    def _crm_enable_maintenance(self, cmd: str, node: str) -> None:
+        """``enable-node-maintenance NODE``: request maintenance of an online node."""
+        haenv, ms, ns = self.haenv, self.ms, self.ns
+        state = ns.get_node_state(node)
+        if ms.get("disarm"):
+            haenv.log(
+                "warn",
+                f"ignoring maintenance command for node {node} - HA stack is disarmed",
+            )
+        elif state == "online":
+            ms.setdefault("node_request", {}).setdefault(node, {})["maintenance"] = 1
+        elif state == "maintenance":
+            haenv.log(
+                "info",
+                f"ignoring crm command - node {node} is already in maintenance state",
+            )
+        else:
+            haenv.log("err", f"crm command error - node not online: {cmd}")
+
+    def _crm_disarm(self, mode: str) -> None:
+        """``disarm-ha MODE``: start disarming the HA stack (``freeze`` or ``ignore``)."""
+        haenv, ms, ss = self.haenv, self.ms, self.ss
+        if ms.get("disarm"):
+            haenv.log(
+                "notice",
+                "ignoring disarm-ha command - already in disarm state"
+                f" ({ms['disarm'].get('state')})",
+            )
+        else:
+            haenv.log("info", f"got crm command: disarm-ha {mode}")
+            if mode == "ignore":
+                for sid in sorted(ss):
+                    haenv.log("info", f"disarm: suspending HA tracking for service '{sid}'")
+            ms["disarm"] = {"mode": mode, "state": "disarming"}
+
+    def _crm_arm(self) -> None:
+        """``arm-ha``: arm the HA stack again, taking over the nodes changed while ignored."""
+        haenv, ms, ss = self.haenv, self.ms, self.ss
+        if ms.get("disarm"):
+            haenv.log("info", "got crm command: arm-ha")
+            # recheck node info after ignore mode, as services may have been manually
+            # migrated while HA tracking was suspended
+            if ms["disarm"].get("mode") == "ignore":
+                sc, _ = haenv.read_service_config()
+                for sid in sorted(ss):
+                    cd = sc.get(sid)
+                    if not cd:
+                        continue
+                    if cd.get("node") == ss[sid].get("node"):
+                        continue
+                    haenv.log(
+                        "info",
+                        f"service '{sid}': updating node '{ss[sid].get('node')}'"
+                        f" => '{cd.get('node')}' (changed while disarmed)",
+                    )
+                    ss[sid]["node"] = cd.get("node")
+            del ms["disarm"]
+        else:
+            haenv.log("notice", "ignoring arm-ha command - HA stack is not disarmed")
 
     # ------------------------------------------------------------------ HA groups migration
 
@@ -869,7 +882,7 @@ class Manager:
         deferred: dict[str, int] | None,
     ) -> None:
         """The service state machine, repeated until no state changes, with fencing."""
-        haenv, ns, ss = self.haenv, self.ns, self.ss
+        ss = self.ss
         self.all_lrms_disarmed = False
 
         while True:
@@ -877,77 +890,96 @@ class Manager:
             for sid in sorted(ss):
                 if deferred and sid not in deferred:
                     continue
-                sd = ss[sid]
-                cd = sc.get(sid) or {"state": "disabled"}
-                uid = sd.get("uid")
-                lrm_res = lrm_results.get(uid) if uid else None
-                last_state = sd.get("state")
-
-                if last_state == "stopped":
-                    self.next_state_stopped(sid, cd, sd, lrm_res)
-                elif last_state == "started":
-                    self.next_state_started(sid, cd, sd, lrm_res)
-                elif last_state == "request_start":
-                    self.next_state_request_start(sid, cd, sd, lrm_res)
-                elif last_state in ("migrate", "relocate", "request_start_balance"):
-                    self.next_state_migrate_relocate(sid, cd, sd, lrm_res)
-                elif last_state == "fence":
-                    pass  # do nothing here - wait until fenced
-                elif last_state == "recovery":
-                    self.next_state_recovery(sid, cd, sd, lrm_res)
-                elif last_state == "request_stop":
-                    self.next_state_request_stop(sid, cd, sd, lrm_res)
-                elif last_state == "freeze":
-                    lrm_mode = lrm_modes.get(sd["node"]) if sd.get("node") else None
-                    if lrm_mode == "active":  # unfreeze if active again
-                        state = "started" if cd.get("state") == "started" else "request_stop"
-                        self.change_service_state(sid, state)
-                elif last_state == "error":
-                    self.next_state_error(sid, cd, sd, lrm_res)
-                else:
-                    raise PerlDie(f"unknown service state '{last_state}'")
-
-                lrm_mode = lrm_modes.get(sd["node"]) if sd.get("node") else None
-                if lrm_mode == "restart" and sd.get("state") in (
-                    "started",
-                    "stopped",
-                    "request_stop",
-                ):
-                    self.change_service_state(sid, "freeze")
-
-                if sd.get("state") != last_state:
+                if self._next_service_state(sid, sc, lrm_results, lrm_modes):
                     repeat = True
 
-            # handle fencing
-            fenced_nodes: dict[str, bool] = {}
-            for sid in sorted(ss):
-                service_state = ss[sid].get("state")
-                service_node = ss[sid].get("node")
-                if service_state != "fence":
-                    continue
-                assert service_node is not None
-                if service_node not in fenced_nodes:
-                    fenced_nodes[service_node] = ns.fence_node(service_node)
-                if not fenced_nodes[service_node]:
-                    continue
-                # node fence was successful - recover service
-                self.change_service_state(sid, "recovery")
-                repeat = True  # for faster recovery execution
-
-            # a node without services in 'fence' state (e.g. removed manually by the admin) must
-            # not be stuck in the 'fence' node state
-            for node in sorted(n for n in ns.status if n not in fenced_nodes):
-                if ns.get_node_state(node) != "fence":
-                    continue
-                haenv.log(
-                    "notice",
-                    f"node '{node}' in fence state but no services to-fence! admin interference?!",
-                )
-                if ns.fence_node(node):
-                    repeat = True
+            if self._handle_fencing():
+                repeat = True
 
             if not repeat:
                 break
+
+    def _next_service_state(
+        self,
+        sid: str,
+        sc: dict[str, dict[str, Any]],
+        lrm_results: dict[str, dict[str, Any]],
+        lrm_modes: dict[str, str],
+    ) -> bool:
+        """One service's step of :meth:`_state_machine`; whether its state changed."""
+        ss = self.ss
+        sd = ss[sid]
+        cd = sc.get(sid) or {"state": "disabled"}
+        uid = sd.get("uid")
+        lrm_res = lrm_results.get(uid) if uid else None
+        last_state = sd.get("state")
+
+        if last_state == "stopped":
+            self.next_state_stopped(sid, cd, sd, lrm_res)
+        elif last_state == "started":
+            self.next_state_started(sid, cd, sd, lrm_res)
+        elif last_state == "request_start":
+            self.next_state_request_start(sid, cd, sd, lrm_res)
+        elif last_state in ("migrate", "relocate", "request_start_balance"):
+            self.next_state_migrate_relocate(sid, cd, sd, lrm_res)
+        elif last_state == "fence":
+            pass  # do nothing here - wait until fenced
+        elif last_state == "recovery":
+            self.next_state_recovery(sid, cd, sd, lrm_res)
+        elif last_state == "request_stop":
+            self.next_state_request_stop(sid, cd, sd, lrm_res)
+        elif last_state == "freeze":
+            lrm_mode = lrm_modes.get(sd["node"]) if sd.get("node") else None
+            if lrm_mode == "active":  # unfreeze if active again
+                state = "started" if cd.get("state") == "started" else "request_stop"
+                self.change_service_state(sid, state)
+        elif last_state == "error":
+            self.next_state_error(sid, cd, sd, lrm_res)
+        else:
+            raise PerlDie(f"unknown service state '{last_state}'")
+
+        lrm_mode = lrm_modes.get(sd["node"]) if sd.get("node") else None
+        if lrm_mode == "restart" and sd.get("state") in (
+            "started",
+            "stopped",
+            "request_stop",
+        ):
+            self.change_service_state(sid, "freeze")
+
+        return sd.get("state") != last_state
+
+    def _handle_fencing(self) -> bool:
+        """Fence the nodes of services in 'fence' state, recover their services; whether any
+        state changed (the state machine repeats then)."""
+        haenv, ns, ss = self.haenv, self.ns, self.ss
+        repeat = False
+        fenced_nodes: dict[str, bool] = {}
+        for sid in sorted(ss):
+            service_state = ss[sid].get("state")
+            service_node = ss[sid].get("node")
+            if service_state != "fence":
+                continue
+            assert service_node is not None
+            if service_node not in fenced_nodes:
+                fenced_nodes[service_node] = ns.fence_node(service_node)
+            if not fenced_nodes[service_node]:
+                continue
+            # node fence was successful - recover service
+            self.change_service_state(sid, "recovery")
+            repeat = True  # for faster recovery execution
+
+        # a node without services in 'fence' state (e.g. removed manually by the admin) must
+        # not be stuck in the 'fence' node state
+        for node in sorted(n for n in ns.status if n not in fenced_nodes):
+            if ns.get_node_state(node) != "fence":
+                continue
+            haenv.log(
+                "notice",
+                f"node '{node}' in fence state but no services to-fence! admin interference?!",
+            )
+            if ns.fence_node(node):
+                repeat = True
+        return repeat
 
     # ------------------------------------------------------------------ steady state
 
@@ -1150,82 +1182,114 @@ class Manager:
             return
 
         if sd.get("cmd"):
-            cmd = sd["cmd"].pop(0)
-            if cmd in ("migrate", "relocate"):
-                target = sd["cmd"].pop(0) if sd["cmd"] else None
-                if not ns.node_is_online(to_str(target)):
-                    haenv.log(
-                        "err",
-                        f"ignore service '{sid}' {cmd} request - node '{to_str(target)}' not online",
-                    )
-                elif sd.get("node") == target:
-                    haenv.log(
-                        "info",
-                        f"ignore service '{sid}' {cmd} request - service already on node '{target}'",
-                    )
-                else:
-                    haenv.log("info", f"{cmd} service '{sid}' to node '{target}'")
-                    self.change_service_state(sid, cmd, node=sd.get("node"), target=target)
-            elif cmd == "stop":
-                timeout = sd["cmd"].pop(0) if sd["cmd"] else None
-                if numify(timeout) == 0:
-                    haenv.log("info", f"request immediate service hard-stop for service '{sid}'")
-                else:
-                    haenv.log(
-                        "info",
-                        f"request graceful stop with timeout '{to_str(timeout)}' for service '{sid}'",
-                    )
-                self.change_service_state(sid, "request_stop", timeout=timeout)
-                haenv.update_service_config({sid: {"param": {"state": "stopped"}}})
-            else:
-                haenv.log("err", f"unknown command '{cmd}' for service '{sid}'")
-            sd.pop("cmd", None)
+            self._started_command(sid, sd)
             return
 
         select_node_preference = "none"
         if lrm_res:
-            ec = lrm_res.get("exit_code")
-            if ec == SUCCESS:
-                if sd.get("failed_nodes") is not None:
-                    haenv.log(
-                        "info",
-                        f"relocation policy successful for '{sid}' on node '{sd['node']}',"
-                        f" failed nodes: {', '.join(sd['failed_nodes'])}",
-                    )
-                sd.pop("failed_nodes", None)
-                # store flag to indicate successful start - only valid while state == 'started'
-                sd["running"] = 1
-            elif ec in (ERROR, EWRONG_NODE):
-                sd.pop("running", None)
-                # apply our relocate policy if we got ERROR from the LRM
-                self.record_service_failed_on_node(sid, sd["node"])
-                if len(sd["failed_nodes"]) <= numify(cd.get("max_relocate")):
-                    # tell select_service_node to relocate if possible
-                    select_node_preference = "try-next"
-                    haenv.log(
-                        "warning",
-                        f"starting service {sid} on node '{sd['node']}' failed, relocating service.",
-                    )
-                else:
-                    haenv.log(
-                        "err",
-                        f"recovery policy for service {sid} failed, entering error state."
-                        f" Failed nodes: {', '.join(sd['failed_nodes'])}",
-                    )
-                    self.change_service_state(sid, "error")
-                    return
-            else:
-                self.record_service_failed_on_node(sid, sd["node"])
-                haenv.log("err", f"service '{sid}' got unrecoverable error (exit code {ec})")
-                # we have no safe way out (yet) for other errors
-                self.change_service_state(sid, "error")
+            preference = self._started_lrm_result(sid, cd, sd, lrm_res)
+            if preference is None:
                 return
+            select_node_preference = preference
 
         assert self.compiled_rules is not None
         node = select_service_node(
             self.compiled_rules, self.online_node_usage, sid, cd, self.ss, select_node_preference
         )
 
+        self._started_place(sid, cd, sd, lrm_res, node, select_node_preference)
+
+    def _started_command(self, sid: str, sd: dict[str, Any]) -> None:
+        """A started service's queued CRM command: migrate, relocate or stop."""
+        haenv, ns = self.haenv, self.ns
+        cmd = sd["cmd"].pop(0)
+        if cmd in ("migrate", "relocate"):
+            target = sd["cmd"].pop(0) if sd["cmd"] else None
+            if not ns.node_is_online(to_str(target)):
+                haenv.log(
+                    "err",
+                    f"ignore service '{sid}' {cmd} request - node '{to_str(target)}' not online",
+                )
+            elif sd.get("node") == target:
+                haenv.log(
+                    "info",
+                    f"ignore service '{sid}' {cmd} request - service already on node '{target}'",
+                )
+            else:
+                haenv.log("info", f"{cmd} service '{sid}' to node '{target}'")
+                self.change_service_state(sid, cmd, node=sd.get("node"), target=target)
+        elif cmd == "stop":
+            timeout = sd["cmd"].pop(0) if sd["cmd"] else None
+            if numify(timeout) == 0:
+                haenv.log("info", f"request immediate service hard-stop for service '{sid}'")
+            else:
+                haenv.log(
+                    "info",
+                    f"request graceful stop with timeout '{to_str(timeout)}' for service '{sid}'",
+                )
+            self.change_service_state(sid, "request_stop", timeout=timeout)
+            haenv.update_service_config({sid: {"param": {"state": "stopped"}}})
+        else:
+            haenv.log("err", f"unknown command '{cmd}' for service '{sid}'")
+        sd.pop("cmd", None)
+
+    def _started_lrm_result(
+        self, sid: str, cd: dict[str, Any], sd: dict[str, Any], lrm_res: dict[str, Any]
+    ) -> str | None:
+        """The LRM's result for a started service: the node preference for the next selection
+        (``none`` or ``try-next``, the relocate policy), or None when it entered the error state."""
+        haenv = self.haenv
+        select_node_preference = "none"
+        ec = lrm_res.get("exit_code")
+        if ec == SUCCESS:
+            if sd.get("failed_nodes") is not None:
+                haenv.log(
+                    "info",
+                    f"relocation policy successful for '{sid}' on node '{sd['node']}',"
+                    f" failed nodes: {', '.join(sd['failed_nodes'])}",
+                )
+            sd.pop("failed_nodes", None)
+            # store flag to indicate successful start - only valid while state == 'started'
+            sd["running"] = 1
+        elif ec in (ERROR, EWRONG_NODE):
+            sd.pop("running", None)
+            # apply our relocate policy if we got ERROR from the LRM
+            self.record_service_failed_on_node(sid, sd["node"])
+            if len(sd["failed_nodes"]) <= numify(cd.get("max_relocate")):
+                # tell select_service_node to relocate if possible
+                select_node_preference = "try-next"
+                haenv.log(
+                    "warning",
+                    f"starting service {sid} on node '{sd['node']}' failed, relocating service.",
+                )
+            else:
+                haenv.log(
+                    "err",
+                    f"recovery policy for service {sid} failed, entering error state."
+                    f" Failed nodes: {', '.join(sd['failed_nodes'])}",
+                )
+                self.change_service_state(sid, "error")
+                return None
+        else:
+            self.record_service_failed_on_node(sid, sd["node"])
+            haenv.log("err", f"service '{sid}' got unrecoverable error (exit code {ec})")
+            # we have no safe way out (yet) for other errors
+            self.change_service_state(sid, "error")
+            return None
+        return select_node_preference
+
+    def _started_place(
+        self,
+        sid: str,
+        cd: dict[str, Any],
+        sd: dict[str, Any],
+        lrm_res: dict[str, Any] | None,
+        node: str | None,
+        select_node_preference: str,
+    ) -> None:
+        """Move a started service to the node selected for it, or keep it (and restart it if it
+        went down)."""
+        haenv, ns = self.haenv, self.ns
         if node and sd.get("node") != node:
             fallback = sd.get("maintenance_node")
             if fallback is not None:

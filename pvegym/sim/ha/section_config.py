@@ -431,7 +431,6 @@ class SectionConfig:
     @classmethod
     def parse_config(cls, filename: str, raw: bytes | str, warn: Warn | None = None) -> ConfigData:
         """Parse a section-config file (see the module docstring for the result and warnings)."""
-        pdata = cls.private()
         text = _raw_text(raw)
         say: Warn = warn if warn is not None else (lambda _msg: None)
         ids: dict[str, Section | None] = {}
@@ -464,47 +463,15 @@ class SectionConfig:
                 say(f"{errprefix} - ignore config line: {line}\n")
                 continue
             kind, section_id, errmsg, config = header
-            skip = False
-            plugin = None
-            if errmsg:
-                skip = True
-                say(f"{errprefix} (skip section '{section_id}'): {errmsg.removesuffix(chr(10))}\n")
-            elif not truthy(kind):
-                skip = True
-                say(f"{errprefix} (skip section '{section_id}'): missing type - internal error\n")
-            else:
-                plugin = pdata.plugins.get(kind)
-                if plugin is None:
-                    skip = True
-                    say(f"{errprefix} (skip section '{section_id}'): unsupported type '{kind}'\n")
+            plugin = cls._section_plugin(kind, section_id, errmsg, errprefix, say)
+            skip = plugin is None
             while truthy(line := nextline()):
                 assert line is not None
                 if skip:
                     continue
                 assert plugin is not None
                 errprefix = f"file {filename} line {lineno}"
-                m = _KEY_VALUE.fullmatch(line)
-                if not m:
-                    say(f"{errprefix} (section '{section_id}') - ignore config line: {line}\n")
-                    continue
-                k, v = m.group(1), m.group(3)
-                try:
-                    schema = cls.get_property_schema(kind, k)
-                    if not schema:
-                        raise PerlDie("unknown property type\n")
-                    if schema.get("type") == "array":
-                        raise NotImplementedError("array properties are not ported")
-                    if config.get(k) is not None:
-                        raise PerlDie("duplicate attribute\n")
-                    config[k] = plugin.check_value(kind, k, v, section_id)
-                except PerlDie as err:
-                    say(
-                        f"{errprefix} (section '{section_id}') - unable to parse value of "
-                        f"'{k}': {err.message}"
-                    )
-                    errors.append(
-                        {"context": errprefix, "section": section_id, "key": k, "err": err.message}
-                    )
+                cls._parse_property(line, kind, section_id, plugin, config, errprefix, say, errors)
             if not skip and plugin is not None:
                 config["type"] = kind
                 checked: Section | None
@@ -521,6 +488,61 @@ class SectionConfig:
         if errors:
             cfg["errors"] = errors
         return cfg
+
+    @classmethod
+    def _section_plugin(
+        cls, kind: str, section_id: str, errmsg: str | None, errprefix: str, say: Warn
+    ) -> builtins.type[SectionConfig] | None:
+        """The plugin of a section header's type, or None (warned) when the section is skipped:
+        an invalid id, a missing or an unsupported type."""
+        pdata = cls.private()
+        plugin = None
+        if errmsg:
+            say(f"{errprefix} (skip section '{section_id}'): {errmsg.removesuffix(chr(10))}\n")
+        elif not truthy(kind):
+            say(f"{errprefix} (skip section '{section_id}'): missing type - internal error\n")
+        else:
+            plugin = pdata.plugins.get(kind)
+            if plugin is None:
+                say(f"{errprefix} (skip section '{section_id}'): unsupported type '{kind}'\n")
+        return plugin
+
+    @classmethod
+    def _parse_property(
+        cls,
+        line: str,
+        kind: str,
+        section_id: str,
+        plugin: builtins.type[SectionConfig],
+        config: Section,
+        errprefix: str,
+        say: Warn,
+        errors: list[ParseError],
+    ) -> None:
+        """One ``key value`` line of a section into ``config``; a line that is not one is
+        ignored, a value that does not check is warned about and recorded in ``errors``."""
+        m = _KEY_VALUE.fullmatch(line)
+        if not m:
+            say(f"{errprefix} (section '{section_id}') - ignore config line: {line}\n")
+            return
+        k, v = m.group(1), m.group(3)
+        try:
+            schema = cls.get_property_schema(kind, k)
+            if not schema:
+                raise PerlDie("unknown property type\n")
+            if schema.get("type") == "array":
+                raise NotImplementedError("array properties are not ported")
+            if config.get(k) is not None:
+                raise PerlDie("duplicate attribute\n")
+            config[k] = plugin.check_value(kind, k, v, section_id)
+        except PerlDie as err:
+            say(
+                f"{errprefix} (section '{section_id}') - unable to parse value of "
+                f"'{k}': {err.message}"
+            )
+            errors.append(
+                {"context": errprefix, "section": section_id, "key": k, "err": err.message}
+            )
 
     @classmethod
     def write_config(cls, filename: str, cfg: ConfigData) -> str:
