@@ -16,36 +16,35 @@ source of views.
 
 ``model`` is a run name (``results/<name>/model.zip`` with its resolved ``config.json``), a run
 directory, or a path to a ``.zip`` (its ``config.json`` is looked up beside it and one directory
-up, which covers ``results/<name>/checkpoints/*.zip``). The config gives the algorithm, the padded
-space sizes and the training episode length (the ``time_frac`` feature divides by it).
+up, which covers ``results/<name>/checkpoints/*.zip``). The config gives the algorithm, the policy
+class (by name, :mod:`policies.agent_spec`), its ``policy_kwargs``, the padded space sizes and the
+training episode length (the ``time_frac`` feature divides by it).
+
+Loading never unpickles: the network is rebuilt from that config and only the weights are read
+from the archive (:mod:`policies.model_file`); a ``model.zip`` carrying a pickle that would call
+anything outside stable-baselines3's own classes is refused with one line.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from policies import agent_spec
+from pvegym import limits
 from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partners
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
 from pvegym.sim.view import ClusterView, Motion
 
-#: algorithm name -> (module, class); the same table as ``pvegym.learning.train_config.ALGOS``
-#: (kept here so that the policies layer does not import the training code)
-ALGOS: dict[str, tuple[str, str]] = {
-    "PPO": ("stable_baselines3", "PPO"),
-    "A2C": ("stable_baselines3", "A2C"),
-    "DQN": ("stable_baselines3", "DQN"),
-    "MaskablePPO": ("sb3_contrib", "MaskablePPO"),
-}
-MASKABLE = frozenset({"MaskablePPO"})
 #: where run names are looked up (``results/`` of the working directory unless overridden)
 RESULTS_ENV = "PVEGYM_RESULTS"
+#: a ``config.json`` larger than this is not a pvegym train config (bytes)
+MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -59,13 +58,17 @@ class LearnedConfig:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What the policy needs besides the weights, from the run's resolved ``config.json``."""
+    """What rebuilds the agent besides its weights, from the run's resolved ``config.json``:
+    algorithm, policy class name, hyperparameters (``policy_kwargs``), padded space sizes and the
+    training episode length (s)."""
 
     path: Path
     algo: str
     max_nodes: int
     max_guests: int
     episode_seconds: float
+    policy: str = "MlpPolicy"
+    hyperparams: dict[str, Any] = field(default_factory=dict)
 
 
 def _find_config(zip_path: Path) -> Path | None:
@@ -76,41 +79,86 @@ def _find_config(zip_path: Path) -> Path | None:
 
 
 def resolve_model(model: str, path: str = "model") -> ModelInfo:
-    """Find a model's ``.zip`` and its resolved config; a missing one is a ConfigError."""
+    """Find a model's ``.zip`` and its resolved config; a missing or malformed one is a
+    one-line ConfigError at ``path``."""
     if not model:
         raise ConfigError(path, "is required (a run name under results/, a run dir or a .zip)")
+    if "\x00" in model:
+        raise ConfigError(path, f"{show(model)} is not a path (NUL byte)")
     p = Path(model)
     candidates = [
         p,
         p / "model.zip",
         Path(os.environ.get(RESULTS_ENV, "results")) / model / "model.zip",
     ]
-    zip_path = next((c for c in candidates if c.suffix == ".zip" and c.is_file()), None)
+    try:
+        zip_path = next((c for c in candidates if c.suffix == ".zip" and c.is_file()), None)
+    except OSError as err:  # e.g. a name too long for the file system
+        raise ConfigError(path, f"{show(model)} is not a usable path ({err.strerror})") from None
     if zip_path is None:
-        raise ConfigError(
-            path, f"no trained model {model!r} (looked for {', '.join(map(str, candidates[1:]))})"
-        )
+        looked = show(", ".join(map(str, candidates[1:])), 200, quote=False)
+        raise ConfigError(path, f"no trained model {show(model)} (looked for {looked})")
     cfg_path = _find_config(zip_path)
     if cfg_path is None:
         raise ConfigError(
-            path, f"{zip_path} has no config.json beside it (written by pvegym train)"
+            path,
+            f"{show(str(zip_path), 120)} has no config.json beside it (written by pvegym train)",
         )
+    where = show(str(cfg_path), 120)
     try:
-        cfg = json.loads(cfg_path.read_text())
-        algo = str(cfg["algo"])
-        spaces = cfg["spaces"]
-        env = cfg.get("env", {})
-        seconds = env.get("episode_seconds")
-        if seconds is None:
-            seconds = _scenario_duration(str(env.get("scenario", "small")))
-        info = ModelInfo(
-            zip_path, algo, int(spaces["max_nodes"]), int(spaces["max_guests"]), float(seconds)
-        )
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ConfigError(path, f"{cfg_path} is not a pvegym train config: {err!r}") from None
-    if info.algo not in ALGOS:
-        raise ConfigError(path, f"{cfg_path}: unknown algo {info.algo!r}")
-    return info
+        if cfg_path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ValueError(f"larger than {MAX_CONFIG_BYTES} bytes")
+        cfg = json.loads(cfg_path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+        return _model_info(zip_path, cfg, path)
+    except ConfigError as err:
+        raise ConfigError(path, f"{where}: {err}") from None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        raise ConfigError(
+            path, f"{where} is not a pvegym train config: {show(str(err), 120, quote=False)}"
+        ) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def _model_info(zip_path: Path, cfg: Any, path: str) -> ModelInfo:
+    """Check the fields of a resolved train config that rebuild the agent."""
+    if not isinstance(cfg, dict):
+        raise ValueError("not a JSON object")
+    algo = cfg.get("algo")
+    if algo not in agent_spec.ALGOS:
+        raise ConfigError("algo", f"{show(algo)} is not allowed ({', '.join(agent_spec.ALGOS)})")
+    spaces = cfg.get("spaces")
+    if not isinstance(spaces, dict):
+        raise ConfigError("spaces", "is required (max_nodes, max_guests)")
+    sizes = []
+    for key, limit in (("max_nodes", limits.MAX_NODES), ("max_guests", limits.MAX_GUESTS)):
+        v = spaces.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= limit:
+            raise ConfigError(
+                f"spaces.{key}", f"must be a whole number in 1..{limit}, not {show(v)}"
+            )
+        sizes.append(v)
+    env = cfg.get("env", {})
+    if not isinstance(env, dict):
+        raise ConfigError("env", "must be a table")
+    seconds = env.get("episode_seconds")
+    if seconds is None:
+        seconds = _scenario_duration(str(env.get("scenario", "small")))
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ConfigError("env.episode_seconds", f"must be a number, not {show(seconds)}")
+    limits.check_number(float(seconds), "env.episode_seconds", gt=0.0, le=limits.MAX_DURATION_S)
+    policy = cfg.get("policy", "MlpPolicy")
+    if not isinstance(policy, str):
+        raise ConfigError("policy", f"must be a policy class name, not {show(policy)}")
+    hyper = cfg.get("hyperparams", {})
+    if not isinstance(hyper, dict):
+        raise ConfigError("hyperparams", "must be a table")
+    agent_spec.check_policy_kwargs(
+        algo, policy, hyper.get("policy_kwargs"), "hyperparams.policy_kwargs"
+    )
+    return ModelInfo(zip_path, algo, sizes[0], sizes[1], float(seconds), policy, dict(hyper))
 
 
 def _scenario_duration(scenario: str) -> float:
@@ -119,11 +167,62 @@ def _scenario_duration(scenario: str) -> float:
     return catalog.duration(scenario)
 
 
+class Agent:
+    """A trained agent rebuilt for inference: the policy network of ``info``'s config with the
+    weights of its ``model.zip`` (read by :func:`policies.model_file.read_model_file`: nothing is
+    unpickled). ``predict`` and ``set_random_seed`` behave as the algorithm's (DQN: ε-greedy with
+    the saved exploration rate when not deterministic)."""
+
+    def __init__(self, info: ModelInfo) -> None:
+        from gymnasium import spaces
+
+        from policies.model_file import (
+            check_policy_class,
+            load_state,
+            plain_float,
+            plain_int,
+            read_model_file,
+        )
+        from pvegym.env.view_encoding import observation_size
+
+        mf = read_model_file(info.path, "params.model")
+        obs_space = spaces.Box(
+            0.0, 1.0, shape=(observation_size(info.max_nodes, info.max_guests),), dtype=np.float32
+        )
+        act_space = spaces.Discrete(1 + info.max_nodes * info.max_guests)
+        cls = agent_spec.policy_class(info.algo, info.policy, "params.model")
+        check_policy_class(mf, cls, "params.model")
+        self.policy = agent_spec.build_policy_network(
+            info.algo, info.policy, obs_space, act_space, info.hyperparams
+        )
+        if "policy" not in mf.params:
+            raise ConfigError("params.model", f"{show(str(info.path), 120)} holds no policy.pth")
+        load_state(
+            self.policy, mf.params["policy"], f"{info.path.name}: policy.pth", "params.model"
+        )
+        self.policy.set_training_mode(False)
+        self.action_space = act_space
+        self.epsilon = plain_float(mf, "exploration_rate", 0.0) if info.algo == "DQN" else 0.0
+        self.num_timesteps = plain_int(mf, "num_timesteps")  # training steps behind the weights
+        self._rng = np.random.default_rng()
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True, **kwargs: Any) -> Any:
+        if not deterministic and self.epsilon > 0 and self._rng.random() < self.epsilon:
+            return np.int64(self._rng.integers(self.action_space.n)), None
+        return self.policy.predict(obs, deterministic=deterministic, **kwargs)
+
+    def set_random_seed(self, seed: int) -> None:
+        from stable_baselines3.common.utils import set_random_seed
+
+        set_random_seed(seed)
+        self._rng = np.random.default_rng(seed)
+
+
 _CACHE: dict[tuple[str, float, str], Any] = {}
 
 
-def load_model(info: ModelInfo) -> Any:
-    """The SB3 model on CPU, loaded once per process per file version (runners build the policy
+def load_model(info: ModelInfo) -> Agent:
+    """The agent on CPU, loaded once per process per file version (runners build the policy
     once per episode)."""
     key = (str(info.path.resolve()), info.path.stat().st_mtime, info.algo)
     model = _CACHE.get(key)
@@ -134,9 +233,7 @@ def load_model(info: ModelInfo) -> Any:
         # here would deadlock the workers the experiment runner forks after validating the
         # policy (OpenMP is not fork-safe), so the process stays single-threaded in torch.
         torch.set_num_threads(1)
-        module, attr = ALGOS[info.algo]
-        cls = getattr(importlib.import_module(module), attr)
-        model = cls.load(str(info.path), device="cpu")
+        model = Agent(info)
         _CACHE.clear()  # one model per process is what runners need; keep memory flat
         _CACHE[key] = model
     return model
@@ -196,7 +293,7 @@ class LearnedPolicy:
     ) -> None:
         self.model = model
         self.algo = algo
-        self.maskable = algo in MASKABLE
+        self.maskable = algo in agent_spec.MASKABLE
         self.max_nodes, self.max_guests = max_nodes, max_guests
         self.episode_seconds = float(episode_seconds)
 

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """``text`` with control characters (newlines, NUL, …) written as escapes: one printable line."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def show(value: Any, limit: int = 60, quote: bool = True) -> str:
+    """A value as an error message shows it: ``repr`` (or ``str`` with ``quote=False``) on one
+    line, cut to about ``limit`` characters with the full length said — a message never echoes
+    a 100,000-character value back."""
+    text = one_line(repr(value) if quote else str(value))
+    if len(text) > limit:
+        return f"{text[: max(limit - 1, 1)]}… ({len(text)} characters)"
+    return text
+
 
 class ConfigError(ValueError):
     """Bad user input: a scenario, a parameter, a file.
 
     ``path`` names the key (``nodes[1].maxmem``, ``--bandwidth``, ``cmdlist[2][0]``) and ``message``
-    says what is wrong and what is allowed. ``str(err)`` is the one-line message the CLI prints.
+    says what is wrong and what is allowed. ``str(err)`` is the one-line message the CLI prints:
+    control characters in either part are escaped, so it is one line whatever the input held.
     """
 
     def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        self.message = message
-        super().__init__(f"{path}: {message}" if path else message)
+        self.path = one_line(str(path))
+        self.message = one_line(str(message))
+        super().__init__(f"{self.path}: {self.message}" if self.path else self.message)

@@ -45,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
+from policies import agent_spec
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
 from pvegym.errors import ConfigError
 from pvegym.learning.train_config import TrainConfig, algo_class
@@ -352,12 +353,10 @@ def train(
     try:
         # 3. model ------------------------------------------------------------------------------
         algo = algo_class(cfg.algo)
+        policy = agent_spec.policy_class(cfg.algo, cfg.policy)
+        model = algo(policy, venv, seed=cfg.seed, device="cpu", verbose=0, **cfg.algo_kwargs())
         if found:
-            model = algo.load(str(found[0]), env=venv, device="cpu")
-        else:
-            model = algo(
-                cfg.policy, venv, seed=cfg.seed, device="cpu", verbose=0, **cfg.algo_kwargs()
-            )
+            restore_checkpoint(model, found[0])
         _drop_evaluations_after(out / "evaluations.csv", start)
 
         # 4. learn ------------------------------------------------------------------------------
@@ -394,6 +393,46 @@ def train(
     stats.wall_s = time.perf_counter() - t_start
     write_manifest(out / "manifest.json", cfg, stats, started, command, len(episodes))
     return stats
+
+
+#: plain counters of an algorithm that a checkpoint's ``data`` restores (the rest of its state is
+#: rebuilt from the train config; its pickled entries are never loaded)
+_COUNTERS = ("num_timesteps", "_n_updates", "_episode_num", "_n_calls")
+
+
+def restore_checkpoint(model: Any, path: Path) -> None:
+    """Load a checkpoint into ``model`` — built from the train config exactly as a fresh run — with
+    :func:`policies.model_file.read_model_file` (weights-only, nothing unpickled): the state dicts
+    of the policy and its optimizer, and the step counters. A file that does not fit is a one-line
+    ConfigError."""
+    import torch
+
+    from policies.model_file import check_policy_class, load_state, plain_int, read_model_file
+
+    where = "checkpoint"
+    mf = read_model_file(path, where)
+    check_policy_class(mf, type(model.policy), where)
+    names, _variables = model._get_torch_save_params()
+    if set(mf.params) != set(names):
+        raise ConfigError(
+            where,
+            f"{path.name} holds {sorted(mf.params)}, the config's {type(model).__name__} needs "
+            f"{sorted(names)}",
+        )
+    for name in names:
+        target: Any = model
+        for part in name.split("."):
+            target = getattr(target, part)
+        if isinstance(target, torch.optim.Optimizer):
+            try:
+                target.load_state_dict(mf.params[name])
+            except (ValueError, KeyError, TypeError, RuntimeError) as err:
+                raise ConfigError(where, f"{path.name}: {name}.pth does not fit ({err})") from None
+        else:
+            load_state(target, mf.params[name], f"{path.name}: {name}.pth", where)
+    for key in _COUNTERS:
+        if hasattr(model, key) and key in mf.data:
+            setattr(model, key, plain_int(mf, key))
 
 
 class TimedVecEnv(VecEnvWrapper):

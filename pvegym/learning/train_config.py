@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from policies import agent_spec
+from policies.agent_spec import ALGOS, algo_class
 from pvegym.config import check_dir_names, field, load, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
 from pvegym.errors import ConfigError
@@ -47,27 +49,10 @@ from pvegym.sim import catalog, families
 
 Algo = Literal["PPO", "MaskablePPO", "DQN", "A2C"]
 
-#: algorithm name -> (module, class)
-ALGOS: dict[str, tuple[str, str]] = {
-    "PPO": ("stable_baselines3", "PPO"),
-    "A2C": ("stable_baselines3", "A2C"),
-    "DQN": ("stable_baselines3", "DQN"),
-    "MaskablePPO": ("sb3_contrib", "MaskablePPO"),
-}
 #: constructor arguments the trainer sets itself (not hyperparameters)
 _RESERVED = frozenset(
     {"self", "policy", "env", "seed", "verbose", "device", "tensorboard_log", "_init_setup_model"}
 )
-#: ``policy_kwargs.activation_fn`` by name (TOML cannot hold a class)
-ACTIVATIONS = ("relu", "tanh", "elu", "leaky_relu", "silu")
-
-
-def algo_class(name: str) -> Any:
-    """The stable-baselines3 / sb3-contrib class of algorithm ``name`` (imported lazily)."""
-    import importlib
-
-    module, attr = ALGOS[name]
-    return getattr(importlib.import_module(module), attr)
 
 
 def allowed_hyperparams(algo: str) -> list[str]:
@@ -126,7 +111,7 @@ class TrainConfig:
     name: str
     algo: Algo
     total_timesteps: int = field(gt=0)
-    policy: Literal["MlpPolicy"] = "MlpPolicy"
+    policy: str = "MlpPolicy"  # a policy class name (policies.agent_spec)
     description: str = ""
     hyperparams: dict[str, Any] = dataclasses.field(default_factory=dict)
     env: EnvOptions = EnvOptions()
@@ -148,6 +133,7 @@ class TrainConfig:
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
         check_dir_names(pre, self.name, self.out_name)
+        agent_spec.policy_class(self.algo, self.policy, f"{pre}policy")
         allowed = allowed_hyperparams(self.algo)
         for key, value in self.hyperparams.items():
             if key not in allowed:
@@ -156,14 +142,9 @@ class TrainConfig:
                     f"not a parameter of {self.algo} (allowed: {', '.join(allowed)})",
                 )
             if key == "policy_kwargs":
-                if not isinstance(value, dict):
-                    raise ConfigError(f"{pre}hyperparams.{key}", "must be a table")
-                act = value.get("activation_fn")
-                if act is not None and act not in ACTIVATIONS:
-                    raise ConfigError(
-                        f"{pre}hyperparams.policy_kwargs.activation_fn",
-                        f"{act!r} is not allowed (allowed: {', '.join(ACTIVATIONS)})",
-                    )
+                agent_spec.check_policy_kwargs(
+                    self.algo, self.policy, value, f"{pre}hyperparams.policy_kwargs"
+                )
         is_family = families.is_family(self.env.scenario)
         train = set(self.env.train_seeds or ())
         for i, s in enumerate(self.eval_seeds):
@@ -179,18 +160,9 @@ class TrainConfig:
     # ------------------------------------------------------------------ derived
     def algo_kwargs(self) -> dict[str, Any]:
         """The constructor keywords: ``hyperparams`` with ``activation_fn`` names made classes."""
-        import torch.nn as nn
-
         kwargs = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.hyperparams.items()}
-        pk = kwargs.get("policy_kwargs")
-        if isinstance(pk, dict) and isinstance(pk.get("activation_fn"), str):
-            pk["activation_fn"] = {
-                "relu": nn.ReLU,
-                "tanh": nn.Tanh,
-                "elu": nn.ELU,
-                "leaky_relu": nn.LeakyReLU,
-                "silu": nn.SiLU,
-            }[pk["activation_fn"]]
+        if "policy_kwargs" in kwargs:
+            kwargs["policy_kwargs"] = agent_spec.policy_kwargs(kwargs["policy_kwargs"])
         return kwargs
 
     def env_kwargs(self) -> dict[str, Any]:
@@ -239,8 +211,8 @@ def load_train_config(path: str | Path) -> TrainConfig:
 
 def parse_train_config(data: dict[str, Any]) -> TrainConfig:
     """Validate plain data (a parsed train file) into a :class:`TrainConfig`."""
-    if "algo" in data and data["algo"] not in ALGOS:
-        raise ConfigError("algo", f"{data['algo']!r} is not allowed (allowed: {', '.join(ALGOS)})")
+    if isinstance(data, dict) and "algo" in data:
+        agent_spec.algo_class(data["algo"], "algo")  # an unknown one: one line naming the key
     return load(TrainConfig, data)
 
 
