@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
 
@@ -47,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--worker-id",
         type=int,
-        default=0,
-        help="distinct per machine when several start at once (sampler seed; default: 0)",
+        default=None,
+        help="a fixed sampler seed component: with one worker, --worker-id 0 reproduces a study "
+        "trial by trial (default: unique per process, so concurrent workers never repeat samples)",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--report-only", action="store_true", help="only (re)write the report")
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--workers", f"must be ≥ 1, not {args.workers}")
     if args.n_trials is not None and args.n_trials < 0:
         raise ConfigError("--n-trials", f"must be ≥ 0, not {args.n_trials}")
-    if args.worker_id < 0:
+    if args.worker_id is not None and args.worker_id < 0:
         raise ConfigError("--worker-id", f"must be ≥ 0, not {args.worker_id}")
     executor = parse_executor(args.executor, None)
     if isinstance(executor, RayExecutor) and executor.address is None:
@@ -96,9 +98,18 @@ def _run(args: argparse.Namespace, cfg: Any, url: str, ray: Any) -> int:
         )
         tune_wall = info.wall_s if info.after > info.before else None
         print(
-            f"{cfg.name}: {info.after - info.before} trials run, {info.after} finished in the "
-            f"study (budget {info.target}), {info.wall_s:.1f} s"
+            f"{cfg.name}: {info.after} of {info.target} trials complete or pruned in the study "
+            f"({info.after - info.before} during this run, by all its workers), {info.wall_s:.1f} s"
         )
+        if info.failed:
+            where = "stopped" if info.after < info.target else "finished"
+            print(
+                f"pvegym tune: {info.failed} trial(s) failed during this run ({info.error}); "
+                f"{where} — failed trials do not count towards the budget",
+                file=sys.stderr,
+            )
+            if info.after < info.target:
+                return 1
     if not args.no_report:
         rep = write_report(
             cfg,
