@@ -12,6 +12,7 @@ Field metadata keys: ``unit`` ("size" | "rate" | "duration"), ``ge``, ``gt``, ``
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
@@ -176,11 +177,71 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def check_dir_names(pre: str, name: str, output: str) -> None:
-    """A config's ``name`` and ``output`` name directories under ``results/``: not empty, no
-    ``/``, not hidden (key paths ``{pre}name`` / ``{pre}output``)."""
+    """A config's ``name`` and ``output`` name directories under ``results/``: one path component
+    (:func:`check_name`; key paths ``{pre}name`` / ``{pre}output``)."""
     for key, value in (("name", name), ("output", output)):
-        if not value or "/" in value or value.startswith("."):
-            raise ConfigError(f"{pre}{key}", f"{value!r} is not a usable directory name")
+        check_name(value, f"{pre}{key}", "directory name")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_name(value: str, path: str, what: str = "name") -> str:
+    """A name that becomes one file or directory name: not empty, at most
+    :data:`~pvegym.limits.MAX_NAME_BYTES` bytes of UTF-8, no ``/`` or ``\\``, no control
+    characters (NUL, newline), not hidden (``.``, ``..``, ``.x``). Anything else is a one-line
+    ConfigError at ``path`` — a label never writes outside its run's directory."""
+    from pvegym.errors import show
+    from pvegym.limits import MAX_NAME_BYTES
+
+    problem = ""
+    if not value:
+        problem = "is empty"
+    elif len(value.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        problem = f"is longer than {MAX_NAME_BYTES} bytes"
+    elif "/" in value or "\\" in value:
+        problem = "holds a path separator"
+    elif _CONTROL.search(value):
+        problem = "holds a control character"
+    elif value.startswith("."):
+        problem = "starts with a dot"
+    if problem:
+        raise ConfigError(path, f"{show(value)} is not a usable {what}: it {problem}")
+    return value
+
+
+def path_component(text: str) -> str:
+    """``text`` as one safe file name for outputs (records, plots): characters other than
+    letters, digits and ``-_.#+=,@`` become ``_``, a leading dot is escaped, and a long name is cut
+    with a hash of the whole (so distinct long names stay distinct). Never ``.``/``..``, never a
+    separator, at most 200 bytes."""
+    import hashlib
+
+    safe = "".join(
+        ch if (ch.isascii() and ch.isalnum()) or ch in "-_.#+=,@" else "_" for ch in text
+    )
+    if not safe or safe.startswith("."):
+        safe = "_" + safe
+    if len(safe) > 200:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        safe = f"{safe[:180]}-{digest}"
+    return safe
+
+
+def check_out_dir(out: Path, flag: str = "--out") -> None:
+    """An output directory the user named: a path the file system can hold (no NUL byte, no
+    over-long component), and a directory if it exists."""
+    from pvegym.errors import show
+    from pvegym.limits import MAX_NAME_BYTES
+
+    text = str(out)
+    if "\x00" in text:
+        raise ConfigError(flag, f"{show(text)} is not a path (NUL byte)")
+    for part in out.parts:
+        if len(part.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+            raise ConfigError(flag, f"{show(part)} is longer than {MAX_NAME_BYTES} bytes")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(flag, f"{show(text)} exists and is not a directory")
 
 
 def read_toml(path: Path, where: str, what: str) -> dict[str, Any]:

@@ -49,8 +49,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import check_dir_names, field, load, read_toml
-from pvegym.errors import ConfigError
+from pvegym.config import (
+    check_dir_names,
+    check_name,
+    field,
+    load,
+    path_component,
+    read_toml,
+)
+from pvegym.errors import ConfigError, show
 from pvegym.provenance import plain, sha256_json
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
@@ -117,6 +124,8 @@ class ScenarioEntry:
         return out
 
     def validate(self, path: str) -> None:
+        if self.label:
+            check_name(self.label, f"{path}.label", "label")
         if catalog.is_family(self.name):
             allowed = catalog.seeds(self.name, self.split)
             for i, s in enumerate(self.seeds):
@@ -154,6 +163,8 @@ class PolicyEntry:
         return self.label or self.name
 
     def validate(self, path: str) -> None:
+        if self.label:
+            check_name(self.label, f"{path}.label", "label")
         build_policy(self.name, self.params, path)
 
 
@@ -220,11 +231,15 @@ class Experiment:
         for key, labels in lists.items():
             if not labels:
                 raise ConfigError(f"{pre}{key}", "must list at least one entry")
+            files = [path_component(label) for label in labels]  # records/<scenario>/<policy>/
             for i, label in enumerate(labels):
-                if labels.index(label) != i:
+                if files.index(files[i]) != i:
+                    j = files.index(files[i])
                     raise ConfigError(
                         f"{pre}{key}[{i}]",
-                        f"{label!r} is already {key}[{labels.index(label)}] (give one a label)",
+                        f"{show(label)} is already {key}[{j}]"
+                        + ("" if labels[j] == label else f" as a file name ({show(files[i])})")
+                        + " (give one a label)",
                     )
         if not self.metrics:
             raise ConfigError(f"{pre}metrics", "must name at least one metric")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 
 import pvegym
 from pvegym.errors import ConfigError
+from pvegym.experiments.files import write_json_atomic
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario, scenario_from_dict
@@ -155,15 +155,6 @@ class EpisodeRecord:
             name_key="record.scenario",
             set_key="record.overrides",
         ).scenario
-
-
-def write_json_atomic(path: Path, doc: Any) -> None:
-    """Write JSON to ``path`` via a temporary file and ``os.replace``: readers (and a resumed run)
-    never see half a file, even if the process is killed mid-write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, sort_keys=True, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)
 
 
 def save_record(record: EpisodeRecord, path: str | Path) -> Path:

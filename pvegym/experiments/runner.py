@@ -32,24 +32,22 @@ import numpy as np
 from tqdm import tqdm
 
 from policies.registry import artifact_fingerprint
+from pvegym.config import check_out_dir, path_component
 from pvegym.experiments import plots, report
 from pvegym.experiments.cells import (
     Cell,
     Row,
     RunStats,
-    is_finished,
+    cell_path,
+    cell_problem,
     read_cell,
     read_trace,
     save_cell,
 )
 from pvegym.experiments.config import Experiment, build_policy, sha256_json
 from pvegym.experiments.executor import Executor, LocalPool
-from pvegym.experiments.record import (
-    EpisodeRecord,
-    model_fingerprint,
-    play,
-    save_record,
-)
+from pvegym.experiments.files import clean_stale_tmp
+from pvegym.experiments.record import EpisodeRecord, model_fingerprint, play, save_record
 from pvegym.sim import catalog
 from pvegym.sim.layout import T_IMBALANCE
 from pvegym.sim.metrics import extra_metrics
@@ -218,7 +216,19 @@ def evaluate_cells(
     if isinstance(executor, int):
         executor = LocalPool(executor)
     cells_dir.mkdir(parents=True, exist_ok=True)
-    todo = [c for c in cells if fresh or not is_finished(cells_dir, c)]
+    clean_stale_tmp(cells_dir)
+    todo = []
+    for c in cells:
+        if fresh or not cell_path(cells_dir, c.key).exists():
+            todo.append(c)
+            continue
+        problem = cell_problem(cells_dir, c)
+        if problem is not None:
+            print(
+                f"pvegym: warning: {cell_path(cells_dir, c.key)} is {problem}: recomputing it",
+                file=sys.stderr,
+            )
+            todo.append(c)
     bar = tqdm(
         total=len(cells),
         initial=len(cells) - len(todo),
@@ -254,7 +264,10 @@ def run_experiment(
     not depend on where (byte-identical ``metrics.csv``)."""
     t0, started = time.perf_counter(), time.time()
     out = Path(out_dir) if out_dir is not None else Path("results") / exp.out_name
+    check_out_dir(out)
     cells_dir = out / "cells"
+    if out.is_dir():
+        clean_stale_tmp(out)  # what a run killed while writing its report left behind
     stats = RunStats(out)
 
     # 1. plan: every scenario entry × seed × policy entry, keyed by its resolved config
@@ -287,11 +300,13 @@ def run_experiment(
 
 
 def record_path(out: Path, row: Row) -> Path:
-    return out / "records" / _safe(row.scenario) / _safe(row.policy) / f"seed-{row.seed}.json"
-
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_.#" else "_" for ch in name)
+    return (
+        out
+        / "records"
+        / path_component(row.scenario)
+        / path_component(row.policy)
+        / f"seed-{row.seed}.json"
+    )
 
 
 def _record(row: Row, doc: dict[str, Any]) -> EpisodeRecord:

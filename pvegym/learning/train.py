@@ -46,6 +46,7 @@ from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
 from policies import agent_spec
+from pvegym.config import check_out_dir
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
 from pvegym.errors import ConfigError
 from pvegym.learning.train_config import TrainConfig, algo_class
@@ -325,6 +326,7 @@ def train(
 
     # 1. config ---------------------------------------------------------------------------------
     out = Path(out_dir) if out_dir is not None else Path("results") / cfg.out_name
+    check_out_dir(out)
     if fresh and out.exists():
         shutil.rmtree(out)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
