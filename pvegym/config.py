@@ -123,7 +123,7 @@ def load(cls: type[T], data: typing.Mapping[str, Any], path: str = "") -> T:
     if not isinstance(data, dict):
         raise ConfigError(path or "<root>", f"must be a table, not {type(data).__name__}")
     hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     for key in data:
         if key not in fields:
             raise ConfigError(
