@@ -113,8 +113,16 @@ def serve(torch: bool) -> None:
         from pvegym.cli import main
 
         main(["simulate", "--scenario", "failure-loop", "--duration", "1m", "--json"])
-        main(["replay-upstream", str(Path(__file__).parents[1] / "data/upstream-tests/" /
-                                     "test-crs-dynamic-auto-rebalance0")])
+        main(
+            [
+                "replay-upstream",
+                str(
+                    Path(__file__).parents[1]
+                    / "data/upstream-tests/"
+                    / "test-crs-dynamic-auto-rebalance0"
+                ),
+            ]
+        )
         import optuna  # noqa: F401 - tuning cases
         import scipy.stats  # noqa: F401 - reports
         from matplotlib.figure import Figure
@@ -125,10 +133,24 @@ def serve(torch: bool) -> None:
             import stable_baselines3  # noqa: F401
             import torch as th
 
-            import policies.learned  # noqa: F401
             import pvegym.learning.train  # noqa: F401
 
             th.set_num_threads(1)
+            agent = Path(__file__).parents[2] / "results" / "train-maskable-ppo"
+            main(
+                [
+                    "simulate",
+                    "--scenario",
+                    "small",
+                    "--duration",
+                    "2m",
+                    "--json",
+                    "--policy",
+                    "learned",
+                    "--param",
+                    f"model={agent}",
+                ]
+            )
     gc.collect()
     gc.freeze()  # children touch fewer pages (no copy-on-write from the collector)
     print(json.dumps({"ready": True}), flush=True)

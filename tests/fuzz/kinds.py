@@ -14,6 +14,7 @@ import copy
 import json
 import math
 import pickle
+import shutil
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
-
 from mutate import (
     NUMBERS,
     SHAPES,
@@ -121,7 +121,11 @@ def check_study(storage: str) -> Check:
         from optuna.trial import TrialState
 
         optuna.logging.set_verbosity(optuna.logging.ERROR)
-        url = storage if "////" in storage else storage.replace("sqlite:///", f"sqlite:///{case_dir}/")
+        url = (
+            storage
+            if "////" in storage
+            else storage.replace("sqlite:///", f"sqlite:///{case_dir}/")
+        )
         summaries = optuna.get_all_study_summaries(url)
         if not summaries:
             return "no study in the storage"
@@ -231,14 +235,21 @@ TRAINS = [
     _train("A2C", {"n_steps": 8, "learning_rate": 7e-4}),
     _train(
         "DQN",
-        {"buffer_size": 500, "learning_starts": 16, "batch_size": 16, "train_freq": 4,
-         "target_update_interval": 32},
+        {
+            "buffer_size": 500,
+            "learning_starts": 16,
+            "batch_size": 16,
+            "train_freq": 4,
+            "target_update_interval": 32,
+        },
     ),
 ]
 
 
 # ------------------------------------------------------------------------------------------ kinds
-def _doc_and_bytes(draw: Any, base: Any, writer: Callable[[Any], str]) -> tuple[Any, bytes, list[str]]:
+def _doc_and_bytes(
+    draw: Any, base: Any, writer: Callable[[Any], str]
+) -> tuple[Any, bytes, list[str]]:
     doc, log = draw(mutated(base))
     blob = writer(doc).encode("utf-8", "surrogatepass")
     blob, note = draw(byte_mutation(blob))
@@ -247,7 +258,7 @@ def _doc_and_bytes(draw: Any, base: Any, writer: Callable[[Any], str]) -> tuple[
 
 @st.composite
 def scenario_case(draw: Any, bases: list[dict[str, Any]]) -> Case:
-    doc, blob, log = _doc_and_bytes(draw, draw(st.sampled_from(bases)), to_toml)
+    _doc, blob, log = _doc_and_bytes(draw, draw(st.sampled_from(bases)), to_toml)
     argv = ["simulate", "--scenario", "in/scenario.toml", "--json"]
     argv += ["--policy", draw(st.sampled_from(POLICIES))]
     return Case("scenario", argv, {"in/scenario.toml": blob}, check=check_simulate_json, log=log)
@@ -296,7 +307,7 @@ def set_case(draw: Any, bases: dict[str, dict[str, Any]]) -> Case:
 @st.composite
 def experiment_case(draw: Any) -> Case:
     base = draw(st.sampled_from([EXPERIMENT, EXPERIMENT_FAMILY]))
-    doc, blob, log = _doc_and_bytes(draw, base, to_toml)
+    _doc, blob, log = _doc_and_bytes(draw, base, to_toml)
     argv = ["run", "in/exp.toml", "--out", "out", "--quiet"]
     if chance(draw, 0.15):
         argv += ["--workers", "2"]
@@ -306,20 +317,24 @@ def experiment_case(draw: Any) -> Case:
 
 @st.composite
 def study_case(draw: Any) -> Case:
-    doc, blob, log = _doc_and_bytes(draw, STUDY, to_toml)
+    _doc, blob, log = _doc_and_bytes(draw, STUDY, to_toml)
     storage = "sqlite:///out/study.db"
     argv = ["tune", "in/study.toml", "--storage", storage, "--quiet"]
     if draw(st.booleans()):
         argv.append("--no-report")
     return Case(
-        "study", argv, {"in/study.toml": blob}, outputs=("out/", "results/"),
-        check=check_study(storage), log=log,
+        "study",
+        argv,
+        {"in/study.toml": blob},
+        outputs=("out/", "results/"),
+        check=check_study(storage),
+        log=log,
     )
 
 
 @st.composite
 def train_case(draw: Any) -> Case:
-    doc, blob, log = _doc_and_bytes(draw, draw(st.sampled_from(TRAINS)), to_toml)
+    _doc, blob, log = _doc_and_bytes(draw, draw(st.sampled_from(TRAINS)), to_toml)
     argv = ["train", "in/train.toml", "--out", "out", "--quiet"]
     check = check_files("out/model.zip", json_files=("out/manifest.json", "out/config.json"))
     return Case(
@@ -333,10 +348,14 @@ def _replay_check(case_dir: Path, stdout: str) -> str | None:
 
 @st.composite
 def record_case(draw: Any, records: list[dict[str, Any]]) -> Case:
-    doc, blob, log = _doc_and_bytes(draw, draw(st.sampled_from(records)), to_json)
+    _doc, blob, log = _doc_and_bytes(draw, draw(st.sampled_from(records)), to_json)
     return Case(
-        "record", ["replay", "in/record.json"], {"in/record.json": blob}, ok_codes=(0, 1),
-        check=_replay_check, log=log,
+        "record",
+        ["replay", "in/record.json"],
+        {"in/record.json": blob},
+        ok_codes=(0, 1),
+        check=_replay_check,
+        log=log,
     )
 
 
@@ -355,21 +374,36 @@ TRACE_SCENARIO: dict[str, Any] = {
     ],
     "guests": [
         {
-            "sid": "vm:101", "node": "node1", "maxcpu": 4, "maxmem": "8GiB",
+            "sid": "vm:101",
+            "node": "node1",
+            "maxcpu": 4,
+            "maxmem": "8GiB",
             "cpu": {"type": "trace", "source": "planetlab/mine", "trace_dir": "traces", "scale": 4},
             "memhost": [
                 {"type": "constant", "level": "2GiB"},
-                {"type": "trace", "source": "bitbrains/7", "trace_dir": "traces", "field": "mem",
-                 "scale": "4GiB", "offset": "1h"},
+                {
+                    "type": "trace",
+                    "source": "bitbrains/7",
+                    "trace_dir": "traces",
+                    "field": "mem",
+                    "scale": "4GiB",
+                    "offset": "1h",
+                },
             ],
         },
         {
-            "sid": "vm:102", "node": "node1", "maxcpu": 4, "maxmem": "8GiB",
+            "sid": "vm:102",
+            "node": "node1",
+            "maxcpu": 4,
+            "maxmem": "8GiB",
             "cpu": {"type": "trace", "source": f"planetlab/{PLANETLAB}", "loop": False},
             "memhost": "3GiB",
         },
         {
-            "sid": "vm:201", "node": "node2", "maxcpu": 4, "maxmem": "8GiB",
+            "sid": "vm:201",
+            "node": "node2",
+            "maxcpu": 4,
+            "maxmem": "8GiB",
             "cpu": {"type": "trace", "source": "bitbrains/7", "trace_dir": "traces"},
             "memhost": "2GiB",
         },
@@ -390,14 +424,18 @@ def _mutate_lines(draw: Any, text: str) -> tuple[str, str]:
     elif op == "dup":
         lines[i:i] = [lines[i]] * draw(st.sampled_from((1, 100, 20_000)))
     else:
-        lines[0] = draw(st.sampled_from((
-            "# id=7 interval_s=0 cpu_count=4 cpu_capacity_mhz=1 mem_capacity_kb=1",
-            "# id=7 interval_s=nan cpu_count=4 cpu_capacity_mhz=1 mem_capacity_kb=1",
-            "# id=7 interval_s=1e-300 cpu_count=4 cpu_capacity_mhz=1 mem_capacity_kb=1",
-            "# interval_s=300 cpu_count=1e308 cpu_capacity_mhz=inf mem_capacity_kb=1",
-            "# garbage",
-            "",
-        )))
+        lines[0] = draw(
+            st.sampled_from(
+                (
+                    "# id=7 interval_s=0 cpu_count=4 cpu_capacity_mhz=1 mem_capacity_kb=1",
+                    "# id=7 interval_s=nan cpu_count=4 cpu_capacity_mhz=1 mem_capacity_kb=1",
+                    "# id=7 interval_s=1e-300 cpu_count=4 cpu_capacity_mhz=1 mem_capacity_kb=1",
+                    "# interval_s=300 cpu_count=1e308 cpu_capacity_mhz=inf mem_capacity_kb=1",
+                    "# garbage",
+                    "",
+                )
+            )
+        )
     return "\n".join(lines) + "\n", f"{op} line {i}"
 
 
@@ -407,7 +445,9 @@ def _special_file(rel: str, what: str) -> Special:
 
         p = case_dir / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        if p.exists() or p.is_symlink():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        elif p.exists() or p.is_symlink():
             p.unlink()
         if what == "fifo":
             os.mkfifo(p)
@@ -421,7 +461,7 @@ def _special_file(rel: str, what: str) -> Special:
 
 @st.composite
 def trace_case(draw: Any) -> Case:
-    doc, blob, log = _doc_and_bytes(draw, TRACE_SCENARIO, to_toml)
+    _doc, blob, log = _doc_and_bytes(draw, TRACE_SCENARIO, to_toml)
     files = {"scenario.toml": blob}
     special: list[Special] = []
     for rel, text in _trace_files().items():
@@ -498,10 +538,15 @@ class _Exec:
 
 def _agent_files(name: str) -> dict[str, bytes]:
     run = ROOT / "results" / name
-    return {"model.zip": (run / "model.zip").read_bytes(), "config.json": (run / "config.json").read_bytes()}
+    return {
+        "model.zip": (run / "model.zip").read_bytes(),
+        "config.json": (run / "config.json").read_bytes(),
+    }
 
 
-def _rezip(blob: bytes, edit: Callable[[str, bytes], bytes | None], extra: dict[str, bytes]) -> bytes:
+def _rezip(
+    blob: bytes, edit: Callable[[str, bytes], bytes | None], extra: dict[str, bytes]
+) -> bytes:
     import io
 
     out = io.BytesIO()
@@ -520,13 +565,17 @@ def model_case(draw: Any, agents: dict[str, dict[str, bytes]]) -> Case:
     name = draw(st.sampled_from(sorted(agents)))
     files = dict(agents[name])
     log: list[str] = [name]
-    op = draw(st.sampled_from(("none", "config", "config", "data", "data", "entry", "pickle", "bytes")))
+    op = draw(
+        st.sampled_from(("none", "config", "config", "data", "data", "entry", "pickle", "bytes"))
+    )
     if op == "config":
         doc, blob, mlog = _doc_and_bytes(draw, json.loads(files["config.json"]), to_json)
         files["config.json"] = blob
         log += mlog
     elif op == "data":
-        base = json.loads(zipfile.ZipFile(__import__("io").BytesIO(files["model.zip"])).read("data"))
+        base = json.loads(
+            zipfile.ZipFile(__import__("io").BytesIO(files["model.zip"])).read("data")
+        )
         plain = {k: v for k, v in base.items() if not (isinstance(v, dict) and ":serialized:" in v)}
         doc, mlog = draw(mutated(plain))
         base.update(doc)
@@ -537,10 +586,14 @@ def model_case(draw: Any, agents: dict[str, dict[str, bytes]]) -> Case:
         )
         log += mlog
     elif op == "entry":
-        entry = draw(st.sampled_from(("policy.pth", "policy.optimizer.pth", "data", "system_info.txt")))
+        entry = draw(
+            st.sampled_from(("policy.pth", "policy.optimizer.pth", "data", "system_info.txt"))
+        )
         how = draw(st.sampled_from(("drop", "bytes", "extra")))
         if how == "drop":
-            files["model.zip"] = _rezip(files["model.zip"], lambda n, b: None if n == entry else b, {})
+            files["model.zip"] = _rezip(
+                files["model.zip"], lambda n, b: None if n == entry else b, {}
+            )
         elif how == "bytes":
             files["model.zip"] = _rezip(
                 files["model.zip"],
@@ -554,8 +607,16 @@ def model_case(draw: Any, agents: dict[str, dict[str, bytes]]) -> Case:
         key = draw(st.sampled_from(("observation_space", "policy_class", "lr_schedule", "new_key")))
         target = draw(st.sampled_from(("exec", "system")))
         code = "open('pwned', 'w').write('pwned')"
-        payload = pickle.dumps(_Exec(code)) if target == "exec" else pickle.dumps(
-            type("P", (), {"__reduce__": lambda self: (__import__("os").system, ("touch pwned",))})()
+        payload = (
+            pickle.dumps(_Exec(code))
+            if target == "exec"
+            else pickle.dumps(
+                type(
+                    "P",
+                    (),
+                    {"__reduce__": lambda self: (__import__("os").system, ("touch pwned",))},
+                )()
+            )
         )
 
         def edit(n: str, b: bytes) -> bytes:
@@ -570,45 +631,67 @@ def model_case(draw: Any, agents: dict[str, dict[str, bytes]]) -> Case:
     elif op == "bytes":
         files["model.zip"], note = draw(byte_mutation(files["model.zip"], share=1.0))
         log.append(f"model.zip: {note}")
-    argv = ["simulate", "--scenario", "failure-loop", "--duration", "2m", "--json",
-            "--policy", "learned", "--param", "model=in/agent"]
+    argv = [
+        "simulate",
+        "--scenario",
+        "failure-loop",
+        "--duration",
+        "2m",
+        "--json",
+        "--policy",
+        "learned",
+        "--param",
+        "model=in/agent",
+    ]
     if chance(draw, 0.2):
         argv += ["--param", "deterministic=false"]
     return Case(
-        "model", argv, {f"in/agent/{k}": v for k, v in files.items()}, torch=True,
-        check=check_simulate_json, log=log,
+        "model",
+        argv,
+        {f"in/agent/{k}": v for k, v in files.items()},
+        torch=True,
+        check=check_simulate_json,
+        log=log,
     )
 
 
-STORAGE_STUDY = {**STUDY, "name": "fzst", "n_trials": 1,
-                 "train": [{"name": "failure-loop", "seeds": [0], "duration": "1m"}]}
+STORAGE_STUDY = {
+    **STUDY,
+    "name": "fzst",
+    "n_trials": 1,
+    "train": [{"name": "failure-loop", "seeds": [0], "duration": "1m"}],
+}
 
 
 @st.composite
 def storage_case(draw: Any, valid_db: bytes) -> Case:
-    url = draw(st.sampled_from((
-        "sqlite:///out/study.db",
-        "sqlite:///out/study.db",
-        "sqlite:///in/valid.db",
-        "sqlite:///in/valid.db",
-        "sqlite:///new/dir/x.db",
-        "sqlite:////etc/passwd",
-        "sqlite:///in/garbage.db",
-        "sqlite:///in/truncated.db",
-        "sqlite:///in/other.db",
-        "sqlite:///in",
-        "sqlite:///:memory:",
-        "sqlite:///out/\x00.db",
-        "sqlite:///" + "a" * 300 + ".db",
-        "sqlite://",
-        "sqlite:////dev/zero",
-        "postgresql+psycopg://u:p@127.0.0.1:9/db",
-        "postgresql://u@[::1]:99999/db",
-        "mysql://u:p@localhost/db",
-        "foo://bar",
-        "",
-        "not a url",
-    )))
+    url = draw(
+        st.sampled_from(
+            (
+                "sqlite:///out/study.db",
+                "sqlite:///out/study.db",
+                "sqlite:///in/valid.db",
+                "sqlite:///in/valid.db",
+                "sqlite:///new/dir/x.db",
+                "sqlite:////etc/passwd",
+                "sqlite:///in/garbage.db",
+                "sqlite:///in/truncated.db",
+                "sqlite:///in/other.db",
+                "sqlite:///in",
+                "sqlite:///:memory:",
+                "sqlite:///out/\x00.db",
+                "sqlite:///" + "a" * 300 + ".db",
+                "sqlite://",
+                "sqlite:////dev/zero",
+                "postgresql+psycopg://u:p@127.0.0.1:9/db",
+                "postgresql://u@[::1]:99999/db",
+                "mysql://u:p@localhost/db",
+                "foo://bar",
+                "",
+                "not a url",
+            )
+        )
+    )
     files = {
         "in/study.toml": to_toml(STORAGE_STUDY).encode(),
         "in/valid.db": valid_db,
@@ -618,13 +701,20 @@ def storage_case(draw: Any, valid_db: bytes) -> Case:
     special: list[Special] = []
     if url.endswith("other.db"):
         other = copy.deepcopy(STORAGE_STUDY)
-        files["in/study.toml"] = to_toml({**other, "params": {"dead_band": {"low": 0, "high": 0.1}}}).encode()
+        files["in/study.toml"] = to_toml(
+            {**other, "params": {"dead_band": {"low": 0, "high": 0.1}}}
+        ).encode()
         files["in/other.db"] = valid_db
     argv = ["tune", "in/study.toml", "--storage", url, "--quiet", "--no-report"]
     check = check_study(url) if url.startswith("sqlite:///") and ":memory:" not in url else None
     return Case(
-        "storage", argv, files, special, outputs=("out/", "in/", "new/", "results/"),
-        check=check, log=[repr(url)[:80]],
+        "storage",
+        argv,
+        files,
+        special,
+        outputs=("out/", "in/", "new/", "results/"),
+        check=check,
+        log=[repr(url)[:80]],
     )
 
 
@@ -632,7 +722,10 @@ def storage_case(draw: Any, valid_db: bytes) -> Case:
 _FLAG_VALUES: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {
     # flag: (good values, bad values)
     "--seed": (("0", "3", "17"), ("-1", "1e3", "abc", str(2**64), "4294967296", "")),
-    "--duration": (("3m", "120", "2m", "90s"), ("5", "5 minutes", "1e12s", "inf", "nan", "-1m", "0", "1e300")),
+    "--duration": (
+        ("3m", "120", "2m", "90s"),
+        ("5", "5 minutes", "1e12s", "inf", "nan", "-1m", "0", "1e300"),
+    ),
     "--policy": (POLICIES, ("nope", "learned", "")),
     "--qemu-server": (("patched", "unpatched"), ("both",)),
     "--memory": (("24GiB", "4GiB"), ("1e30", "inf", "-1", "abc", "0", "1e30GiB")),
@@ -649,8 +742,18 @@ _FLAG_VALUES: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 }
 _CLI_COMMANDS = {
     "simulate": ("--seed", "--duration", "--policy", "--qemu-server"),
-    "migrate": ("--memory", "--bandwidth", "--dirty-rate", "--wws", "--throttle-sensitivity",
-                "--downtime-limit", "--qemu-server", "--duration", "--boost-factor", "--abort-factor"),
+    "migrate": (
+        "--memory",
+        "--bandwidth",
+        "--dirty-rate",
+        "--wws",
+        "--throttle-sensitivity",
+        "--downtime-limit",
+        "--qemu-server",
+        "--duration",
+        "--boost-factor",
+        "--abort-factor",
+    ),
     "tune": ("--n-trials", "--workers", "--worker-id"),
     "run": ("--workers",),
     "replay": (),
@@ -659,8 +762,18 @@ _CLI_COMMANDS = {
     "policies": (),
     "ablate": (),
 }
-_PATHS = ("in/x.toml", "in/missing.toml", "in", "/dev/zero", "/etc/passwd", "in/\x00.toml",
-          "a" * 300 + ".toml", "in/bad-utf8.toml", "in/x.json", "")
+_PATHS = (
+    "in/x.toml",
+    "in/missing.toml",
+    "in",
+    "/dev/zero",
+    "/etc/passwd",
+    "in/\x00.toml",
+    "a" * 300 + ".toml",
+    "in/bad-utf8.toml",
+    "in/x.json",
+    "",
+)
 
 
 @st.composite
@@ -668,29 +781,42 @@ def cli_case(draw: Any) -> Case:
     cmd = draw(st.sampled_from(sorted(_CLI_COMMANDS)))
     good = not chance(draw, 0.5)
     argv = [cmd]
-    files: dict[str, bytes] = {"in/bad-utf8.toml": b"name = \"\xff\xfe\"\n", "in/x.json": b"{}"}
+    files: dict[str, bytes] = {"in/bad-utf8.toml": b'name = "\xff\xfe"\n', "in/x.json": b"{}"}
     outputs: tuple[str, ...] = ()
     check: Check | None = check_nonempty
     if cmd == "simulate":
-        argv += ["--scenario", draw(st.sampled_from(("failure-loop", "small", "idle-night")))
-                 if good else draw(st.sampled_from(_PATHS + ("nope",)))]
+        argv += [
+            "--scenario",
+            draw(st.sampled_from(("failure-loop", "small", "idle-night")))
+            if good
+            else draw(st.sampled_from((*_PATHS, "nope"))),
+        ]
         if "--duration" not in argv:
             argv += ["--duration", "3m"]
     elif cmd == "migrate":
         argv += ["--memory", "8GiB", "--bandwidth", "1GiB/s", "--dirty-rate", "100MiB/s"]
     elif cmd == "tune":
         files["in/study.toml"] = to_toml(STORAGE_STUDY).encode()
-        argv += ["in/study.toml" if good else draw(st.sampled_from(_PATHS)),
-                 "--storage", "sqlite:///out/s.db", "--quiet", "--no-report"]
+        argv += [
+            "in/study.toml" if good else draw(st.sampled_from(_PATHS)),
+            "--storage",
+            "sqlite:///out/s.db",
+            "--quiet",
+            "--no-report",
+        ]
         outputs = ("out/", "results/")
         check = check_study("sqlite:///out/s.db")
     elif cmd == "run":
         files["in/exp.toml"] = to_toml(EXPERIMENT_FAMILY).encode()
-        out = "out" if good else draw(st.sampled_from(("out", "..", "/", "out/\x00", "a" * 300, "in/exp.toml")))
+        out = (
+            "out"
+            if good
+            else draw(st.sampled_from(("out", "..", "/", "out/\x00", "a" * 300, "in/exp.toml")))
+        )
         argv += ["in/exp.toml" if good else draw(st.sampled_from(_PATHS)), "--out", out, "--quiet"]
         outputs = ("out/",)
     elif cmd in ("replay", "replay-upstream"):
-        argv += [draw(st.sampled_from(_PATHS + ("in/x.json",)))]
+        argv += [draw(st.sampled_from((*_PATHS, "in/x.json")))]
     elif cmd == "ablate":  # a valid ablation runs minutes: only its refusals are fuzzed
         argv += ["--seeds", draw(st.sampled_from(("0", "-1", "1e9", "x", "100000000000")))]
         check = None
@@ -711,5 +837,13 @@ def cli_case(draw: Any) -> Case:
     if chance(draw, 0.05):
         argv.append(draw(st.sampled_from(("--bogus", "--json=1", "-h=2", "\x00"))))
     torch = "learned" in argv
-    return Case("cli", argv, files, torch=torch, outputs=outputs, check=check,
-                ok_codes=(0, 1) if cmd == "replay" else (0,), log=[" ".join(argv)[:200]])
+    return Case(
+        "cli",
+        argv,
+        files,
+        torch=torch,
+        outputs=outputs,
+        check=check,
+        ok_codes=(0, 1) if cmd == "replay" else (0,),
+        log=[" ".join(argv)[:200]],
+    )

@@ -159,7 +159,9 @@ def _gentle(value: Any, draw: Any, siblings: list[Any]) -> Any:
 
 
 @st.composite
-def mutated(draw: Any, base: Any, gentle_share: float = 0.5, max_ops: int = 3) -> tuple[Any, list[str]]:
+def mutated(
+    draw: Any, base: Any, gentle_share: float = 0.5, max_ops: int = 3
+) -> tuple[Any, list[str]]:
     """A deep copy of ``base`` with 0–``max_ops`` mutations, and a log of them."""
     doc = copy.deepcopy(base)
     gentle = not chance(draw, 1.0 - gentle_share)
@@ -175,7 +177,9 @@ def mutated(draw: Any, base: Any, gentle_share: float = 0.5, max_ops: int = 3) -
         if gentle:
             op = draw(st.sampled_from(("tweak", "tweak", "tweak", "drop")))
         else:
-            op = draw(st.sampled_from(("number", "number", "string", "string", "shape", "drop", "add")))
+            op = draw(
+                st.sampled_from(("number", "number", "string", "string", "shape", "drop", "add"))
+            )
         if op == "tweak":
             new = _gentle(value, draw, siblings)
             put(doc, path, new)

@@ -12,17 +12,16 @@ garbage.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
 from kinds import (  # type: ignore[import-not-found]
     EXPERIMENT,
     STORAGE_STUDY,
     Case,
+    _agent_files,
     cli_case,
     experiment_case,
     model_case,
@@ -32,10 +31,9 @@ from kinds import (  # type: ignore[import-not-found]
     set_case,
     storage_case,
     study_case,
-    train_case,
     trace_case,
+    train_case,
     upstream_case,
-    _agent_files,
 )
 from mutate import to_toml  # type: ignore[import-not-found]
 
