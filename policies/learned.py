@@ -27,7 +27,6 @@ anything outside stable-baselines3's own classes is refused with one line.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +36,13 @@ import numpy as np
 
 from policies import agent_spec
 from pvegym import limits
+from pvegym.config import read_json
 from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partners
 from pvegym.errors import ConfigError, show
 from pvegym.sim.view import ClusterView, Motion
 
 #: where run names are looked up (``results/`` of the working directory unless overridden)
 RESULTS_ENV = "PVEGYM_RESULTS"
-#: a ``config.json`` larger than this is not a pvegym train config (bytes)
-MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -105,21 +103,15 @@ def resolve_model(model: str, path: str = "model") -> ModelInfo:
             f"{show(str(zip_path), 120)} has no config.json beside it (written by pvegym train)",
         )
     where = show(str(cfg_path), 120)
+    cfg = read_json(cfg_path, path, "train config")
     try:
-        if cfg_path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ValueError(f"larger than {MAX_CONFIG_BYTES} bytes")
-        cfg = json.loads(cfg_path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
         return _model_info(zip_path, cfg, path)
     except ConfigError as err:
         raise ConfigError(path, f"{where}: {err}") from None
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+    except (ValueError, KeyError, TypeError) as err:
         raise ConfigError(
             path, f"{where} is not a pvegym train config: {show(str(err), 120, quote=False)}"
         ) from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
 
 
 def _model_info(zip_path: Path, cfg: Any, path: str) -> ModelInfo:

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"pvegym.commands.{name}").register(sub)
-    for name in TRACE_COMMANDS:
+    for name in (n for n in TRACE_COMMANDS if n in sub.choices):
         sub.choices[name].add_argument(
             "--trace-dir",
             action="append",

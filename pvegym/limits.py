@@ -13,13 +13,14 @@ real clusters and real experiments — raise one here, with its reason, if a rea
 | cores of a node or guest (``maxcpu``) | 1,024 | largest x86 hosts have ≤ 960 threads; PSI's M/M/c table is cores × 1,999 floats |
 | memory of a node or guest | 1 PiB | largest hosts have 32 TiB |
 | a rate (migration bandwidth, dirty rate) | 1 PiB/s | 800 Gb/s links move 0.1 TB/s |
+| a workload signal's value (cores or bytes) | 2⁶⁰ | above every memory size; sums of 10⁵ of them stay finite |
 | simulated duration (episode, event time, workload period) | 31 days | cost ∝ rounds: 267,840 rounds of 10 s |
 | workload components of one signal | 64 | each is evaluated every round |
 | steps of a ``steps`` component, events of a scenario | 100,000 | |
 | a seed | 2³² − 1 | NumPy's legacy and PyTorch's seeding take 32-bit seeds |
 | seeds of one entry (``count``) | 100,000 | one episode each |
 | episodes of one experiment (cells) | 1,000,000 | one result file each |
-| bootstrap resamples | 1,000,000 | time ∝ resamples × seeds (vectorised in batches) |
+| bootstrap resamples | 100,000, and resamples × seeds ≤ 2 × 10⁷ | memory ∝ resamples × seeds (16 bytes each) |
 | timeline plots per scenario | 100 | a PNG each |
 | Optuna trials (``n_trials``, ``--n-trials``) | 1,000,000 | |
 | worker processes (``--workers``) | 256 | one process each |
@@ -46,6 +47,7 @@ MAX_GUESTS = 100_000
 MAX_CORES = 1024
 MAX_MEMORY_BYTES = float(2**50)
 MAX_RATE = float(2**50)
+MAX_SIGNAL = float(2**60)
 MAX_DURATION_S = 31 * 86400.0
 MAX_COMPONENTS = 64
 MAX_STEPS = 100_000
@@ -53,7 +55,8 @@ MAX_EVENTS = 100_000
 MAX_SEED = 2**32 - 1
 MAX_SEEDS = 100_000
 MAX_CELLS = 1_000_000
-MAX_RESAMPLES = 1_000_000
+MAX_RESAMPLES = 100_000
+MAX_BOOTSTRAP_DRAWS = 20_000_000
 MAX_TIMELINES = 100
 MAX_TRIALS = 1_000_000
 MAX_WORKERS = 256

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from pvegym.errors import ConfigError
+from pvegym.limits import MAX_TRIALS, MAX_WORKERS, whole_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,24 +60,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
     from pvegym.experiments.executor import RayExecutor, parse_executor
-    from pvegym.tuning.study import default_storage
+    from pvegym.tuning.study import default_storage, storage_error
     from pvegym.tuning.study_config import load_study_config
 
-    if args.workers < 1:
-        raise ConfigError("--workers", f"must be ≥ 1, not {args.workers}")
-    if args.n_trials is not None and args.n_trials < 0:
-        raise ConfigError("--n-trials", f"must be ≥ 0, not {args.n_trials}")
-    if args.worker_id is not None and args.worker_id < 0:
-        raise ConfigError("--worker-id", f"must be ≥ 0, not {args.worker_id}")
+    whole_number(args.workers, "--workers", ge=1, le=MAX_WORKERS)
+    if args.n_trials is not None:
+        whole_number(args.n_trials, "--n-trials", ge=0, le=MAX_TRIALS)
+    if args.worker_id is not None:
+        whole_number(args.worker_id, "--worker-id", ge=0, le=2**31 - 1)
     executor = parse_executor(args.executor, None)
     if isinstance(executor, RayExecutor) and executor.address is None:
         # a local instance: room for every actor, and the whole machine for the held-out cells
         executor.num_cpus = max(args.workers, os.cpu_count() or 1)
     cfg = load_study_config(args.experiment)
-    url = args.storage or default_storage(cfg)
-    with executor:
-        return _run(args, cfg, url, executor if isinstance(executor, RayExecutor) else None)
+    url = args.storage if args.storage is not None else default_storage(cfg)
+    try:
+        with executor:
+            return _run(args, cfg, url, executor if isinstance(executor, RayExecutor) else None)
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as err:
+        raise storage_error(url, err) from None
 
 
 def _run(args: argparse.Namespace, cfg: Any, url: str, ray: Any) -> int:

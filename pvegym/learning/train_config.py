@@ -42,9 +42,19 @@ from typing import Any, Literal
 
 from policies import agent_spec
 from policies.agent_spec import ALGOS, algo_class
-from pvegym.config import check_dir_names, field, load, read_toml
+from pvegym.config import check_dir_names, field, load, read_json, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
+from pvegym.limits import (
+    MAX_BUFFER_BYTES,
+    MAX_DURATION_S,
+    MAX_ENVS,
+    MAX_SEED,
+    MAX_THREADS,
+    MAX_TIMESTEPS,
+    check_number,
+    whole_number,
+)
 from pvegym.sim import catalog, families
 
 Algo = Literal["PPO", "MaskablePPO", "DQN", "A2C"]
@@ -53,6 +63,67 @@ Algo = Literal["PPO", "MaskablePPO", "DQN", "A2C"]
 _RESERVED = frozenset(
     {"self", "policy", "env", "seed", "verbose", "device", "tensorboard_log", "_init_setup_model"}
 )
+
+
+#: what a train file may give each hyperparameter (stable-baselines3's constructor keywords):
+#: ``(type, bounds)`` with type "int", "float", "bool" or "float?" (``None`` allowed). A keyword of
+#: the algorithm that is not here (buffer classes and their kwargs) cannot be set from a file.
+#: Sizes are bounded too: the buffers they make are checked against
+#: :data:`~pvegym.limits.MAX_BUFFER_BYTES` (:meth:`TrainConfig.validate`).
+HYPERPARAMS: dict[str, tuple[str, dict[str, float]]] = {
+    "learning_rate": ("float", {"gt": 0.0, "le": 10.0}),
+    "n_steps": ("int", {"ge": 1, "le": 2**20}),
+    "batch_size": ("int", {"ge": 2, "le": 2**20}),  # PPO normalizes advantages over a batch
+    "n_epochs": ("int", {"ge": 1, "le": 10_000}),
+    "gamma": ("float", {"ge": 0.0, "le": 1.0}),
+    "gae_lambda": ("float", {"ge": 0.0, "le": 1.0}),
+    "clip_range": ("float", {"gt": 0.0, "le": 100.0}),
+    "clip_range_vf": ("float?", {"gt": 0.0, "le": 100.0}),
+    "normalize_advantage": ("bool", {}),
+    "ent_coef": ("float", {"ge": 0.0, "le": 1e6}),
+    "vf_coef": ("float", {"ge": 0.0, "le": 1e6}),
+    "max_grad_norm": ("float", {"gt": 0.0, "le": 1e6}),
+    "use_sde": ("bool", {"le": 0}),  # state-dependent exploration is for continuous actions
+    "sde_sample_freq": ("int", {"ge": -1, "le": MAX_TIMESTEPS}),
+    "target_kl": ("float?", {"gt": 0.0, "le": 1e6}),
+    "stats_window_size": ("int", {"ge": 1, "le": 1_000_000}),
+    "rms_prop_eps": ("float", {"gt": 0.0, "le": 1.0}),
+    "use_rms_prop": ("bool", {}),
+    "buffer_size": ("int", {"ge": 1, "le": 10**8}),
+    "learning_starts": ("int", {"ge": 0, "le": MAX_TIMESTEPS}),
+    "tau": ("float", {"gt": 0.0, "le": 1.0}),
+    "train_freq": ("int", {"ge": 1, "le": 1_000_000}),
+    "gradient_steps": ("int", {"ge": -1, "le": 100_000}),
+    "optimize_memory_usage": ("bool", {"le": 0}),  # SB3 refuses it with timeout handling
+    "target_update_interval": ("int", {"ge": 1, "le": MAX_TIMESTEPS}),
+    "exploration_fraction": ("float", {"ge": 0.0, "le": 1.0}),
+    "exploration_initial_eps": ("float", {"ge": 0.0, "le": 1.0}),
+    "exploration_final_eps": ("float", {"ge": 0.0, "le": 1.0}),
+}
+
+
+def check_hyperparam(key: str, value: Any, path: str) -> None:
+    """One hyperparameter against :data:`HYPERPARAMS` (``policy_kwargs`` is checked by
+    :func:`policies.agent_spec.check_policy_kwargs`)."""
+    if key not in HYPERPARAMS:
+        raise ConfigError(path, "cannot be set from a train file (a class or its kwargs)")
+    kind, bounds = HYPERPARAMS[key]
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(path, f"must be true or false, not {show(value)}")
+        if bounds.get("le") == 0 and value:
+            raise ConfigError(path, "must be false here (discrete actions, timeout handling)")
+        return
+    if value is None and kind == "float?":
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(path, f"must be a number, not {show(value)}")
+    if kind == "int":
+        n = whole_number(value, path, ge=int(bounds["ge"]), le=int(bounds["le"]))
+        if key == "gradient_steps" and n == 0:
+            raise ConfigError(path, "must be ≥ 1, or -1 (as many as environment steps)")
+        return
+    check_number(float(value), path, **bounds)
 
 
 def allowed_hyperparams(algo: str) -> list[str]:
@@ -82,7 +153,7 @@ class EnvOptions:
 
     scenario: str = "small"
     train_seeds: tuple[int, ...] | None = field(None, parse=_parse_optional_seeds)
-    episode_seconds: float | None = field(None, gt=0.0, unit="duration")
+    episode_seconds: float | None = field(None, gt=0.0, le=MAX_DURATION_S, unit="duration")
     reward_weights: dict[str, float] = dataclasses.field(default_factory=dict)
     skip_idle_rounds: bool = True
 
@@ -110,20 +181,20 @@ class TrainConfig:
 
     name: str
     algo: Algo
-    total_timesteps: int = field(gt=0)
+    total_timesteps: int = field(gt=0, le=MAX_TIMESTEPS)
     policy: str = "MlpPolicy"  # a policy class name (policies.agent_spec)
     description: str = ""
     hyperparams: dict[str, Any] = dataclasses.field(default_factory=dict)
     env: EnvOptions = EnvOptions()
-    n_envs: int = field(1, ge=1, le=64)
-    checkpoint_every: int = field(0, ge=0)
-    eval_every: int = field(0, ge=0)
+    n_envs: int = field(1, ge=1, le=MAX_ENVS)
+    checkpoint_every: int = field(0, ge=0, le=MAX_TIMESTEPS)
+    eval_every: int = field(0, ge=0, le=MAX_TIMESTEPS)
     eval_seeds: tuple[int, ...] = field(
         (families.TEST_SEEDS.start, families.TEST_SEEDS.start + 1, families.TEST_SEEDS.start + 2),
         parse=_parse_seeds,
     )
-    seed: int = field(0, ge=0)
-    torch_threads: int = field(1, ge=1)
+    seed: int = field(0, ge=0, le=MAX_SEED)
+    torch_threads: int = field(1, ge=1, le=MAX_THREADS)
     output: str = ""
 
     @property
@@ -145,6 +216,9 @@ class TrainConfig:
                 agent_spec.check_policy_kwargs(
                     self.algo, self.policy, value, f"{pre}hyperparams.policy_kwargs"
                 )
+            else:
+                check_hyperparam(key, value, f"{pre}hyperparams.{key}")
+        self._check_buffers(pre)
         is_family = families.is_family(self.env.scenario)
         train = set(self.env.train_seeds or ())
         for i, s in enumerate(self.eval_seeds):
@@ -156,6 +230,35 @@ class TrainConfig:
                 )
             if s in train:
                 raise ConfigError(f"{pre}eval_seeds[{i}]", f"{s} is also a training seed")
+
+    def _check_buffers(self, pre: str) -> None:
+        """The rollout (on-policy) or replay (DQN) buffer these settings make, estimated as
+        transitions × observation bytes (float32), must fit :data:`~pvegym.limits.MAX_BUFFER_BYTES`;
+        PPO needs more than one step per rollout."""
+        from pvegym.env.view_encoding import observation_size
+
+        params = inspect.signature(algo_class(self.algo).__init__).parameters
+
+        def value(key: str) -> Any:
+            return self.hyperparams.get(key, params[key].default if key in params else None)
+
+        obs_bytes = 4 * (observation_size(*self.env.sizes()) + 8)
+        if self.algo == "DQN":
+            size, key = int(value("buffer_size")) * (2 * obs_bytes), "buffer_size"
+        else:
+            steps = int(value("n_steps")) * self.n_envs
+            if self.algo != "A2C" and steps < 2:
+                raise ConfigError(
+                    f"{pre}hyperparams.n_steps", "n_steps × n_envs must be > 1 for PPO's batches"
+                )
+            size, key = steps * obs_bytes, "n_steps"
+        if size > MAX_BUFFER_BYTES:
+            raise ConfigError(
+                f"{pre}hyperparams.{key}",
+                f"{value(key)} makes a {'replay' if self.algo == 'DQN' else 'rollout'} buffer of "
+                f"~{size / 2**30:.1f} GiB (at most {MAX_BUFFER_BYTES / 2**30:g} GiB: set a "
+                f"smaller {key})",
+            )
 
     # ------------------------------------------------------------------ derived
     def algo_kwargs(self) -> dict[str, Any]:
@@ -191,12 +294,9 @@ class TrainConfig:
 def train_data(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if p.suffix == ".json":  # a run's resolved config.json
-        try:
-            doc = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ConfigError("train", f"cannot read {str(p)!r}: {err}") from None
+        doc = read_json(p, "train", "train config")
         if not isinstance(doc, dict):
-            raise ConfigError("train", f"{str(p)!r} is not a resolved train config")
+            raise ConfigError("train", f"{show(str(p), 100)} is not a resolved train config")
         doc.pop("spaces", None)
         return doc
     data = read_toml(p, "train", "train")

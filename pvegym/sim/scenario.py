@@ -14,6 +14,15 @@ from typing import Any, Literal
 
 from pvegym.config import field, load
 from pvegym.errors import ConfigError
+from pvegym.limits import (
+    MAX_CORES,
+    MAX_DURATION_S,
+    MAX_EVENTS,
+    MAX_GUESTS,
+    MAX_MEMORY_BYTES,
+    MAX_NODES,
+    MAX_RATE,
+)
 from pvegym.sim.workload import Component, parse_signal
 
 _SID = re.compile(r"^(vm|ct):\d+$")
@@ -33,8 +42,8 @@ class NodeSpec:
     overhead, non-HA guests, ZFS ARC), as workload signals in cores / bytes."""
 
     name: str
-    maxcpu: int = field(ge=1)
-    maxmem: float = field(gt=0, unit="size")
+    maxcpu: int = field(ge=1, le=MAX_CORES)
+    maxmem: float = field(gt=0, le=MAX_MEMORY_BYTES, unit="size")
     base_cpu: tuple[Component, ...] = field((), parse=_cpu_signal)
     base_mem: tuple[Component, ...] = field((), parse=_mem_signal)
     online: bool = True
@@ -54,13 +63,13 @@ class GuestSpec:
 
     sid: str
     node: str
-    maxcpu: int = field(ge=1)
-    maxmem: float = field(gt=0, unit="size")
+    maxcpu: int = field(ge=1, le=MAX_CORES)
+    maxmem: float = field(gt=0, le=MAX_MEMORY_BYTES, unit="size")
     cpu: tuple[Component, ...] = field((), parse=_cpu_signal)
     memhost: tuple[Component, ...] = field((), parse=_mem_signal)
     mem_ratio: float = field(1.0, gt=0.0, le=1.0)
-    dirty_rate: float = field(0.0, ge=0.0, unit="rate")
-    wws: float | None = field(None, gt=0.0, unit="size")
+    dirty_rate: float = field(0.0, ge=0.0, le=MAX_RATE, unit="rate")
+    wws: float | None = field(None, gt=0.0, le=MAX_MEMORY_BYTES, unit="size")
     throttle_sensitivity: float = field(1.0, ge=0.0, le=1.0)
     ha: bool = True
     local_resources: bool = False
@@ -99,7 +108,7 @@ class EventSpec:
     """A timed event: a manual ``migrate`` of ``sid`` to ``target`` (queued like ``qm migrate``
     through the HA stack), or a ``pressure-onset`` marker on ``node`` for ``evacuation_latency_s``."""
 
-    t: float = field(ge=0.0, unit="duration")
+    t: float = field(ge=0.0, le=MAX_DURATION_S, unit="duration")
     type: Literal["migrate", "pressure-onset"] = "migrate"
     sid: str = ""
     target: str = ""
@@ -115,7 +124,9 @@ class PsiModel:
         0.0, ge=0.0, le=1.0
     )  # share of demand from always-runnable threads
     mem_watermark: float = field(0.02, ge=0.0, lt=1.0)  # fraction of MemTotal kept free by reclaim
-    mem_gain: float = field(10.0, gt=0.0)  # some-pressure per unit of overcommitted fraction
+    mem_gain: float = field(
+        10.0, gt=0.0, le=1e6
+    )  # some-pressure per unit of overcommitted fraction
     mem_full_ratio: float = field(0.5, ge=0.0, le=1.0)  # full = some × this (all tasks stalled)
 
 
@@ -123,16 +134,19 @@ class PsiModel:
 class MigrationSettings:
     """How motions run. ``bandwidth`` is the single migration stream's throughput (bytes/s)."""
 
-    bandwidth: float = field(430 * 2**20, gt=0.0, unit="rate")
-    downtime_limit_ms: float = field(100.0, gt=0.0)  # qemu-server: migrate_downtime default 0.1 s
+    bandwidth: float = field(430 * 2**20, gt=0.0, le=MAX_RATE, unit="rate")
+    # qemu-server: migrate_downtime default 0.1 s; at most a day
+    downtime_limit_ms: float = field(100.0, gt=0.0, le=86_400_000.0)
     qemu_server: Literal["unpatched", "patched"] = "unpatched"
-    boost_factor: float = field(1.5, gt=0.0)
-    abort_factor: float = field(4.0, gt=0.0)
+    boost_factor: float = field(1.5, gt=0.0, le=1000.0)  # passes over guest memory
+    abort_factor: float = field(4.0, gt=0.0, le=1000.0)
     sync_timer: bool = True  # QEMU ≥ 9.2: dirty sync every 5 s after pass 1 with auto-converge
-    precheck_s: float = field(3.0, ge=0.0, unit="duration")  # a local resource fails here
-    lrm_delay_max_s: float = field(10.0, ge=0.0, unit="duration")  # LRM loop: uniform start offset
-    ct_shutdown_s: float = field(10.0, ge=0.0, unit="duration")
-    ct_start_s: float = field(5.0, ge=0.0, unit="duration")
+    precheck_s: float = field(
+        3.0, ge=0.0, le=MAX_DURATION_S, unit="duration"
+    )  # a local resource fails
+    lrm_delay_max_s: float = field(10.0, ge=0.0, le=3600.0, unit="duration")  # LRM start offset
+    ct_shutdown_s: float = field(10.0, ge=0.0, le=MAX_DURATION_S, unit="duration")
+    ct_start_s: float = field(5.0, ge=0.0, le=MAX_DURATION_S, unit="duration")
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
@@ -155,14 +169,14 @@ class TelemetrySettings:
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    nodes: tuple[NodeSpec, ...]
-    guests: tuple[GuestSpec, ...] = ()
+    nodes: tuple[NodeSpec, ...] = field(max_items=MAX_NODES)
+    guests: tuple[GuestSpec, ...] = field((), max_items=MAX_GUESTS)
     description: str = ""
-    duration: float = field(3600.0, gt=0.0, unit="duration")
-    round_s: float = field(10.0, gt=0.0, unit="duration")
+    duration: float = field(3600.0, gt=0.0, le=MAX_DURATION_S, unit="duration")
+    round_s: float = field(10.0, ge=2.0, le=3600.0, unit="duration")
     node_affinity: tuple[NodeAffinitySpec, ...] = ()
     resource_affinity: tuple[ResourceAffinitySpec, ...] = ()
-    events: tuple[EventSpec, ...] = ()
+    events: tuple[EventSpec, ...] = field((), max_items=MAX_EVENTS)
     psi: PsiModel = PsiModel()
     migration: MigrationSettings = MigrationSettings()
     telemetry: TelemetrySettings = TelemetrySettings()

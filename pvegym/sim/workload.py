@@ -51,7 +51,14 @@ from numpy.typing import NDArray
 
 from pvegym.config import field, load
 from pvegym.errors import ConfigError, show
-from pvegym.limits import MAX_TRACE_SAMPLES
+from pvegym.limits import (
+    MAX_COMPONENTS,
+    MAX_DURATION_S,
+    MAX_SIGNAL,
+    MAX_STEPS,
+    MAX_TRACE_SAMPLES,
+    check_number,
+)
 from pvegym.sim.kernel import sample_signals
 from pvegym.sim.trace_source import (
     TRACE_ROOT,
@@ -72,21 +79,21 @@ class Component:
     """One term of a workload signal (units are those of the signal: cores or bytes)."""
 
     type: Kind
-    level: float = 0.0
-    mean: float = 0.0
-    sigma: float = field(0.0, ge=0.0)
-    tau: float = field(60.0, gt=0.0, unit="duration")
-    amplitude: float = 0.0
-    period: float = field(86400.0, gt=0.0, unit="duration")
-    phase: float = field(0.0, unit="duration")
-    rate_per_hour: float = field(0.0, ge=0.0)
-    height: float = 0.0
-    duration: float = field(60.0, gt=0.0, unit="duration")
-    at: tuple[tuple[float, float], ...] = ()
+    level: float = field(0.0, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
+    mean: float = field(0.0, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
+    sigma: float = field(0.0, ge=0.0, le=MAX_SIGNAL)
+    tau: float = field(60.0, gt=0.0, le=MAX_DURATION_S, unit="duration")
+    amplitude: float = field(0.0, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
+    period: float = field(86400.0, ge=1.0, le=MAX_DURATION_S, unit="duration")
+    phase: float = field(0.0, ge=-MAX_DURATION_S, le=MAX_DURATION_S, unit="duration")
+    rate_per_hour: float = field(0.0, ge=0.0, le=3600.0)  # arrivals per hour: at most one a second
+    height: float = field(0.0, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
+    duration: float = field(60.0, gt=0.0, le=MAX_DURATION_S, unit="duration")
+    at: tuple[tuple[float, float], ...] = field((), max_items=MAX_STEPS)
     # trace replay (``type = "trace"``); ``field`` last: it shadows the ``field`` helper below it
     source: str = ""
-    scale: float | None = None
-    offset: float = field(0.0, unit="duration")
+    scale: float | None = field(None, ge=0.0, le=MAX_SIGNAL)
+    offset: float = field(0.0, ge=-MAX_DURATION_S, le=MAX_DURATION_S, unit="duration")
     loop: bool = True
     trace_dir: str = ""
     # the file ``source`` resolved to when the scenario was validated (not a config key)
@@ -97,6 +104,9 @@ class Component:
         times = [t for t, _ in self.at]
         if times != sorted(times):
             raise ConfigError(f"{path}.at", "step times must be in increasing order")
+        for j, (t, v) in enumerate(self.at):
+            check_number(t, f"{path}.at[{j}][0]", ge=-MAX_DURATION_S, le=MAX_DURATION_S)
+            check_number(v, f"{path}.at[{j}][1]", ge=-MAX_SIGNAL, le=MAX_SIGNAL)
         if self.type == "trace":
             if self.scale is not None and not (math.isfinite(self.scale) and self.scale >= 0):
                 raise ConfigError(
@@ -286,15 +296,17 @@ def load_trace(source: str, col: str = "cpu", trace_dir: str = "", path: str = "
 
 
 def _number(value: Any, path: str, unit: str | None) -> float:
-    from pvegym.units import parse_duration, parse_size
+    """A signal's number: finite, at most :data:`~pvegym.limits.MAX_SIGNAL` in magnitude; a
+    string with its unit where the signal has one (``"8GiB"``)."""
+    from pvegym.units import parse_quantity
 
-    if isinstance(value, str) and unit == "size":
-        return parse_size(value, path)
-    if isinstance(value, str) and unit == "duration":
-        return parse_duration(value, path)
+    if isinstance(value, str) and unit in ("size", "duration"):
+        value = parse_quantity(unit, value, path)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(path, f"must be a number, not {value!r}")
-    return float(value)
+        raise ConfigError(path, f"must be a number, not {show(value)}")
+    if isinstance(value, int) and abs(value) > MAX_SIGNAL:
+        raise ConfigError(path, f"must be ≤ {MAX_SIGNAL:g} in magnitude, not {show(value)}")
+    return check_number(float(value), path, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
 
 
 def parse_signal(value: Any, path: str, unit: str | None = None) -> tuple[Component, ...]:
@@ -305,11 +317,13 @@ def parse_signal(value: Any, path: str, unit: str | None = None) -> tuple[Compon
     if isinstance(value, int | float | str) and not isinstance(value, bool):
         return (Component(type="constant", level=_number(value, path, unit)),)
     items = value if isinstance(value, list | tuple) else [value]
+    if len(items) > MAX_COMPONENTS:
+        raise ConfigError(path, f"at most {MAX_COMPONENTS} components, not {len(items)}")
     comps = []
     for i, item in enumerate(items):
         sub = f"{path}[{i}]" if isinstance(value, list | tuple) else path
         if not isinstance(item, dict):
-            raise ConfigError(sub, f"must be a number or a component table, not {item!r}")
+            raise ConfigError(sub, f"must be a number or a component table, not {show(item)}")
         if unit == "size":
             item = dict(item)
             for key in ("level", "mean", "sigma", "amplitude", "height", "scale"):

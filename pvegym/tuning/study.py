@@ -65,7 +65,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 import pvegym
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
 from pvegym.experiments.executor import RayExecutor
 from pvegym.provenance import git_commit
 from pvegym.tuning.objective import Objective, worker_is_dead, worker_name
@@ -91,13 +91,62 @@ def default_storage(cfg: StudyConfig, root: Path | str = "results") -> str:
     return f"sqlite:///{results_dir(cfg, root) / 'study.db'}"
 
 
+#: the first bytes of an SQLite database file
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def storage_error(url: str, err: BaseException) -> ConfigError:
+    """A storage failure as one line: the driver's first line, without SQLAlchemy's background
+    links or the SQL it ran."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    text = text.split(" [SQL:")[0].split("(Background on this error")[0].strip()
+    return ConfigError("--storage", f"cannot use {redact(url)}: {show(text, 160, quote=False)}")
+
+
+def check_sqlite(url: str) -> Path:
+    """The database file of an ``sqlite:///PATH`` URL, made ready: an in-memory database (which
+    keeps nothing) is refused, an existing file must be a regular SQLite file (or empty), and its
+    directory is created."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        database = make_url(url).database
+    except (ArgumentError, ValueError) as err:
+        raise storage_error(url, err) from None
+    if not database or database == ":memory:":
+        raise ConfigError(
+            "--storage",
+            f"{redact(url)} is an in-memory database, which keeps nothing: name a file "
+            "(sqlite:///results/<study>/study.db)",
+        )
+    if "\x00" in database or any(len(part.encode()) > 255 for part in Path(database).parts):
+        raise ConfigError("--storage", f"{show(database)} is not a usable file name")
+    path = Path(database)
+    try:
+        if path.exists() or path.is_symlink():
+            if not path.is_file():
+                raise ConfigError("--storage", f"{show(database)} is not a regular file")
+            with path.open("rb") as fh:
+                head = fh.read(len(SQLITE_MAGIC))
+            if head and head != SQLITE_MAGIC:
+                raise ConfigError("--storage", f"{show(database)} is not an SQLite database")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError("--storage", f"cannot use {show(database)}: {err.strerror}") from None
+    return path
+
+
 def make_storage(url: str) -> RDBStorage:
     """Optuna's RDB storage for ``url``, with heartbeats; SQLite waits for other writers' locks
-    instead of failing at once, PostgreSQL connections are checked before reuse."""
-    if url.startswith("sqlite:///"):
-        path = Path(url[len("sqlite:///") :])
-        if path.parent and str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
+    instead of failing at once, PostgreSQL connections are checked before reuse. A URL that
+    names no usable database (malformed, a file that is not SQLite, an unreachable server, a
+    missing driver) is one line at ``--storage``."""
+    if not url or "\x00" in url or len(url) > 4096:
+        raise ConfigError("--storage", f"{show(url)} is not a database URL")
+    if url.startswith("sqlite:"):
+        check_sqlite(url)
         engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
     else:
         engine_kwargs = {"pool_pre_ping": True}
@@ -111,8 +160,8 @@ def make_storage(url: str) -> RDBStorage:
                 grace_period=GRACE_S,
                 heartbeat_stale_trial_callback=retry_failed,
             )
-    except Exception as err:  # bad URL, unreachable server, missing driver
-        raise ConfigError("--storage", f"cannot open {redact(url)}: {err}") from None
+    except Exception as err:  # bad URL, unreachable server, missing driver, corrupt file
+        raise storage_error(url, err) from None
 
 
 def retry_failed(study: optuna.Study, trial: FrozenTrial) -> None:

@@ -121,7 +121,7 @@ def test_writes_are_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         ("policy", "..", "starts with a dot"),
         ("policy", "a/../../b", "path separator"),
         ("scenario", "/etc", "path separator"),
-        ("policy", "ok\\u0000", "control character"),
+        ("policy", "ok\\u0000", "NUL byte"),
         ("scenario", "x" * 300, "longer than 255 bytes"),
     ],
 )
@@ -141,7 +141,7 @@ def test_labels_that_would_leave_the_run_directory_are_refused(
 @pytest.mark.parametrize(
     ("text", "words"),
     [
-        ('output = "ok\\u0000"', "control character"),
+        ('output = "ok\\u0000"', "NUL byte"),
         (f'output = "{"o" * 300}"', "longer than 255 bytes"),
         ('output = "../up"', "path separator"),
         ('output = ".."', "starts with a dot"),
