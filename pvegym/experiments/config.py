@@ -297,6 +297,10 @@ class Experiment:
         return sha256_json(self.resolved())
 
 
+#: most files an ``extends`` chain may have
+MAX_EXTENDS = 32
+
+
 def _deep_merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in child.items():
@@ -314,7 +318,10 @@ def _relative_scenario_files(path: Path, data: dict[str, Any]) -> None:
     for entry in entries if isinstance(entries, list) else []:
         name = entry.get("name") if isinstance(entry, dict) else None
         if isinstance(name, str) and name.endswith(".toml") and not Path(name).is_absolute():
-            target = (path.parent / name).resolve()
+            try:
+                target = (path.parent / name).resolve()
+            except (OSError, RuntimeError, ValueError):
+                continue  # an unusable name: the scenario's own reader says why
             try:
                 entry["name"] = str(target.relative_to(Path.cwd()))
             except ValueError:
@@ -328,20 +335,33 @@ def _read_chain(path: Path, where: str, chain: tuple[Path, ...]) -> dict[str, An
     parent = data.pop("extends", None)
     if parent is None:
         return data
-    if not isinstance(parent, str):
-        raise ConfigError("extends", f"must be a path (string), not {parent!r}")
-    parent_path = (path.parent / parent).resolve()
+    if not isinstance(parent, str) or not parent or "\x00" in parent:
+        raise ConfigError("extends", f"must be a path (string), not {show(parent)}")
+    if len(chain) >= MAX_EXTENDS:
+        raise ConfigError("extends", f"more than {MAX_EXTENDS} files deep")
+    try:
+        parent_path = (path.parent / parent).resolve()
+    except (OSError, RuntimeError) as err:
+        raise ConfigError("extends", f"{show(parent)}: {type(err).__name__}") from None
     if parent_path in chain:
-        raise ConfigError("extends", f"{parent!r} extends itself (a cycle through {path.name})")
+        raise ConfigError("extends", f"{show(parent)} extends itself (a cycle through {path.name})")
     base = _read_chain(parent_path, "extends", (*chain, parent_path))
     base.pop("name", None)  # a child is its own experiment: its own name, or its file's stem
     base.pop("output", None)
-    return _deep_merge(base, data)
+    try:
+        return _deep_merge(base, data)
+    except RecursionError:
+        raise ConfigError("extends", "tables nested too deeply to merge") from None
 
 
 def experiment_data(path: str | Path) -> dict[str, Any]:
     """The plain data of an experiment file with ``extends`` merged (not yet validated)."""
-    p = Path(path).resolve()
+    if "\x00" in str(path) or not str(path):
+        raise ConfigError("experiment", f"{show(str(path))} is not a file name")
+    try:
+        p = Path(path).resolve()
+    except (OSError, RuntimeError) as err:  # a name too long, a symlink loop
+        raise ConfigError("experiment", f"{show(str(path))}: {type(err).__name__}") from None
     data = _read_chain(p, "experiment", (p,))
     data.setdefault("name", p.stem)
     return data

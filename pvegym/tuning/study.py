@@ -153,7 +153,7 @@ def make_storage(url: str) -> RDBStorage:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(
+            storage = RDBStorage(
                 url,
                 engine_kwargs=engine_kwargs,
                 heartbeat_interval=HEARTBEAT_S,
@@ -162,6 +162,27 @@ def make_storage(url: str) -> RDBStorage:
             )
     except Exception as err:  # bad URL, unreachable server, missing driver, corrupt file
         raise storage_error(url, err) from None
+    if url.startswith("sqlite:"):
+        _serialize_sqlite(storage.engine)
+    return storage
+
+
+def _serialize_sqlite(engine: Any) -> None:
+    """Every SQLite transaction begins IMMEDIATE (takes the write lock first). Python's sqlite3
+    otherwise reads outside a transaction and starts one only at the first write, so two workers
+    can both read a WAITING trial and both mark it RUNNING — the same trial run twice (Optuna's
+    ``for_update`` is a no-op on SQLite). PostgreSQL's ``SELECT … FOR UPDATE`` needs no help."""
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_transactions(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections made before the listeners would still read outside
 
 
 def retry_failed(study: optuna.Study, trial: FrozenTrial) -> None:

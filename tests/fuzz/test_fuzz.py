@@ -41,15 +41,15 @@ pytest.importorskip("sb3_contrib")
 
 #: cases per kind in CI (derandomized); ``--fuzz`` multiplies them by 10
 CI_CASES = {
-    "scenario": 180,
-    "set": 180,
+    "scenario": 200,
+    "set": 200,
     "cli": 120,
-    "record": 100,
-    "trace": 100,
-    "upstream": 120,
-    "model": 60,
-    "experiment": 50,
-    "study": 30,
+    "record": 120,
+    "trace": 120,
+    "upstream": 150,
+    "model": 80,
+    "experiment": 40,
+    "study": 24,
     "storage": 40,
     "train": 25,
 }
