@@ -200,7 +200,9 @@ def reap_orphans(study: optuna.Study) -> int:
     """FAIL (and retry) the RUNNING trials whose worker is gone: a process of this host that no
     longer runs, a trial that never got a worker name within :data:`GRACE_S`, or (Optuna's
     heartbeat) any trial silent for :data:`GRACE_S`. Returns how many were failed here."""
-    optuna.storages.fail_stale_trials(study)
+    with warnings.catch_warnings():  # "experimental" since Optuna 2.9
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
     storage = study._storage
     now = datetime.datetime.now()
     failed = 0
