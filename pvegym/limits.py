@@ -14,6 +14,7 @@ real clusters and real experiments — raise one here, with its reason, if a rea
 | memory of a node or guest | 1 PiB | largest hosts have 32 TiB |
 | a rate (migration bandwidth, dirty rate) | 1 PiB/s | 800 Gb/s links move 0.1 TB/s |
 | a workload signal's value (cores or bytes) | 2⁶⁰ | above every memory size; sums of 10⁵ of them stay finite |
+| a reward or objective weight | 10¹² in magnitude | weighted sums of metrics stay finite |
 | simulated duration (episode, event time, workload period) | 31 days | cost ∝ rounds: 267,840 rounds of 10 s |
 | workload components of one signal | 64 | each is evaluated every round |
 | steps of a ``steps`` component, events of a scenario | 100,000 | |
@@ -48,6 +49,7 @@ MAX_CORES = 1024
 MAX_MEMORY_BYTES = float(2**50)
 MAX_RATE = float(2**50)
 MAX_SIGNAL = float(2**60)
+MAX_WEIGHT = 1e12
 MAX_DURATION_S = 31 * 86400.0
 MAX_COMPONENTS = 64
 MAX_STEPS = 100_000

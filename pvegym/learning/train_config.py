@@ -52,6 +52,7 @@ from pvegym.limits import (
     MAX_SEED,
     MAX_THREADS,
     MAX_TIMESTEPS,
+    MAX_WEIGHT,
     check_number,
     whole_number,
 )
@@ -158,7 +159,8 @@ class EnvOptions:
     skip_idle_rounds: bool = True
 
     def validate(self, path: str) -> None:
-        for key in self.reward_weights:
+        for key, w in self.reward_weights.items():
+            check_number(w, f"{path}.reward_weights.{key}", ge=-MAX_WEIGHT, le=MAX_WEIGHT)
             if key not in DEFAULT_REWARD_WEIGHTS:
                 raise ConfigError(
                     f"{path}.reward_weights.{key}",

@@ -78,6 +78,7 @@ from pvegym.limits import (
     MAX_SEEDS,
     MAX_TIMELINES,
     MAX_TRIALS,
+    MAX_WEIGHT,
     check_number,
 )
 from pvegym.provenance import plain
@@ -210,8 +211,7 @@ class ObjectiveSpec:
         for m, w in self.weights.items():
             if m not in METRIC_KEYS:
                 raise ConfigError(f"{path}.weights.{m}", _unknown_metric(m))
-            if not math.isfinite(w):
-                raise ConfigError(f"{path}.weights.{m}", f"must be finite, not {w!r}")
+            check_number(w, f"{path}.weights.{m}", ge=-MAX_WEIGHT, le=MAX_WEIGHT)
 
 
 def _unknown_metric(m: str) -> str:

@@ -174,6 +174,14 @@ class Fuzz:
         self.long = bool(config.getoption("--fuzz"))
         self.scale = float(config.getoption("--fuzz-scale") or (10.0 if self.long else 1.0))
         self.root = Path(tempfile.mkdtemp(prefix="pvegym-fuzz-"))
+        # files outside every case directory whose content must never show in an output
+        self.canary = f"PVEGYM-CANARY-{os.getpid()}-{id(self)}"
+        for name in ("canary", "canary.csv"):
+            (self.root / name).write_text(self.canary + "\n")
+        passwd = Path("/etc/passwd")
+        self.secrets = [self.canary] + (
+            passwd.read_text().splitlines()[:1] if passwd.exists() else []
+        )
         self.tally = Tally()
         self.jobs = int(config.getoption("--fuzz-jobs") or min(2, os.cpu_count() or 1))
         self._idle: dict[bool, queue.Queue[Any]] = {False: queue.Queue(), True: queue.Queue()}
@@ -275,6 +283,9 @@ class Fuzz:
             return "memory", _traceback_signature(err) if "Traceback" in err else "RSS growth"
         if (case_dir / "pwned").exists():
             return "executed", "code from an input file ran"
+        for secret in self.secrets:
+            if secret and secret[:16] in out + err:
+                return "leak", f"an output shows a file outside the inputs ({secret[:12]}…)"
         if "Traceback (most recent call last)" in err:
             return "traceback", _traceback_signature(err)
         if code < 0:

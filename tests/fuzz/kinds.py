@@ -15,6 +15,7 @@ import json
 import math
 import pickle
 import shutil
+import tomllib
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -313,13 +314,46 @@ def set_case(draw: Any, bases: dict[str, dict[str, Any]]) -> Case:
 
 @st.composite
 def experiment_case(draw: Any) -> Case:
-    base = draw(st.sampled_from([EXPERIMENT, EXPERIMENT_FAMILY]))
-    _doc, blob, log = _doc_and_bytes(draw, base, to_toml)
+    base = copy.deepcopy(draw(st.sampled_from([EXPERIMENT, EXPERIMENT_FAMILY])))
+    log: list[str] = []
+    if chance(draw, 0.2):  # labels become directories of the run's output
+        label = draw(st.sampled_from(LABELS))
+        for key in ("scenarios", "policies"):
+            base[key][draw(st.integers(0, len(base[key]) - 1))]["label"] = label
+        log.append(f"a scenario's and a policy's label = {label!r:.40}")
+    _doc, blob, mlog = _doc_and_bytes(draw, base, to_toml)
     argv = ["run", "in/exp.toml", "--out", "out", "--quiet"]
     if chance(draw, 0.15):
         argv += ["--workers", "2"]
     check = check_files("out/summary.md", "out/metrics.csv", json_files=("out/manifest.json",))
-    return Case("experiment", argv, {"in/exp.toml": blob}, outputs=("out/",), check=check, log=log)
+    return Case(
+        "experiment", argv, {"in/exp.toml": blob}, outputs=RUN_OUTPUTS, check=check, log=log + mlog
+    )
+
+
+#: labels a careless or hostile experiment file may give
+LABELS = (
+    "..",
+    "..",
+    "../..",
+    "../../x",
+    "/tmp/x",
+    "a/b",
+    ".",
+    ".hidden",
+    "x" * 300,
+    "ok\x00",
+    "a b",
+)
+#: what ``run --out out`` writes: nothing else, nowhere else
+RUN_OUTPUTS = (
+    "out/cells/",
+    "out/records/",
+    "out/plots/",
+    "out/summary.md",
+    "out/metrics.csv",
+    "out/manifest.json",
+)
 
 
 @st.composite
@@ -481,13 +515,35 @@ def trace_case(draw: Any) -> Case:
         data, bnote = draw(byte_mutation(new.encode()))
         files[f"traces/{rel}"] = data
         log += [f"{rel}: {n}" for n in (note, bnote) if n]
-    if chance(draw, 0.1):
+    if chance(draw, 0.15):
         rel = draw(st.sampled_from(sorted(_trace_files())))
         what = draw(st.sampled_from(("fifo", "dir", "/dev/zero", "/etc/passwd", "../../x")))
         special.append(_special_file(f"traces/{rel}", what))
         log.append(f"{rel} -> {what}")
+    if chance(draw, 0.15):  # a source or trace_dir that points elsewhere
+        doc = tomllib.loads(blob.decode("utf-8", "replace")) if not log else None
+        if doc is not None:
+            comp = doc["guests"][0]["cpu"]
+            key = draw(st.sampled_from(("source", "trace_dir")))
+            comp[key] = draw(st.sampled_from(ESCAPES[key]))
+            files["scenario.toml"] = to_toml(doc).encode()
+            log.append(f"guests[0].cpu.{key} = {comp[key]!r}")
     argv = ["simulate", "--scenario", "scenario.toml", "--json"]
     return Case("trace", argv, files, special, check=check_simulate_json, log=log)
+
+
+#: sources and trace directories that lead out of the trace directory (``../canary`` is a file the
+#: fuzz root holds beside every case directory: its content must never show in an output)
+ESCAPES = {
+    "source": (
+        "planetlab/../../../canary",
+        "planetlab/../../../../../../../etc/passwd",
+        "planetlab/../../../../../../../dev/zero",
+        "bitbrains/../../../canary",
+        "planetlab//etc/passwd",
+    ),
+    "trace_dir": ("..", "/etc", "/dev", "../..", "/", "traces/../.."),
+}
 
 
 UPSTREAM_DIRS = (

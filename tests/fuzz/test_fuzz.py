@@ -42,16 +42,16 @@ pytest.importorskip("sb3_contrib")
 #: cases per kind in CI (derandomized); ``--fuzz`` multiplies them by 10
 CI_CASES = {
     "scenario": 200,
-    "set": 200,
-    "cli": 120,
+    "set": 220,
+    "cli": 100,
     "record": 120,
     "trace": 120,
-    "upstream": 150,
-    "model": 80,
-    "experiment": 40,
-    "study": 24,
+    "upstream": 170,
+    "model": 90,
+    "experiment": 30,
+    "study": 20,
     "storage": 40,
-    "train": 25,
+    "train": 20,
 }
 
 
