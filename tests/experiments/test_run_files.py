@@ -13,8 +13,9 @@ import pytest
 
 from pvegym.errors import ConfigError
 from pvegym.experiments import record
+from pvegym.experiments.cells import cell_path, trace_path
 from pvegym.experiments.config import load_experiment
-from pvegym.experiments.runner import cell_path, plan, run_experiment, trace_path, unique_cells
+from pvegym.experiments.runner import plan, run_experiment, unique_cells
 
 EXP = """
 name = "files"
