@@ -219,7 +219,12 @@ def load_model(info: ModelInfo) -> Agent:
     key = (str(info.path.resolve()), info.path.stat().st_mtime, info.algo)
     model = _CACHE.get(key)
     if model is None:
-        import torch
+        try:
+            import torch
+        except ImportError:
+            raise ConfigError(
+                "policy learned", "needs the rl extra (PyTorch): .venv/bin/pip install -e '.[rl]'"
+            ) from None
 
         # One observation per decision: intra-op threads only cost. And a thread pool started
         # here would deadlock the workers the experiment runner forks after validating the

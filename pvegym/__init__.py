@@ -8,4 +8,14 @@ Layers (each depends only on the ones before it):
 * ``pvegym.cli`` and the experiment runner — configs, evaluation, studies, reports.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+from pvegym.registration import register_when_gymnasium_is_imported
+
+try:
+    __version__ = version("pvegym")
+except PackageNotFoundError:  # run from a source tree that is not installed
+    __version__ = "0.1.0"
+
+# gymnasium.make("pvegym/Cluster-v0") after `import pvegym`, without importing Gymnasium here
+register_when_gymnasium_is_imported()

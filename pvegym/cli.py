@@ -45,7 +45,10 @@ TRACE_COMMANDS = ("simulate", "run", "tune", "train", "replay")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import pvegym
+
     parser = _Parser(prog="pvegym", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"pvegym {pvegym.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"pvegym.commands.{name}").register(sub)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import platform
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,31 @@ def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
+
+
+def machine() -> dict[str, Any]:
+    """The machine a run ran on: OS and kernel, CPU model, and the SIMD extensions NumPy found.
+
+    Results do not depend on these (the model uses libm, never NumPy's CPU-dispatched math, and
+    kernels compiled without fastmath: ``tests/test_portability.py``); they are recorded so that a
+    difference between machines can be traced. Volatile: they go to a run's untracked
+    ``run.json``, not into its committed files."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next(
+                (ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), cpu
+            )
+    except OSError:
+        pass
+    simd: list[str] = []
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+
+        simd = sorted(k for k, v in features.items() if v)
+    except ImportError:  # a NumPy without the private table: leave it out
+        pass
+    return {"platform": platform.platform(), "cpu": cpu, "numpy_simd": simd}
 
 
 def plain(value: Any) -> Any:

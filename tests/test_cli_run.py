@@ -72,3 +72,41 @@ def test_a_good_run_reports_where_the_summary_is(tmp_path: Path, cli: RunCli) ->
     assert code == 0
     assert f"{out_dir}/summary.md" in out
     assert (out_dir / "metrics.csv").read_text().count("\n") == 3
+
+
+def test_ctrl_c_is_one_line_and_keeps_finished_cells(tmp_path: Path) -> None:
+    # what a terminal does: SIGINT to the whole process group, workers included
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    exp = tmp_path / "long.toml"
+    exp.write_text(
+        'name = "long"\nmetrics = ["moves"]\n[report]\ntimeline_seeds = 0\n'
+        '[[scenarios]]\nname = "small"\nseeds = {start = 1000000, count = 40}\n'
+        '[[policies]]\nname = "noop"\n[[policies]]\nname = "upstream"\n'
+    )
+    cells = tmp_path / "out" / "cells"
+    argv = ["run", str(exp), "--out", str(tmp_path / "out"), "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pvegym", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(list(cells.glob("*.json"))) < 2:
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert err.strip() == "pvegym: interrupted" and "Traceback" not in err
+    done = len(list(cells.glob("*.json")))
+    assert 2 <= done < 80  # stopped: the cells running then finished, nothing new started

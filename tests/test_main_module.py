@@ -20,3 +20,12 @@ def test_python_m_pvegym_bad_input_exits_2() -> None:
         timeout=120,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pvegym", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == f"pvegym {version('pvegym')}"

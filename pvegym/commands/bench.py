@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         from pathlib import Path
 
-        from pvegym.experiments.record import write_json_atomic
+        from pvegym.experiments.files import write_json_atomic
 
         write_json_atomic(Path(args.out), doc)
     if args.json:

@@ -35,18 +35,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--fresh", action="store_true", help="recompute every cell, even finished ones")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite summary.md and the comparison plots from the run's metrics.csv, no simulation",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from pvegym.experiments.config import load_experiment
     from pvegym.experiments.executor import parse_executor
-    from pvegym.experiments.runner import run_experiment
+    from pvegym.experiments.runner import rerender, run_experiment
 
     if args.workers is not None:
         whole_number(args.workers, "--workers", ge=1, le=MAX_WORKERS)
     executor = parse_executor(args.executor, args.workers)
     exp = load_experiment(args.experiment)
+    if args.report_only:
+        out = rerender(exp, Path(args.out) if args.out else None)
+        print(f"{exp.name}: report rewritten from metrics.csv → {out}/summary.md")
+        return 0
     with executor:
         stats = run_experiment(
             exp,
@@ -58,6 +67,6 @@ def run(args: argparse.Namespace) -> int:
         )
     print(
         f"{exp.name}: {stats.computed} cells evaluated, {stats.cached} reused, "
-        f"{stats.wall_s:.1f} s → {stats.out_dir}/summary.md"
+        f"{stats.wall_s:.1f} s → {stats.out_dir}/summary.md (plots in {stats.out_dir}/plots/)"
     )
     return 0

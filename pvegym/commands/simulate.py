@@ -66,6 +66,8 @@ def simulate(
 ) -> dict[str, Any]:
     """Run one episode; the ``simulate --json`` document."""
     from policies import make_policy
+    from pvegym.experiments.progress import bar
+    from pvegym.experiments.record import play
 
     sets = catalog.parse_overrides(overrides, "--set")
     if qemu_server is not None:
@@ -79,8 +81,16 @@ def simulate(
             parse_duration(duration, "--duration"), "--duration", gt=0.0, le=MAX_DURATION_S
         )
     sim = Simulation(scn, seed)
-    result = sim.run(pol, seconds)
+    rounds = round((scn.duration if seconds is None else seconds) / sim.round_s)
+    # a bar (stderr, on a terminal) for episodes longer than an hour; gone when done
+    show = None if rounds > LONG_ROUNDS else False
+    with bar(rounds, scn.name, "round", show, leave=False) as progress:
+        pol.reset(seed)
+        result, _ = play(sim, pol.decide, seconds, lambda _sim: progress.update())
     return {"scenario": scn.name, "policy": pol.name, "seed": seed, **result}
+
+
+LONG_ROUNDS = 360  # 1 h of 10 s rounds: a longer episode shows a progress bar
 
 
 def _params(items: list[str]) -> dict[str, Any]:

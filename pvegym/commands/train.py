@@ -1,21 +1,39 @@
-"""``pvegym train EXPERIMENT.toml``: train an agent and write ``results/<name>/`` (``MODEL.md`` §11).
+"""``pvegym train EXPERIMENT.toml``: train an agent into a run directory (``MODEL.md`` §11).
 
-An interrupted run resumes from its latest checkpoint when the same command is run again (same
-total budget); ``--fresh`` deletes the run's directory and starts over.
+A run writes to ``runs/<name>/`` (:mod:`pvegym.experiments.rundir`: resumed from its latest
+checkpoint when it holds the same config, else the next free ``runs/<name>-2``, …) or to
+``--out DIR``; ``--fresh`` starts ``--out`` over. ``--total-timesteps N`` is the step budget
+(the file's ``total_timesteps`` otherwise), like rl-zoo3's ``--n-timesteps``. With the
+``tensorboard`` extra installed, SB3 also logs to ``<run dir>/tensorboard/``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from importlib.util import find_spec
 from pathlib import Path
+
+from pvegym.errors import ConfigError
+from pvegym.limits import MAX_TIMESTEPS, whole_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a learned balancer (stable-baselines3)")
     p.add_argument("experiment", help="a train file (experiments/train-*.toml) or a config.json")
-    p.add_argument("--out", default=None, help="output directory (default: results/<name>)")
-    p.add_argument("--fresh", action="store_true", help="discard checkpoints and start over")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="run directory (default: runs/<name>/, resumed when it holds the same config)",
+    )
+    p.add_argument("--fresh", action="store_true", help="start over in --out (deletes it)")
+    p.add_argument(
+        "--total-timesteps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="environment steps to train for (default: the file's total_timesteps)",
+    )
     p.add_argument(
         "--vec-env",
         choices=("auto", "subproc", "dummy"),
@@ -26,18 +44,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from pvegym.learning.train import train
-    from pvegym.learning.train_config import load_train_config
+RL_EXTRA = "needs the rl extra (PyTorch, stable-baselines3): .venv/bin/pip install -e '.[rl]'"
 
-    cfg = load_train_config(args.experiment)
+
+def run(args: argparse.Namespace) -> int:
+    if find_spec("torch") is None or find_spec("stable_baselines3") is None:
+        raise ConfigError("train", RL_EXTRA)
+    from pvegym.config import check_out_dir
+    from pvegym.experiments.rundir import choose
+    from pvegym.learning.train import train
+    from pvegym.learning.train_config import parse_train_config, train_data
+    from pvegym.provenance import sha256_json
+
+    if args.fresh and args.out is None:
+        raise ConfigError("--fresh", "needs --out DIR (a new run gets a fresh directory anyway)")
+    if args.out is not None:
+        check_out_dir(Path(args.out))
+    data = train_data(args.experiment)
+    if args.total_timesteps is not None:
+        steps = whole_number(args.total_timesteps, "--total-timesteps", ge=1, le=MAX_TIMESTEPS)
+        data = {**data, "total_timesteps": steps}
+    cfg = parse_train_config(data)
+    run_dir = choose("train", cfg.out_name, sha256_json(cfg.resolved()), args.out, args.fresh)
+    print(f"{cfg.name}: {'resuming' if run_dir.resumed else 'new run in'} {run_dir.path}/")
     stats = train(
         cfg,
-        Path(args.out) if args.out else None,
+        run_dir.path,
         progress=not args.quiet,
-        fresh=args.fresh,
         vec_env=args.vec_env,
         command=["pvegym", *sys.argv[1:]] if sys.argv and "pvegym" in sys.argv[0] else None,
+    )
+    from pvegym.learning.train import tensorboard_dir
+
+    tb = tensorboard_dir(run_dir.path)
+    print(
+        f"tensorboard --logdir {tb}"
+        if tb
+        else "(TensorBoard logging: .venv/bin/pip install -e '.[tensorboard]')"
     )
     resumed = f" (resumed at {stats.start_timesteps})" if stats.resumed_from else ""
     print(

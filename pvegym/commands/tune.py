@@ -1,11 +1,13 @@
 """``pvegym tune STUDY.toml``: tune a balancer's constants with Optuna, then report (``MODEL.md`` §11).
 
-The study lives in ``sqlite:///results/<study>/study.db`` unless ``--storage URL`` names another
-RDB (PostgreSQL: ``postgresql+psycopg://user:password@host:5432/db``); every worker started with
-the same file and storage — here with ``--workers N``, or on other machines — joins the same study.
-Running the command again resumes: ``n_trials`` in the file is the study's total, ``--n-trials N``
-asks for N more. After optimizing, the best (or Pareto-optimal) trials are re-evaluated on the held-out
-test suite and ``results/<study>/summary.md``, ``best_params.json`` and ``plots/`` are written;
+A run writes to ``runs/<study>/`` (:mod:`pvegym.experiments.rundir`: resumed when it holds this
+study, else the next free ``runs/<study>-2``, …) or to ``--out DIR``. The study lives in
+``sqlite:///<run dir>/study.db`` unless ``--storage URL`` names another RDB (PostgreSQL:
+``postgresql+psycopg://user:password@host:5432/db``); every worker started with the same file and
+storage — here with ``--workers N``, or on other machines — joins the same study. Running the
+command again resumes: ``n_trials`` in the file is the study's total, ``--n-trials N`` asks for N
+more. After optimizing, the best (or Pareto-optimal) trials are re-evaluated on the held-out test
+suite and ``summary.md``, ``best_params.json`` and ``plots/`` are written to the run directory;
 ``--report-only`` does only that, ``--no-report`` only optimizes (extra workers on other machines).
 ``--executor ray[:ADDRESS]`` runs the ``--workers`` workers as Ray actors (and the held-out cells as
 Ray tasks); with a SQLite storage the actors stay on this node (:mod:`pvegym.tuning.study`).
@@ -17,8 +19,10 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+from pvegym.errors import ConfigError
 from pvegym.limits import MAX_TRIALS, MAX_WORKERS, whole_number
 
 
@@ -26,9 +30,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="tune a policy's constants with Optuna (one machine or many)")
     p.add_argument("experiment", help="a study file (experiments/*.toml)")
     p.add_argument(
+        "--out",
+        default=None,
+        help="run directory (default: runs/<study>/, resumed when it holds this study)",
+    )
+    p.add_argument("--fresh", action="store_true", help="start over in --out (deletes it)")
+    p.add_argument(
         "--storage",
         default=None,
-        help="Optuna RDB URL shared by all workers (default: sqlite:///results/<study>/study.db)",
+        help="Optuna RDB URL shared by all workers (default: sqlite:///<run dir>/study.db)",
     )
     p.add_argument(
         "--n-trials", type=int, default=None, help="run N more trials (default: up to n_trials)"
@@ -63,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
     import optuna
     from sqlalchemy.exc import SQLAlchemyError
 
+    from pvegym.config import check_out_dir
     from pvegym.experiments.executor import RayExecutor, parse_executor
-    from pvegym.tuning.study import default_storage, storage_error
+    from pvegym.experiments.rundir import choose
+    from pvegym.tuning.study import storage_error
     from pvegym.tuning.study_config import load_study_config
 
     whole_number(args.workers, "--workers", ge=1, le=MAX_WORKERS)
@@ -72,20 +84,27 @@ def run(args: argparse.Namespace) -> int:
         whole_number(args.n_trials, "--n-trials", ge=0, le=MAX_TRIALS)
     if args.worker_id is not None:
         whole_number(args.worker_id, "--worker-id", ge=0, le=2**31 - 1)
+    if args.fresh and args.out is None:
+        raise ConfigError("--fresh", "needs --out DIR (a new run gets a fresh directory anyway)")
+    if args.out is not None:
+        check_out_dir(Path(args.out))
     executor = parse_executor(args.executor, None)
     if isinstance(executor, RayExecutor) and executor.address is None:
         # a local instance: room for every actor, and the whole machine for the held-out cells
         executor.num_cpus = max(args.workers, os.cpu_count() or 1)
     cfg = load_study_config(args.experiment)
-    url = args.storage if args.storage is not None else default_storage(cfg)
+    run_dir = choose("tune", cfg.out_name, cfg.study_hash(), args.out, args.fresh)
+    url = args.storage if args.storage is not None else f"sqlite:///{run_dir.path / 'study.db'}"
+    print(f"{cfg.name}: {'resuming' if run_dir.resumed else 'new run in'} {run_dir.path}/")
     try:
         with executor:
-            return _run(args, cfg, url, executor if isinstance(executor, RayExecutor) else None)
+            ray = executor if isinstance(executor, RayExecutor) else None
+            return _run(args, cfg, url, run_dir.path, ray)
     except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as err:
         raise storage_error(url, err) from None
 
 
-def _run(args: argparse.Namespace, cfg: Any, url: str, ray: Any) -> int:
+def _run(args: argparse.Namespace, cfg: Any, url: str, out: Path, ray: Any) -> int:
     from pvegym.tuning.report import write_report
     from pvegym.tuning.study import redact, run_study
 
@@ -119,6 +138,7 @@ def _run(args: argparse.Namespace, cfg: Any, url: str, ray: Any) -> int:
         rep = write_report(
             cfg,
             url,
+            out_dir=out,
             workers=ray if ray is not None else args.workers,
             progress=not args.quiet,
             tune_wall_s=tune_wall,

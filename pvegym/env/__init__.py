@@ -1,24 +1,24 @@
 """The Gymnasium environment over the pvegym model (``MODEL.md`` §8).
 
-Importing this package registers ``pvegym/Cluster-v0`` with Gymnasium::
+``import pvegym`` registers ``pvegym/Cluster-v0`` with Gymnasium (:mod:`pvegym.registration`)::
 
-    import gymnasium
-    import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
+    import gymnasium as gym
+    import pvegym
 
-    env = gymnasium.make("pvegym/Cluster-v0", scenario="small", skip_idle_rounds=True)
+    gym.register_envs(pvegym)  # Gymnasium's idiom: a no-op that keeps the import "used"
+
+    env = gym.make("pvegym/Cluster-v0", scenario="small", skip_idle_rounds=True)
 
 Keyword arguments of ``gymnasium.make`` go to :class:`~pvegym.env.cluster_env.ClusterEnv`.
 """
 
 from __future__ import annotations
 
-import gymnasium
-
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
+from pvegym.registration import register_environments
 
 ENV_ID = "pvegym/Cluster-v0"
 
-if ENV_ID not in gymnasium.registry:
-    gymnasium.register(id=ENV_ID, entry_point="pvegym.env.cluster_env:ClusterEnv")
+register_environments()
 
 __all__ = ["DEFAULT_REWARD_WEIGHTS", "ENV_ID", "ClusterEnv"]

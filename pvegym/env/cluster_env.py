@@ -236,6 +236,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self.episode_seed: int | None = None
         self._last_cost = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
+        self._limit_warned = False
 
     # ------------------------------------------------------------------ public helpers
     @property
@@ -316,6 +317,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             self._sim = Simulation(scn, ep_seed)
         self._sim.reset(ep_seed)
         self._setup_episode()
+        self._check_time_limit()
         return self._encode(), {"invalid_action": 0, "rounds": 1, "t": self._sim.t}
 
     def step(
@@ -386,6 +388,21 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         return None
 
     # ------------------------------------------------------------------ internals
+    def _check_time_limit(self) -> None:
+        """Warn (once) when ``gymnasium.make``'s ``TimeLimit`` — the registered
+        ``max_episode_steps`` unless ``make`` was given another — would end this scenario's
+        episodes before the environment does."""
+        registered = gymnasium.registry.get(self.spec.id) if self.spec is not None else None
+        limit = registered.max_episode_steps if registered is not None else None
+        if limit is not None and limit < self._rounds and not self._limit_warned:
+            self._limit_warned = True
+            gymnasium.logger.warn(
+                f"{self.spec.id if self.spec else ''}'s registered max_episode_steps ({limit}) is "
+                f"shorter than this scenario's episodes ({self._rounds} decisions): unless "
+                "gymnasium.make got max_episode_steps, its TimeLimit ends them early — pass "
+                "max_episode_steps=-1 (the environment truncates at the scenario's end)"
+            )
+
     def _make_family(self, instance: int) -> Scenario:
         assert self._family is not None
         return catalog.resolve(
@@ -496,8 +513,11 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         lines = [
             f"t={view.t:.0f}s  decisions={self._decisions}/{self._rounds}  "
             f"pipeline={'busy' if view.motion_active else 'idle'}",
-            f"{'node':<10} {'on':>2} {'cpu':>13} {'mem GiB':>15} {'cpu%':>6} {'mem%':>6} "
-            f"{'guests':>6}",
+            # what a balancer sees: telemetry point samples; PSI is "some" avg10 in percent
+            f"{'node':<10} {'on':>2} {'cpu cores':>13} {'mem GiB':>15} {'psi cpu':>7} "
+            f"{'psi mem':>7} {'guests':>6}",
+            f"{'':<10} {'':>2} {'used/total':>13} {'used/total':>15} {'some %':>7} "
+            f"{'some %':>7} {'':>6}",
         ]
         counts = np.bincount(view.guest_node, minlength=len(view.node_names))
         for j, name in enumerate(view.node_names):
@@ -505,7 +525,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
                 f"{name:<10} {'y' if view.node_online[j] else 'n':>2} "
                 f"{view.node_cpu[j]:6.1f}/{view.node_maxcpu[j]:<6.0f} "
                 f"{view.node_mem[j] / GiB:7.1f}/{view.node_maxmem[j] / GiB:<7.0f} "
-                f"{view.node_cpu_some[j]:6.1f} {view.node_mem_some[j]:6.1f} {counts[j]:>6}"
+                f"{view.node_cpu_some[j]:7.1f} {view.node_mem_some[j]:7.1f} {counts[j]:>6}"
             )
         for i in np.flatnonzero(view.guest_target >= 0):
             lines.append(

@@ -16,13 +16,13 @@ motion's end and node1's true PSI over time — so episodes run through :func:`r
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from pvegym.experiments.progress import bar
 from pvegym.sim import catalog
 from pvegym.sim.metrics import ABLATION, MoveRecord, metrics_in
 from pvegym.sim.scenario import TelemetrySettings
@@ -229,7 +229,7 @@ def ablate(
     rows: list[dict[str, Any]] = []
     variants = policy_variants()
     total = len(scenarios) * len(variants) * n_seeds
-    done = 0
+    progress_bar = bar(total, "ablate", "episode", None if progress else False)
     for scenario in scenarios:
         for label, policy, params in variants:
             judged = "upstream" if label == "upstream" else "patched"
@@ -243,14 +243,8 @@ def ablate(
                 eps.append(ep)
                 passes.append(ok)
                 figures.append(desc)
-                done += 1
-                if progress:
-                    print(
-                        f"\r[{done}/{total}] {scenario} · {label} · seed {seed}   ",
-                        end="",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                progress_bar.set_postfix_str(f"{scenario} · {label}", refresh=False)
+                progress_bar.update()
             means: dict[str, float | None] = {}
             for key in metrics_in(ABLATION):
                 vals = [e.metrics[key] for e in eps if e.metrics[key] is not None]
@@ -269,8 +263,7 @@ def ablate(
                     "per_seed": figures,
                 }
             )
-    if progress:
-        print(file=sys.stderr)
+    progress_bar.close()
     return rows
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -51,6 +52,13 @@ class Executor(Protocol):
     def map_unordered(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]: ...
 
 
+def ignore_interrupt() -> None:
+    """In a worker process: leave Ctrl-C to the parent. The terminal sends SIGINT to the whole
+    process group; the parent stops the run with one line (finished cells are kept, a rerun
+    resumes), where every worker would otherwise print a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @dataclass
 class LocalPool:
     """This machine: in-process for ``workers == 1`` (or one item), else a process pool."""
@@ -75,15 +83,19 @@ class LocalPool:
         methods = multiprocessing.get_all_start_methods()
         use_fork = "fork" in methods and "torch" not in sys.modules
         ctx = multiprocessing.get_context("fork" if use_fork else "spawn")
-        with cf.ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx) as pool:
-            futures = [pool.submit(fn, item) for item in todo]
-            try:
-                for fut in cf.as_completed(futures):
-                    yield fut.result()
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        # no `with`: its exit would shut down again without cancelling (the flag is per call)
+        pool = cf.ProcessPoolExecutor(
+            max_workers=self.workers, mp_context=ctx, initializer=ignore_interrupt
+        )
+        futures = [pool.submit(fn, item) for item in todo]
+        try:
+            for fut in cf.as_completed(futures):
+                yield fut.result()
+        except BaseException:
+            # Ctrl-C (or a failed item): the items running now finish, nothing new starts
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
 
 
 def import_ray() -> ModuleType:

@@ -15,6 +15,7 @@ each round's physics (the runner's per-round traces for the timeline plots).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,9 +203,36 @@ def _duration(value: Any, where: str) -> float:
     return check_number(float(value), where, gt=0.0, le=MAX_DURATION_S)
 
 
+#: who produced a record (not what it says): kept when a rerun reproduces the record
+RECORD_PROVENANCE = ("model_sha256", "pvegym_version")
+
+
+def write_json_stable(path: Path, doc: dict[str, Any], provenance: tuple[str, ...]) -> bool:
+    """Write ``doc`` atomically unless ``path`` already holds the same document apart from its
+    ``provenance`` keys (who produced it: commit, code hash, versions). Returns whether it wrote.
+
+    Why: a rerun that reproduces a committed result must leave its files as they are (``git
+    status`` stays clean on any machine), and the provenance then still names the code that first
+    produced it — equally true, since the rerun got the same bits. What differs between two runs
+    of the same result (when, where, how long) goes to the run's untracked ``run.json``.
+    """
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        old = None
+    if isinstance(old, dict):
+        plain = json.loads(json.dumps(doc))  # tuples → lists, as the file holds them
+        if {k: v for k, v in old.items() if k not in provenance} == {
+            k: v for k, v in plain.items() if k not in provenance
+        }:
+            return False
+    write_json_atomic(path, doc)
+    return True
+
+
 def save_record(record: EpisodeRecord, path: str | Path) -> Path:
     p = Path(path)
-    write_json_atomic(p, record.to_json())
+    write_json_stable(p, record.to_json(), RECORD_PROVENANCE)
     return p
 
 

@@ -1,11 +1,12 @@
 """The written report of a run: ``metrics.csv``, ``summary.md`` (bootstrap CIs) and ``manifest.json``.
 
 Everything here is a pure function of the finished cells and the experiment, so two runs of the same
-experiment write byte-identical ``metrics.csv`` and ``summary.md`` (only the manifest carries
-timestamps). Floats in the CSV are written with ``repr`` (shortest exact round-trip): the CSV *is* the
+experiment write byte-identical ``metrics.csv`` and ``summary.md``; a rerun that reproduces them
+leaves ``manifest.json`` untouched too, and records its own timestamps in an untracked ``run.json``. Floats in the CSV are written with ``repr`` (shortest exact round-trip): the CSV *is* the
 data, not a rounded view of it.
 
-Confidence intervals are 95 % percentile bootstraps of the mean over seeds, with a generator seeded by
+Confidence intervals are 95 % BCa bootstraps of the mean over seeds and paired tests are Wilcoxon
+signed-rank tests (:mod:`pvegym.experiments.stats`, by SciPy), with generators seeded by
 ``report.bootstrap_seed`` and the (scenario, policy, metric) names, so they are reproducible too.
 Comparisons with ``noop`` and ``upstream`` are *paired by seed* (the same seed means the same
 workload noise), which is why they are often much tighter than the two policies' own intervals.
@@ -16,9 +17,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import math
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,8 +29,16 @@ import numpy as np
 import pvegym
 from pvegym.experiments.cells import Row, RunStats
 from pvegym.experiments.config import Experiment
-from pvegym.experiments.record import write_json_atomic
-from pvegym.provenance import git_commit, package_versions
+from pvegym.experiments.files import write_json_atomic
+from pvegym.experiments.record import write_json_stable
+from pvegym.experiments.stats import (
+    Estimate,
+    bootstrap,
+    bootstrap_change,
+    fmt_p,
+    paired_difference,
+)
+from pvegym.provenance import git_commit, machine, package_versions
 from pvegym.sim import catalog
 from pvegym.sim.metrics import GLANCE, METRIC_KEYS, metric_spec, metric_specs, metrics_in
 
@@ -62,6 +69,29 @@ def write_metrics_csv(path: Path, rows: list[Row], docs: dict[str, dict[str, Any
     _write_text(path, buf.getvalue())
 
 
+def read_metrics_csv(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """``metrics.csv`` back as (scenario, policy, seed) → metrics: ``""`` is None, a number
+    without a point or exponent an int, any other a float (``repr`` round-trips exactly)."""
+
+    def value(text: str) -> Any:
+        if text == "":
+            return None
+        if text in ("true", "false"):
+            return text == "true"
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+
+    with path.open(newline="") as fh:
+        return {
+            (r["scenario"], r["policy"], int(r["seed"])): {
+                k: value(v) for k, v in r.items() if k not in ("scenario", "policy", "seed")
+            }
+            for r in csv.DictReader(fh)
+        }
+
+
 def _write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -70,56 +100,7 @@ def _write_text(path: Path, text: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------ stats
-@dataclass(frozen=True)
-class Estimate:
-    """Mean over seeds with a 95 % bootstrap CI; ``n`` seeds had a value (``None`` = no value,
-    e.g. ``evacuation_latency_s`` when nothing moved off the hot node)."""
-
-    mean: float
-    lo: float
-    hi: float
-    n: int
-
-
-def _rng(seed: int, name: str) -> np.random.Generator:
-    tag = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little")
-    return np.random.default_rng([seed, tag])
-
-
-def bootstrap(values: np.ndarray, resamples: int, seed: int, name: str) -> Estimate | None:
-    """Mean and 95 % percentile-bootstrap CI of the non-NaN ``values``; ``None`` if there are none.
-
-    The generator is seeded from ``seed`` and ``name`` (e.g. ``failure-loop|upstream|moves``) so the
-    interval is reproducible and independent of the order anything else was computed in.
-    """
-    v = values[~np.isnan(values)]
-    if v.size == 0:
-        return None
-    mean = float(v.mean())
-    if v.size == 1:
-        return Estimate(mean, mean, mean, 1)
-    means = v[_rng(seed, name).integers(0, v.size, size=(resamples, v.size))].mean(axis=1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return Estimate(mean, float(lo), float(hi), int(v.size))
-
-
-def bootstrap_change(
-    x: np.ndarray, ref: np.ndarray, resamples: int, seed: int, name: str
-) -> Estimate | None:
-    """Relative change of the mean, ``mean(x)/mean(ref) − 1``, with a paired bootstrap CI
-    (seeds resampled together). ``None`` when a value is missing or a resampled reference mean is
-    0 — the report then shows the absolute difference instead."""
-    if np.isnan(x).any() or np.isnan(ref).any() or ref.mean() == 0:
-        return None
-    change = float(x.mean() / ref.mean() - 1.0)
-    if x.size == 1:
-        return Estimate(change, change, change, 1)
-    idx = _rng(seed, name).integers(0, x.size, size=(resamples, x.size))
-    ref_means = ref[idx].mean(axis=1)
-    if (ref_means == 0).any():
-        return None
-    lo, hi = np.percentile(x[idx].mean(axis=1) / ref_means - 1.0, [2.5, 97.5])
-    return Estimate(change, float(lo), float(hi), int(x.size))
+# (the statistics themselves: pvegym.experiments.stats, by SciPy)
 
 
 @dataclass
@@ -184,7 +165,7 @@ def summarize(exp: Experiment, rows: list[Row], docs: dict[str, dict[str, Any]])
             for p, ref in pairs:
                 key = (sc, p, ref, metric)
                 name = f"{sc}|{p}-{ref}|{metric}"
-                s.diff[key] = bootstrap(col[p] - col[ref], resamples, bseed, name)
+                s.diff[key] = paired_difference(col[p], col[ref], resamples, bseed, name)
                 s.change[key] = bootstrap_change(col[p], col[ref], resamples, bseed, name)
     return s
 
@@ -228,16 +209,19 @@ def fmt_estimate(e: Estimate | None, metric: str, n_seeds: int) -> str:
 
 def fmt_relative(d: Estimate | None, change: Estimate | None, metric: str) -> str:
     """The paired comparison with a reference: the relative change of the mean in percent when the
-    reference's mean is not zero, else the absolute difference in the metric's unit."""
+    reference's mean is not zero, else the absolute difference in the metric's unit; then the
+    Wilcoxon signed-rank p-value of the paired differences."""
     if d is None:
         return "—"
-    if d.lo == d.hi == 0.0:
+    if d.p is None:
         return "="
     if change is not None:
         pct = [100.0 * v for v in (change.mean, change.lo, change.hi)]
-        return f"{pct[0]:+.0f} % [{pct[1]:+.0f}, {pct[2]:+.0f}]"
-    f = metric_spec(metric).report_scale
-    return f"{d.mean * f:+.3g} [{d.lo * f:+.3g}, {d.hi * f:+.3g}]"
+        text = f"{pct[0]:+.0f} % [{pct[1]:+.0f}, {pct[2]:+.0f}]"
+    else:
+        f = metric_spec(metric).report_scale
+        text = f"{d.mean * f:+.3g} [{d.lo * f:+.3g}, {d.hi * f:+.3g}]"
+    return f"{text} {fmt_p(d.p)}"
 
 
 def _duration(seconds: float) -> str:
@@ -280,13 +264,14 @@ def write_summary(path: Path, exp: Experiment, s: Summary) -> None:
         f"× their seeds = {n_rows} episodes. Config SHA-256 `{exp.config_hash()[:16]}` "
         "(see `manifest.json`).",
         "",
-        "**How to read.** Each cell is the mean over seeds with its 95 % bootstrap confidence "
-        f"interval in brackets ({exp.report.bootstrap_resamples:,} resamples). {_directions()} "
-        "*vs* columns compare with a reference policy, "
+        "**How to read.** Each cell is the mean over seeds with its 95 % BCa bootstrap confidence "
+        f"interval in brackets ({exp.report.bootstrap_resamples:,} resamples, "
+        f"`scipy.stats.bootstrap`). {_directions()} *vs* columns compare with a reference policy, "
         "paired by seed (same seed, same workload noise): the relative change of the mean in "
-        "percent with its CI; where the reference's mean is 0, the absolute difference in the "
-        "metric's unit. `=` means identical on every seed; `—` no value (e.g. nothing moved off the hot "
-        "node). Metric definitions: `MODEL.md` §9.",
+        "percent with its paired CI — where the reference's mean is 0, the absolute difference in "
+        "the metric's unit — and the p-value of the Wilcoxon signed-rank test of the per-seed "
+        "differences (`scipy.stats.wilcoxon`, two-sided). `=` means identical on every seed; `—` "
+        "no value (e.g. nothing moved off the hot node). Metric definitions: `MODEL.md` §9.",
         "",
         "## At a glance (means over seeds)",
         "",
@@ -331,6 +316,17 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+#: who produced the results (not what they are): kept when a rerun reproduces them
+MANIFEST_PROVENANCE = (
+    "git_commit",
+    "git_dirty",
+    "model_sha256",
+    "pvegym_version",
+    "python",
+    "packages",
+)
+
+
 def write_manifest(
     path: Path,
     exp: Experiment,
@@ -339,10 +335,15 @@ def write_manifest(
     started: float,
     command: list[str] | None,
 ) -> None:
-    """``manifest.json``: the resolved config and its hash, the seeds, the code and environment it
-    ran with, and when. ``pvegym run manifest.json`` reruns exactly this config."""
+    """``manifest.json``: the resolved config and its hash, the seeds, the cells, the metrics'
+    hash and the code and packages that produced them. ``pvegym run manifest.json`` reruns exactly
+    this config. A rerun that reproduces the metrics leaves it untouched (see
+    :func:`~pvegym.experiments.record.write_json_stable`); what is particular to this run — when,
+    how long, the command, the machine, the commit it ran at — goes to ``run.json`` beside it,
+    which is not committed."""
     commit, dirty = git_commit()
     csv_bytes = (path.parent / "metrics.csv").read_bytes()
+    model = rows[0].cell.config.get("code_sha256", "") if rows else ""
     doc = {
         "experiment": exp.name,
         "config": exp.resolved(),
@@ -352,19 +353,27 @@ def write_manifest(
             {"scenario": r.scenario, "policy": r.policy, "seed": r.seed, "key": r.cell.key}
             for r in rows
         ],
-        "cells_computed": stats.computed,
-        "cells_reused": stats.cached,
         "metrics_csv_sha256": hashlib.sha256(csv_bytes).hexdigest(),
-        "model_sha256": rows[0].cell.config.get("code_sha256", "") if rows else "",
+        "model_sha256": model,
         "git_commit": commit,
         "git_dirty": dirty,
         "pvegym_version": pvegym.__version__,
         "python": sys.version.split()[0],
-        "platform": platform.platform(),
         "packages": package_versions(),
+    }
+    wrote = write_json_stable(path, doc, MANIFEST_PROVENANCE)
+    run = {
+        "command": command if command is not None else sys.argv,
         "started": _iso(started),
         "finished": _iso(time.time()),
         "wall_s": round(stats.wall_s, 2),
-        "command": command if command is not None else sys.argv,
+        "cells_computed": stats.computed,
+        "cells_reused": stats.cached,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "model_sha256": model,
+        "metrics_csv_sha256": doc["metrics_csv_sha256"],
+        "manifest_unchanged": not wrote,  # this run reproduced the manifest's results
+        **machine(),
     }
-    write_json_atomic(path, json.loads(json.dumps(doc)))
+    write_json_atomic(path.with_name("run.json"), run)

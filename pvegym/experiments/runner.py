@@ -20,6 +20,7 @@ Read top to bottom, :func:`run_experiment` is the whole story:
 
 from __future__ import annotations
 
+import csv
 import functools
 import sys
 import time
@@ -33,6 +34,7 @@ from tqdm import tqdm
 
 from policies.registry import artifact_fingerprint
 from pvegym.config import check_out_dir, path_component
+from pvegym.errors import ConfigError, show
 from pvegym.experiments import plots, report
 from pvegym.experiments.cells import (
     Cell,
@@ -297,6 +299,44 @@ def run_experiment(
     stats.wall_s = time.perf_counter() - t0
     report.write_manifest(out / "manifest.json", exp, rows, stats, started, command)
     return stats
+
+
+def rerender(exp: Experiment, out_dir: Path | None = None) -> Path:
+    """Rewrite ``summary.md`` and the comparison plots of a finished run from its ``metrics.csv``,
+    without simulating (``pvegym run … --report-only``): how a change of the report's statistics
+    reaches committed results whose cells are not committed. Timelines, records and the manifest
+    stay as they are (they need the episodes); ``metrics.csv`` must hold every row of the plan."""
+    out = Path(out_dir) if out_dir is not None else Path("results") / exp.out_name
+    check_out_dir(out)
+    rows = plan(exp)
+    try:
+        metrics = report.read_metrics_csv(out / "metrics.csv")
+    except FileNotFoundError:
+        raise ConfigError(
+            "--report-only",
+            f"{show(str(out / 'metrics.csv'), 100)} does not exist: run the experiment "
+            "(without --report-only)",
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError, csv.Error) as err:
+        raise ConfigError(
+            "--report-only",
+            f"{show(str(out / 'metrics.csv'), 100)} is not a metrics.csv of a run "
+            f"({show(str(err) or type(err).__name__, 80, quote=False)})",
+        ) from None
+    docs: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = (row.scenario, row.policy, row.seed)
+        if key not in metrics:
+            raise ConfigError(
+                "--report-only",
+                f"{out / 'metrics.csv'} has no row {row.scenario}/{row.policy}/"
+                f"seed {row.seed}: run the experiment (without --report-only)",
+            )
+        docs[row.cell.key] = {"metrics": metrics[key], "config": row.cell.config}
+    summary = report.summarize(exp, rows, docs)
+    report.write_summary(out / "summary.md", exp, summary)
+    plots.write_plots(out / "plots", exp, summary, [])
+    return out
 
 
 def record_path(out: Path, row: Row) -> Path:

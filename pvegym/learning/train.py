@@ -29,8 +29,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import math
+import multiprocessing
 import platform
 import re
 import shutil
@@ -49,6 +51,7 @@ from policies import agent_spec
 from pvegym.config import check_out_dir
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
 from pvegym.errors import ConfigError
+from pvegym.experiments.executor import ignore_interrupt
 from pvegym.learning.train_config import TrainConfig, algo_class
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.units import GiB
@@ -131,6 +134,8 @@ def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
     from pvegym.sim import catalog
 
     def make() -> gymnasium.Env[Any, Any]:
+        if multiprocessing.parent_process() is not None:  # a SubprocVecEnv worker
+            ignore_interrupt()  # Ctrl-C: one line from the parent, not a traceback per worker
         env: gymnasium.Env[Any, Any] = TimedEnv(ClusterEnv(**cfg.env_kwargs()))
         family = catalog.is_family(cfg.env.scenario)
         env = TrainSeeds(env, cfg.env.train_seeds, family)
@@ -304,6 +309,12 @@ def latest_checkpoint(ckpt_dir: Path) -> tuple[Path, int] | None:
     return best
 
 
+def tensorboard_dir(out: Path) -> str | None:
+    """``<run dir>/tensorboard`` when the ``tensorboard`` extra is installed (SB3 then logs its
+    training scalars there, beside ``monitor.csv``), else None: TensorBoard is optional."""
+    return str(out / "tensorboard") if importlib.util.find_spec("tensorboard") else None
+
+
 def train(
     cfg: TrainConfig,
     out_dir: Path | None = None,
@@ -356,7 +367,16 @@ def train(
         # 3. model ------------------------------------------------------------------------------
         algo = algo_class(cfg.algo)
         policy = agent_spec.policy_class(cfg.algo, cfg.policy)
-        model = algo(policy, venv, seed=cfg.seed, device="cpu", verbose=0, **cfg.algo_kwargs())
+        tb = tensorboard_dir(out)
+        model = algo(
+            policy,
+            venv,
+            seed=cfg.seed,
+            device="cpu",
+            verbose=0,
+            tensorboard_log=tb,
+            **cfg.algo_kwargs(),
+        )
         if found:
             restore_checkpoint(model, found[0])
         _drop_evaluations_after(out / "evaluations.csv", start)
@@ -370,6 +390,7 @@ def train(
                 total_timesteps=remaining,
                 callback=callbacks,
                 reset_num_timesteps=not found,
+                tb_log_name="sb3",  # a resumed run continues the same event files' series
             )
         stats.learn_s = time.perf_counter() - t_learn
         stats.timesteps = int(model.num_timesteps)

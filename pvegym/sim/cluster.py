@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from pvegym.sim import layout as L
 from pvegym.sim.kernel import cluster_round, entry_point
-from pvegym.sim.psi import GRID_STEPS, PERIOD_S, PSI_DECAY, CpuPressureModel
+from pvegym.sim.psi import GRID_STEPS, PERIOD_S, CpuPressureModel, decay_factors
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.workload import WorkloadBank
 
@@ -147,7 +147,7 @@ class ClusterState:
         """Physics of the round ending at ``t`` (s), lasting ``dt`` (s)."""
         if dt != self._decay_dt:
             self._decay_dt = dt
-            self._decay[:] = PSI_DECAY ** round(dt / PERIOD_S)
+            self._decay[:] = decay_factors(round(dt / PERIOD_S))
         self.bank.draw(dt)
         self._round(t - dt, dt, *self._round_args)  # workloads at the round's start, physics
 

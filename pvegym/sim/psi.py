@@ -19,6 +19,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
+from numba import njit
 from numpy.typing import NDArray
 
 PERIOD_S = 2.0  # psi.c: PSI_FREQ = 2*HZ+1 jiffies — one averaging period (the +1 tick is ignored)
@@ -28,6 +29,12 @@ EXP_60S = 1981 / FIXED_1  # psi.c EXP_60s: 1/exp(2s/60s)
 EXP_300S = 2034 / FIXED_1  # psi.c EXP_300s: 1/exp(2s/300s)
 PSI_DECAY = np.array([EXP_10S, EXP_60S, EXP_300S])  # per 2 s period, avg10/avg60/avg300
 _DECAY = PSI_DECAY[:, None]
+
+
+def decay_factors(periods: int) -> NDArray[np.float64]:
+    """The avg10/avg60/avg300 decay over ``periods`` 2 s periods, ``e**periods``, by libm's
+    ``pow`` (``PSI_DECAY ** k`` would be NumPy's, which is CPU-dependent: see :func:`_mmc_table`)."""
+    return np.array([e**periods for e in (EXP_10S, EXP_60S, EXP_300S)])
 
 
 class PsiAverages:
@@ -43,7 +50,7 @@ class PsiAverages:
 
     def update(self, pct: NDArray[np.float64], periods: int = 1) -> None:
         """Fold ``periods`` consecutive 2 s periods, each with stall ``pct`` (percent 0–100)."""
-        e = _DECAY if periods == 1 else _DECAY**periods
+        e = _DECAY if periods == 1 else decay_factors(periods)[:, None]
         self._avg *= e
         self._avg += (1.0 - e) * pct
 
@@ -88,23 +95,46 @@ GRID_STEPS = 2000  # M/M/c table resolution over ρ ∈ [0, 1]
 _RHO_GRID = np.linspace(0.0, 1.0, GRID_STEPS + 1)
 
 
+@njit(cache=True)
+def _mmc_grid(c: int, rho: np.ndarray, lgam: np.ndarray, out: np.ndarray) -> None:
+    """:func:`mmc_some` at every ``rho`` into ``out``: the same operations in the same order, with
+    libm's ``log``, ``exp`` and ``pow`` (``lgam[k]`` = ``math.lgamma(k + 1)``, computed by the
+    caller), so each entry is bit for bit the scalar formula's (``tests/sim/test_psi.py``)."""
+    cf = float(c)
+    for j in range(rho.size):
+        r = rho[j]
+        la = math.log(c * r)
+        log_pc = c * la - lgam[c]
+        m = log_pc
+        for n in range(c):
+            m = max(m, n * la - lgam[n])
+        s = 0.0
+        for n in range(c):
+            s += math.exp((n * la - lgam[n]) - m)
+        s = s + math.exp(log_pc - m) / (1.0 - r)
+        p_c = math.exp(log_pc - m) / s
+        # float exponents: numba's math.pow(x, int) multiplies instead of calling libm's pow
+        head = (
+            r * (1 - (c + 1) * math.pow(r, cf) + c * math.pow(r, cf + 1.0)) / math.pow(1 - r, 2.0)
+        )
+        tail = c * math.pow(r, cf + 1.0) / (1 - r)
+        out[j] = min(1.0, p_c * (head + tail) / c)
+
+
 @lru_cache(maxsize=256)
 def _mmc_table(cores: int) -> NDArray[np.float64]:
-    """:func:`mmc_some` over the ρ grid, vectorised over ρ (same formula, in logs)."""
+    """:func:`mmc_some` over the ρ grid (compiled: a table of 2,001 points costs ~1 ms).
+
+    Why not NumPy's ``np.log``/``np.exp``/``**`` over the grid: NumPy dispatches those by CPU —
+    on AVX-512 machines to SVML/AVX-512F code (up to 4 ULP, numpy#19478, numpy#23523) that differs
+    from libm in the last bits — and such a table made the committed results differ between
+    machines. libm (glibc) is the one implementation of transcendental functions in the model.
+    """
     c = int(cores)
-    rho = _RHO_GRID[1:-1]  # 0 and 1 are exact: 0 and 1
-    a = c * rho
-    n = np.arange(c)[:, None]
-    log_terms = n * np.log(a)[None, :] - np.array([math.lgamma(k + 1) for k in range(c)])[:, None]
-    log_pc = c * np.log(a) - math.lgamma(c + 1)
-    m = np.maximum(log_terms.max(axis=0), log_pc)
-    total = np.exp(log_terms - m).sum(axis=0) + np.exp(log_pc - m) / (1.0 - rho)
-    p_c = np.exp(log_pc - m) / total
-    head = rho * (1 - (c + 1) * rho**c + c * rho ** (c + 1)) / (1 - rho) ** 2
-    tail = c * rho ** (c + 1) / (1 - rho)
+    lgam = np.array([math.lgamma(k + 1) for k in range(c + 1)])
     out = np.empty(_RHO_GRID.size)
-    out[0], out[-1] = 0.0, 1.0
-    out[1:-1] = np.minimum(1.0, p_c * (head + tail) / c)
+    out[0], out[-1] = 0.0, 1.0  # 0 and 1 are exact: 0 and 1
+    _mmc_grid(c, _RHO_GRID[1:-1], lgam, out[1:-1])
     return out
 
 

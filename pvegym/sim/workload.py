@@ -457,9 +457,11 @@ class WorkloadBank:
 
     def _prepare(self, dt: float) -> None:
         self._dt = dt
-        self._phi[:] = np.exp(-dt / self._ou_tau)
+        # libm's exp/expm1, element by element: NumPy's are CPU-dependent in the last bits
+        # (SVML/AVX-512 code on some machines; see pvegym.sim.psi._mmc_table)
+        self._phi[:] = [math.exp(x) for x in (-dt / self._ou_tau).tolist()]
         self._innov[:] = self._ou_sigma * np.sqrt(1.0 - self._phi**2)
-        self._p_burst[:] = -np.expm1(-self._bu_rate * dt)
+        self._p_burst[:] = [-math.expm1(x) for x in (-self._bu_rate * dt).tolist()]
 
     def draw(self, dt: float) -> None:
         """The random numbers and per-``dt`` factors of a round of ``dt`` seconds, in place: what

@@ -6,7 +6,7 @@ trial — or, multi-objective, each Pareto-optimal trial (at most ``report.paret
 re-evaluated on the ``[[test]]`` suite (instances disjoint from training) next to ``upstream`` and
 the base policy with its default constants (the seed's ``patched``), through the experiments runner
 (:func:`pvegym.experiments.runner.plan` / :func:`~pvegym.experiments.runner.execute`, its cell cache
-in ``results/<study>/heldout/cells``, its ``metrics.csv`` and ``summary.md`` with 95 % bootstrap CIs
+in ``<run dir>/heldout/cells``, its ``metrics.csv`` and ``summary.md`` with 95 % bootstrap CIs
 and comparisons with upstream).
 
 A tuned candidate may change scenario settings (``migration.boost_factor``), which the runner
@@ -16,8 +16,8 @@ runner's report functions summarize them — one table, paired by seed.
 
 On top of the runner's tables, this report gives the study's own objective on the test suite with
 a paired bootstrap CI of *tuned − default* per scenario and pooled over all test instances, and says
-in one line whether the tuned constants beat the defaults (the CI of the difference lies below 0),
-lose, or are not distinguishable. Plots: optimisation history, parameter importances (fANOVA, when
+in one line whether the tuned constants beat the defaults, lose, or are not distinguishable — by
+the Wilcoxon signed-rank test of the paired differences (:mod:`pvegym.experiments.stats`). Plots: optimisation history, parameter importances (fANOVA, when
 there are enough finished trials), the Pareto front (multi-objective).
 """
 
@@ -43,6 +43,7 @@ from optuna.trial import FrozenTrial, TrialState
 import pvegym
 from pvegym.experiments import plots as exp_plots
 from pvegym.experiments import report as exp_report
+from pvegym.experiments import stats
 from pvegym.experiments.cells import Row, read_cell, read_trace
 from pvegym.experiments.config import (
     Experiment,
@@ -51,8 +52,9 @@ from pvegym.experiments.config import (
     ScenarioEntry,
 )
 from pvegym.experiments.executor import Executor
-from pvegym.experiments.record import write_json_atomic
+from pvegym.experiments.files import write_json_atomic
 from pvegym.experiments.runner import evaluate_cells, plan, unique_cells
+from pvegym.experiments.stats import Estimate
 from pvegym.provenance import git_commit
 from pvegym.sim.metrics import HEADLINE, METRIC_KEYS, metrics_in
 from pvegym.tuning.objective import instance_value
@@ -183,9 +185,9 @@ class Comparison:
     """The study's objective on the test suite: per policy the mean with its CI, and the paired
     difference of each tuned candidate from the defaults (and from upstream)."""
 
-    est: dict[tuple[str, str], exp_report.Estimate | None]  # (scope, label) -> estimate
-    diff: dict[tuple[str, str, str], exp_report.Estimate | None]  # (scope, label, ref)
-    change: dict[tuple[str, str, str], exp_report.Estimate | None]
+    est: dict[tuple[str, str], Estimate | None]  # (scope, label) -> estimate
+    diff: dict[tuple[str, str, str], Estimate | None]  # (scope, label, ref)
+    change: dict[tuple[str, str, str], Estimate | None]
     n: dict[str, int]
 
 
@@ -216,30 +218,23 @@ def compare(
         }
         for label in labels:
             name = f"{scope}|{label}|{obj.label}"
-            cmp.est[(scope, label)] = exp_report.bootstrap(col[label], resamples, bseed, name)
+            cmp.est[(scope, label)] = stats.bootstrap(col[label], resamples, bseed, name)
         for label in tuned:
             for ref in (DEFAULT_LABEL, REFERENCE):
                 name = f"{scope}|{label}-{ref}|{obj.label}"
-                d = col[label] - col[ref]
-                cmp.diff[(scope, label, ref)] = exp_report.bootstrap(d, resamples, bseed, name)
-                cmp.change[(scope, label, ref)] = exp_report.bootstrap_change(
+                cmp.diff[(scope, label, ref)] = stats.paired_difference(
+                    col[label], col[ref], resamples, bseed, name
+                )
+                cmp.change[(scope, label, ref)] = stats.bootstrap_change(
                     col[label], col[ref], resamples, bseed, name
                 )
     return cmp
 
 
-def verdict(d: exp_report.Estimate | None, direction: str) -> str:
-    """better / worse / no significant difference, from the paired difference's 95 % CI."""
-    if d is None:
-        return "no value"
-    if d.lo == d.hi == 0.0:
-        return "identical"
-    sign = 1.0 if direction == "minimize" else -1.0
-    if sign * d.hi < 0:
-        return "better"
-    if sign * d.lo > 0:
-        return "worse"
-    return "no significant difference"
+def verdict(d: Estimate | None, direction: str) -> str:
+    """better / worse / no significant difference / identical: the Wilcoxon signed-rank test of
+    the paired differences (:func:`pvegym.experiments.stats.verdict`)."""
+    return stats.verdict(d, "lower" if direction == "minimize" else "higher")
 
 
 # ------------------------------------------------------------------------------------------ plots
@@ -435,7 +430,7 @@ def _fmt(x: float | None) -> str:
     return "—" if x is None or not math.isfinite(x) else exp_report.fmt(x)
 
 
-def _est(e: exp_report.Estimate | None) -> str:
+def _est(e: Estimate | None) -> str:
     if e is None:
         return "—"
     text = exp_report.fmt(e.mean)
@@ -444,15 +439,15 @@ def _est(e: exp_report.Estimate | None) -> str:
     return text
 
 
-def _diff(d: exp_report.Estimate | None, ch: exp_report.Estimate | None) -> str:
+def _diff(d: Estimate | None, ch: Estimate | None) -> str:
     if d is None:
         return "—"
-    if d.lo == d.hi == 0.0:
+    if d.p is None:
         return "="
     text = f"{d.mean:+.4g} [{d.lo:+.4g}, {d.hi:+.4g}]"
     if ch is not None:
         text += f" ({100 * ch.mean:+.0f} % [{100 * ch.lo:+.0f}, {100 * ch.hi:+.0f}])"
-    return text
+    return f"{text} {stats.fmt_p(d.p)}"
 
 
 def _value(v: Any) -> str:
@@ -574,10 +569,12 @@ def summary_text(
             "## Held-out result",
             "",
             f"The study's objective `{main.label}` ({main.direction}) on the test suite, mean over "
-            "its instances with a 95 % bootstrap CI; *tuned − default* and *tuned − upstream* are "
-            "paired by instance (same scenario, same seed), with the relative change in "
-            "parentheses. `all` pools every test instance (the `small` instances, with the "
-            "largest stall, weigh most).",
+            "its instances with a 95 % BCa bootstrap CI (`scipy.stats.bootstrap`); *tuned − "
+            "default* and *tuned − upstream* are paired by instance (same scenario, same seed), "
+            "with the relative change in parentheses and the p-value of the Wilcoxon signed-rank "
+            "test of the paired differences (`scipy.stats.wilcoxon`, two-sided), which decides "
+            f"the verdict at {stats.ALPHA:g}. `all` pools every test instance (the `small` "
+            "instances, with the largest stall, weigh most).",
             "",
         ]
         for c in tuned:
@@ -634,9 +631,10 @@ def summary_text(
         "## Reproduce",
         "",
         "```",
-        f"pvegym tune experiments/{cfg.name}.toml            # resumes the study; n_trials is the total",
-        f"pvegym tune experiments/{cfg.name}.toml --report-only",
-        f"optuna-dashboard sqlite:///results/{cfg.out_name}/study.db",
+        f"pvegym tune experiments/{cfg.name}.toml --out DIR  # resumes the study in DIR; "
+        "n_trials is the total",
+        f"pvegym tune experiments/{cfg.name}.toml --out DIR --report-only",
+        "optuna-dashboard sqlite:///DIR/study.db",
         "```",
         "",
     ]
@@ -647,7 +645,9 @@ def _verdict_sentence(v: str, cmp: Comparison, label: str) -> str:
     d = cmp.diff[("all", label, DEFAULT_LABEL)]
     if d is None:
         return "no paired values."
-    ci = f"difference {d.mean:+.4g}, 95 % CI [{d.lo:+.4g}, {d.hi:+.4g}]"
+    ci = (
+        f"difference {d.mean:+.4g}, 95 % CI [{d.lo:+.4g}, {d.hi:+.4g}], Wilcoxon {stats.fmt_p(d.p)}"
+    )
     if v == "better":
         return f"the tuned constants cost less than the defaults on held-out instances ({ci})."
     if v == "worse":
@@ -655,7 +655,7 @@ def _verdict_sentence(v: str, cmp: Comparison, label: str) -> str:
     if v == "identical":
         return "the tuned constants behave exactly like the defaults on every held-out instance."
     return (
-        f"the CI of the paired difference contains 0 ({ci}): no evidence that the tuned "
+        f"the paired differences are not significant ({ci}): no evidence that the tuned "
         "constants beat the defaults."
     )
 

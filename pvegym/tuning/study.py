@@ -447,8 +447,10 @@ def _worker(
 
 
 def _child(cfg_data: dict[str, Any], storage_url: str, target: int, tag: list[Any]) -> None:
+    from pvegym.experiments.executor import ignore_interrupt
     from pvegym.tuning.study_config import study_from_dict
 
+    ignore_interrupt()  # Ctrl-C: the parent terminates the workers and prints one line
     _worker(study_from_dict(cfg_data), storage_url, target, tag)
 
 

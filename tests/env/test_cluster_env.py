@@ -214,6 +214,13 @@ def test_render_modes() -> None:
     env.step(0)
     text = env.render()
     assert isinstance(text, str) and "node1" in text and "node3" in text
+    # the columns say what they show: PSI some avg10 (percent) is not a utilisation
+    lines = text.splitlines()
+    assert lines[1].split()[-3:] == ["psi", "mem", "guests"] and "psi cpu" in lines[1]
+    assert lines[2].split() == ["used/total", "used/total", "some", "%", "some", "%"]
+    view = env.unwrapped.view
+    row = lines[3].split()
+    assert row[0] == "node1" and float(row[4]) == round(float(view.node_cpu_some[0]), 1)
     env = ClusterEnv("contended-3node", render_mode="rgb_array")
     env.reset(seed=0)
     for _ in range(5):

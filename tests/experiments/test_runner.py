@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -133,15 +134,16 @@ def test_every_output_file_is_written(tmp_path: Path) -> None:
         "python",
         "packages",
         "pvegym_version",
-        "started",
-        "finished",
-        "command",
         "metrics_csv_sha256",
     ):
         assert key in manifest, key
     assert manifest["config_sha256"] == exp.config_hash()
     assert manifest["seeds"] == {"failure-loop": [0, 1], "small": [1000000, 1000001]}
-    assert manifest["command"] == ["pvegym", "run", str(path)]
+    # what is particular to this run is in the untracked sidecar, not in the manifest
+    run = json.loads((out / "run.json").read_text())
+    for key in ("started", "finished", "wall_s", "command", "cpu", "platform"):
+        assert key in run and key not in manifest, key
+    assert run["command"] == ["pvegym", "run", str(path)]
 
     plots = out / "plots"
     assert (plots / "compare-failure-loop.png").stat().st_size > 10_000
@@ -155,6 +157,40 @@ def test_every_output_file_is_written(tmp_path: Path) -> None:
     rerun = load_experiment(out / "manifest.json")
     assert rerun == exp
     assert run_experiment(rerun, out, progress=False).computed == 0
+
+
+def _tiny_run(tmp_path: Path) -> tuple[Experiment, Path]:
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    out = tmp_path / "out"
+    exp = load_experiment(path)
+    run_experiment(exp, out, progress=False)
+    return exp, out
+
+
+def test_a_rerun_that_reproduces_the_results_leaves_every_file_as_it_was(tmp_path: Path) -> None:
+    # as after a commit that changed no result: the committed files name older code
+    exp, out = _tiny_run(tmp_path)
+    manifest, record = out / "manifest.json", next((out / "records").rglob("seed-*.json"))
+    for f in (manifest, record):
+        doc = json.loads(f.read_text())
+        doc["model_sha256"] = "0" * 64
+        if f == manifest:
+            doc["git_commit"] = "an older commit"
+        f.write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n")
+    before = {f: f.read_bytes() for f in out.rglob("*") if f.is_file() and "cells" not in f.parts}
+    run_experiment(exp, out, progress=False, fresh=True)  # recomputed: the same bits
+    after = {f: f.read_bytes() for f in before}
+    changed = [str(f.relative_to(out)) for f in before if before[f] != after[f]]
+    assert changed == ["run.json"]
+    assert json.loads((out / "run.json").read_text())["manifest_unchanged"] is True
+
+    # a result that changes rewrites the manifest with the code that produced it
+    doc = json.loads(manifest.read_text())
+    doc["metrics_csv_sha256"] = "stale"
+    manifest.write_text(json.dumps(doc))
+    run_experiment(exp, out, progress=False)
+    assert json.loads(manifest.read_text())["git_commit"] != "an older commit"
 
 
 def test_identical_policy_entries_share_one_cell(tmp_path: Path) -> None:
@@ -193,3 +229,14 @@ def test_traced_loop_equals_simulation_run(
     assert doc["moves"] == expected["moves"]
     assert trace is not None and trace["t"].shape == (round(duration / scn.round_s),)
     assert trace["imbalance"].mean() == pytest.approx(expected["metrics"]["imbalance_mean"])
+
+
+def test_report_only_rewrites_the_summary_from_metrics_csv_alone(tmp_path: Path) -> None:
+    from pvegym.experiments.runner import rerender
+
+    exp, out = _tiny_run(tmp_path)
+    written = (out / "summary.md").read_bytes()
+    shutil.rmtree(out / "cells")  # as in a clone: the cells are not committed
+    (out / "summary.md").unlink()
+    rerender(exp, out)
+    assert (out / "summary.md").read_bytes() == written

@@ -8,6 +8,7 @@ check the plumbing, not learning.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,39 @@ def test_cli_bad_train_file_is_one_line_and_exit_2(
     assert main(["train", str(f)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "hyperparams.n_stepz" in err
+
+
+def test_cli_train_writes_a_fresh_run_dir_with_the_given_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # following the README never writes into results/: a new run goes to runs/<name>/, the same
+    # config resumes there, another config gets runs/<name>-2; --total-timesteps is the budget
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "t.toml"
+    hyper = HYPER["PPO"]
+    f.write_text(
+        'name = "t"\nalgo = "PPO"\ntotal_timesteps = 100000\neval_seeds = [1000000]\n'
+        f"[hyperparams]\nn_steps = {hyper['n_steps']}\nbatch_size = {hyper['batch_size']}\n"
+        "n_epochs = 1\npolicy_kwargs = {net_arch = [16]}\n"
+        f'[env]\nscenario = "{SCENARIO}"\nepisode_seconds = "5m"\ntrain_seeds = [0]\n'
+    )
+    assert main(["train", str(f), "--total-timesteps", "256", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    run = tmp_path / "runs" / "t"
+    assert "new run in runs/t/" in out and not (tmp_path / "results").exists()
+    assert json.loads((run / "config.json").read_text())["total_timesteps"] == 256
+    assert (run / "model.zip").is_file() and (run / "monitor.csv").is_file()
+    if importlib.util.find_spec("tensorboard"):  # the tensorboard extra (scripts/test.sh has it)
+        assert list((run / "tensorboard").rglob("events.out.tfevents.*"))
+        assert "tensorboard --logdir" in out
+
+    assert main(["train", str(f), "--total-timesteps", "256", "--quiet"]) == 0
+    assert "resuming runs/t/" in capsys.readouterr().out
+    assert main(["train", str(f), "--total-timesteps", "512", "--quiet"]) == 0
+    assert "new run in runs/t-2/" in capsys.readouterr().out
+
+    assert main(["train", str(f), "--out", str(run), "--total-timesteps", "512"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "another config" in err
+    assert main(["train", str(f), "--total-timesteps", "0"]) == 2
+    assert "--total-timesteps" in capsys.readouterr().err

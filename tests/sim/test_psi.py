@@ -5,7 +5,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pvegym.sim.psi import PsiAverages, cpu_some, memory_some, mmc_some
+from pvegym.sim.psi import (
+    _RHO_GRID,
+    PsiAverages,
+    _mmc_table,
+    cpu_some,
+    decay_factors,
+    memory_some,
+    mmc_some,
+)
 
 
 def _step_response(seconds: float) -> PsiAverages:
@@ -101,3 +109,16 @@ def test_memory_pressure_only_beyond_watermark() -> None:
     some = memory_some(used, total, watermark=0.02, gain=10.0)
     assert some[0] == 0.0 and some[1] == 0.0  # 62.7 < 64 * 0.98 = 62.72
     assert some[2] == pytest.approx(min(1.0, (70 - 62.72) / 62.72 * 10))
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 8, 24, 64])
+def test_mmc_table_is_the_scalar_formula_bit_for_bit(cores: int) -> None:
+    # the compiled table and the readable formula both call libm (never NumPy's CPU-dispatched
+    # math): equal bits here mean equal bits on any machine with the same libm
+    table = _mmc_table(cores)
+    scalar = [0.0, *(mmc_some(cores, float(r)) for r in _RHO_GRID[1:-1]), 1.0]
+    assert table.tolist() == scalar
+
+
+def test_decay_factors_are_libm_powers() -> None:
+    assert decay_factors(5).tolist() == [(1677 / 2048) ** 5, (1981 / 2048) ** 5, (2034 / 2048) ** 5]

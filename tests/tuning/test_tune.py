@@ -121,12 +121,30 @@ def test_a_study_split_across_runs_continues_and_adds_up(
     assert "name" in capsys.readouterr().err
 
 
+def test_a_new_study_writes_a_fresh_run_dir_and_resumes_only_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the working directory is tmp_path (conftest): nothing may land in results/
+    path = study_file(tmp_path, n_trials=5)
+    assert main(["tune", str(path), "--n-trials", "1", "--no-report", "--quiet"]) == 0
+    assert "new run in runs/t-tiny/" in capsys.readouterr().out
+    assert (tmp_path / "runs" / "t-tiny" / "study.db").is_file()
+    assert main(["tune", str(path), "--n-trials", "1", "--no-report", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "resuming runs/t-tiny/" in out and "2 finished in the study" in out
+    other = study_file(tmp_path, n_trials=5, **{"high = 0.3": "high = 0.4"})
+    assert main(["tune", str(other), "--n-trials", "1", "--no-report", "--quiet"]) == 0
+    assert "new run in runs/t-tiny-2/" in capsys.readouterr().out
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_killed_worker_is_resumed(tmp_path: Path) -> None:
     """A worker process killed midway (SIGKILL, no cleanup): the next run continues the study."""
     path = study_file(tmp_path, n_trials=60)
     url = storage(tmp_path, "k")
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     cmd = [sys.executable, "-m", "pvegym.cli", "tune", str(path), "--storage", url]
+    cmd += ["--out", str(tmp_path / "run")]
     proc = subprocess.Popen(
         [*cmd, "--no-report", "--quiet"],
         cwd=ROOT,

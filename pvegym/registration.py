@@ -1,0 +1,73 @@
+"""Gymnasium registration of pvegym's environments, by entry-point string.
+
+``import pvegym`` is enough for ``gymnasium.make("pvegym/Cluster-v0")`` (and for Gymnasium's
+``gym.register_envs(pvegym)`` idiom), yet importing pvegym — or only its model, ``pvegym.sim`` —
+loads no Gymnasium code: the environment is named by an entry-point string (its module is imported
+by ``make``), and the registration itself runs when Gymnasium is imported, now if it already is,
+else right after its import (:class:`_AfterImport`). The registry is the one place environment ids
+are defined; ``pvegym.env`` registers through it too.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+#: the longest episode of the scenario catalog, in decisions (one per 10 s CRM round):
+#: ``idle-night``, 8 h (``tests/test_registration.py`` derives it from the catalog)
+LONGEST_EPISODE_STEPS = 2880
+
+#: id → (entry point, the spec's ``max_episode_steps``). The environment truncates every episode
+#: itself at its scenario's duration (``ClusterEnv`` "Episode End"), so the spec's limit — which
+#: ``gymnasium.make`` applies as a ``TimeLimit`` — is the catalog's longest episode and never cuts a
+#: catalog scenario short; for a longer scenario file pass ``max_episode_steps=-1`` (the
+#: environment warns when the registered limit is shorter than its episode).
+ENVIRONMENTS: dict[str, tuple[str, int]] = {
+    "pvegym/Cluster-v0": ("pvegym.env.cluster_env:ClusterEnv", LONGEST_EPISODE_STEPS),
+}
+
+
+def register_environments() -> None:
+    """Register every id of :data:`ENVIRONMENTS` not registered yet (idempotent)."""
+    import gymnasium
+
+    for env_id, (entry_point, steps) in ENVIRONMENTS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=entry_point, max_episode_steps=steps)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``then`` once, right after module ``name`` has been imported (by anyone)."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # once; and the real finders answer the lookup below
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module, then = loader.exec_module, self.then
+
+        def exec_then(module: ModuleType) -> None:
+            exec_module(module)
+            then()
+
+        loader.exec_module = exec_then  # type: ignore[method-assign]
+        return spec
+
+
+def register_when_gymnasium_is_imported() -> None:
+    if "gymnasium" in sys.modules:
+        register_environments()
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport("gymnasium", register_environments))

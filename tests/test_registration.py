@@ -1,0 +1,82 @@
+"""``import pvegym`` registers the environments by entry-point string, without loading Gymnasium."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pvegym.registration import ENVIRONMENTS, LONGEST_EPISODE_STEPS
+from pvegym.sim import catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_import_pvegym_then_gymnasium_make_works() -> None:
+    got = _python(
+        "import json, sys\n"
+        "import pvegym\n"
+        "loaded = 'gymnasium' in sys.modules\n"
+        "import gymnasium as gym\n"
+        "gym.register_envs(pvegym)\n"
+        "env = gym.make('pvegym/Cluster-v0', scenario='failure-loop')\n"
+        "obs, _ = env.reset(seed=0)\n"
+        "print(json.dumps({'gymnasium_loaded_by_pvegym': loaded,\n"
+        "  'steps': env.spec.max_episode_steps, 'obs': len(obs)}))\n"
+    )
+    assert got["gymnasium_loaded_by_pvegym"] is False
+    assert got["steps"] == LONGEST_EPISODE_STEPS
+    assert int(str(got["obs"])) > 0
+
+
+def test_gymnasium_first_then_pvegym() -> None:
+    got = _python(
+        "import json, sys\n"
+        "import gymnasium as gym\n"
+        "import pvegym\n"
+        "print(json.dumps({'registered': 'pvegym/Cluster-v0' in gym.registry,\n"
+        "  'env_loaded': 'pvegym.env.cluster_env' in sys.modules}))\n"
+    )
+    # registered by entry-point string: the environment's module loads only on make
+    assert got == {"registered": True, "env_loaded": False}
+
+
+def test_the_model_loads_no_gymnasium() -> None:
+    got = _python(
+        "import json, sys\n"
+        "from pvegym.sim.simulation import Simulation\n"
+        "from pvegym.sim import catalog\n"
+        "Simulation(catalog.scenario('failure-loop'), 0).reset()\n"
+        "print(json.dumps({'gymnasium': 'gymnasium' in sys.modules}))\n"
+    )
+    assert got == {"gymnasium": False}
+
+
+def test_registered_limit_is_the_longest_catalog_episode() -> None:
+    # the environment truncates at its scenario's end; the spec's TimeLimit must never come first
+    longest = 0
+    for name in catalog.names():
+        seed = catalog.seeds(name, "test")[0] if catalog.is_family(name) else 0
+        scn = catalog.scenario(name, seed)
+        longest = max(longest, round(scn.duration / scn.round_s))
+    assert longest == LONGEST_EPISODE_STEPS
+    assert all(steps == longest for _, steps in ENVIRONMENTS.values())
+
+
+def test_a_longer_scenario_warns_about_the_time_limit() -> None:
+    gym = pytest.importorskip("gymnasium")
+    env = gym.make("pvegym/Cluster-v0", scenario="small", episode_seconds=10.0 * 3000)
+    with pytest.warns(UserWarning, match="max_episode_steps=-1"):
+        env.reset(seed=0)
+    env = gym.make(
+        "pvegym/Cluster-v0", scenario="small", episode_seconds=10.0 * 3000, max_episode_steps=-1
+    )
+    assert not hasattr(env, "_max_episode_steps")  # no TimeLimit wrapper
