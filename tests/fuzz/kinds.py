@@ -353,6 +353,7 @@ RUN_OUTPUTS = (
     "out/summary.md",
     "out/metrics.csv",
     "out/manifest.json",
+    "out/run.json",
 )
 
 
@@ -367,7 +368,7 @@ def study_case(draw: Any) -> Case:
         "study",
         argv,
         {"in/study.toml": blob},
-        outputs=("out/", "results/"),
+        outputs=("out/", "runs/"),
         check=check_study(storage),
         log=log,
     )
@@ -736,8 +737,11 @@ def storage_case(draw: Any, valid_db: bytes) -> Case:
     url = draw(
         st.sampled_from(
             (
+                # valid storages (7 of 23, so that well over a quarter of the cases run)
                 "sqlite:///out/study.db",
                 "sqlite:///out/study.db",
+                "sqlite:///out/study.db",
+                "sqlite:///in/valid.db",
                 "sqlite:///in/valid.db",
                 "sqlite:///in/valid.db",
                 "sqlite:///new/dir/x.db",
@@ -786,7 +790,7 @@ def storage_case(draw: Any, valid_db: bytes) -> Case:
         argv,
         files,
         special,
-        outputs=("out/", "in/", "new/", "results/"),
+        outputs=("out/", "in/", "new/", "runs/"),
         check=check,
         log=[repr(url)[:80]],
     )
@@ -878,7 +882,7 @@ def cli_case(draw: Any) -> Case:
             "--quiet",
             "--no-report",
         ]
-        outputs = ("out/", "results/")
+        outputs = ("out/", "runs/")  # the run directory runs/<study>/ (pvegym-run.json)
         check = check_study("sqlite:///out/s.db")
     elif cmd == "run":
         files["in/exp.toml"] = to_toml(EXPERIMENT_FAMILY).encode()
