@@ -131,7 +131,7 @@ def test_a_new_study_writes_a_fresh_run_dir_and_resumes_only_its_own(
     assert (tmp_path / "runs" / "t-tiny" / "study.db").is_file()
     assert main(["tune", str(path), "--n-trials", "1", "--no-report", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "resuming runs/t-tiny/" in out and "2 finished in the study" in out
+    assert "resuming runs/t-tiny/" in out and "2 of 2 trials complete or pruned in the study" in out
     other = study_file(tmp_path, n_trials=5, **{"high = 0.3": "high = 0.4"})
     assert main(["tune", str(other), "--n-trials", "1", "--no-report", "--quiet"]) == 0
     assert "new run in runs/t-tiny-2/" in capsys.readouterr().out
