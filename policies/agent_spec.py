@@ -51,6 +51,18 @@ SB3_POLICY_KWARGS = frozenset(
 )
 #: custom policy classes: name -> "module:attr" (imported only when a config names it)
 _POLICY_CLASSES: dict[str, str] = {}
+#: where the named policy classes of the training layer live (``POLICY_CLASSES``,
+#: ``policy_class(name, maskable)``): imported only when a config names one of
+#: :data:`NAMED_POLICIES`, so the policies layer does not import the training code
+POLICY_MODULE = "pvegym.learning.pair_policy"
+NAMED_POLICIES = ("PairScorer",)
+#: ``policy_kwargs`` a file may give the PairScorer policy (its layout comes from the env's padded
+#: sizes): name -> (kind, bounds); units and layers bounded like ``net_arch``
+PAIR_SCORER_KWARGS: dict[str, tuple[str, dict[str, float]]] = {
+    "hidden": ("int", {"ge": 1, "le": limits.MAX_UNITS}),
+    "noop_prob": ("float", {"gt": 0.0, "lt": 1.0}),
+    "pair_layers": ("int", {"ge": 1, "le": limits.MAX_LAYERS}),
+}
 
 
 def register_policy_class(name: str, target: str) -> None:
@@ -65,6 +77,8 @@ def registered_classes() -> set[tuple[str, str]]:
     """``(module, qualname)`` of every registered custom policy class (what a model file's pickled
     ``policy_class`` may name besides the algorithms' own classes)."""
     out = set()
+    for by_kind in importlib.import_module(POLICY_MODULE).POLICY_CLASSES.values():
+        out |= {(c.__module__, c.__qualname__) for c in by_kind.values()}
     for target in _POLICY_CLASSES.values():
         module, attr = target.split(":", 1)
         out.add((module, attr))
@@ -74,7 +88,7 @@ def registered_classes() -> set[tuple[str, str]]:
 def policy_names(algo: str) -> list[str]:
     """The policy class names a train file may give for ``algo``."""
     aliases = getattr(algo_class(algo), "policy_aliases", {})
-    return sorted({*aliases, *_POLICY_CLASSES})
+    return sorted({*aliases, *NAMED_POLICIES, *_POLICY_CLASSES})
 
 
 def algo_class(name: str, path: str = "algo") -> Any:
@@ -91,6 +105,10 @@ def policy_class(algo: str, name: str, path: str = "policy") -> Any:
     aliases = getattr(algo_class(algo), "policy_aliases", {})
     if name in aliases:
         return aliases[name]
+    if name in NAMED_POLICIES:
+        if algo not in ("PPO", "MaskablePPO"):
+            raise ConfigError(path, f"the {name} policy is for PPO or MaskablePPO, not {algo}")
+        return importlib.import_module(POLICY_MODULE).policy_class(name, algo in MASKABLE)
     if name in _POLICY_CLASSES:
         module, attr = _POLICY_CLASSES[name].split(":", 1)
         return getattr(importlib.import_module(module), attr)
@@ -133,6 +151,9 @@ def check_policy_kwargs(algo: str, name: str, raw: Any, path: str = "policy_kwar
         return
     if not isinstance(raw, dict):
         raise ConfigError(path, f"must be a table, not {show(raw)}")
+    if name in NAMED_POLICIES:
+        _check_pair_scorer_kwargs(raw, path)
+        return
     cls = policy_class(algo, name, path)
     params = inspect.signature(cls.__init__).parameters
     if name in getattr(algo_class(algo), "policy_aliases", {}):
@@ -165,18 +186,37 @@ def check_policy_kwargs(algo: str, name: str, raw: Any, path: str = "policy_kwar
             raise ConfigError(where, f"must be true/false, a number or a list, not {show(value)}")
 
 
+def _check_pair_scorer_kwargs(raw: dict[str, Any], path: str) -> None:
+    for k, v in raw.items():
+        where = f"{path}.{show(k, 40, quote=False)}"
+        if k not in PAIR_SCORER_KWARGS:
+            allowed = ", ".join(PAIR_SCORER_KWARGS)
+            raise ConfigError(where, f"not an option of PairScorer (allowed: {allowed})")
+        kind, bounds = PAIR_SCORER_KWARGS[k]
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ConfigError(where, f"must be a number, not {show(v)}")
+        if kind == "int":
+            limits.whole_number(v, where, ge=int(bounds["ge"]), le=int(bounds["le"]))
+        else:
+            limits.check_number(float(v), where, **bounds)
+
+
 def build_policy_network(
     algo: str,
     name: str,
     observation_space: Any,
     action_space: Any,
     hyperparams: dict[str, Any],
+    layout: dict[str, Any] | None = None,
 ) -> Any:
     """The policy network of an agent exactly as the algorithm builds it in ``_setup_model``,
     without the algorithm (no rollout or replay buffer): what inference needs. Its weights are
-    untrained; load a state dict into it."""
+    untrained; load a state dict into it. ``layout``: the observation layout a
+    :data:`NAMED_POLICIES` network is built for (``Layout.as_dict()``)."""
     cls = policy_class(algo, name)
     kwargs = policy_kwargs(hyperparams.get("policy_kwargs"))
+    if name in NAMED_POLICIES:
+        kwargs["layout"] = layout
     if algo in _SDE_POLICY:
         kwargs["use_sde"] = bool(hyperparams.get("use_sde", False))
     lr = hyperparams.get("learning_rate", 3e-4)
@@ -189,6 +229,9 @@ __all__ = [
     "ACTIVATIONS",
     "ALGOS",
     "MASKABLE",
+    "NAMED_POLICIES",
+    "PAIR_SCORER_KWARGS",
+    "POLICY_MODULE",
     "activation",
     "algo_class",
     "build_policy_network",

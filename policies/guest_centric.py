@@ -29,9 +29,9 @@ One CRM round (``decide``):
    is migratable (``guest_migratable``: no local CD-ROM/device), the target respects node affinity
    and negative affinity (upstream's candidate rules), it is not backed off or cooling down, and
    the target keeps ``mem_headroom_frac`` of its memory free after receiving the bundle's
-   ``memhost`` (the LRM's precheck refuses a target without room). So no motion is proposed that
-   must fail for a local resource.
-5. **Cost** (:mod:`pvegym.sim.migration`, ``reference/migration-psi.md`` §C): each member's live
+   ``memhost`` (qemu-server would not refuse it: the target would overcommit and stall). So no
+   motion is proposed that must fail for a local resource or overcommits its target.
+5. **Cost** (:mod:`pvegym.sim.migration`, ``docs/model.md``, *Live migration*): each member's live
    migration is predicted with the same pre-copy + auto-converge + qemu-server model the cluster
    runs — memory = ``maxmem``, resident = ``memhost``, bandwidth = ``bandwidth_bps`` — giving the
    duration, bytes, throttled CPU time and pause. The guest's dirty rate is *not* telemetry; it is
@@ -140,8 +140,8 @@ class GuestCentricPolicy:
         * ``mem_band_frac`` = 0.05: memory pressure lives in the last ~5 % of a node's memory
           (reclaim above the watermark); moving that much memhost off removes it all.
         * ``mem_headroom_frac`` = 0.05: a target must keep 5 % of its memory free after the move
-          (the LRM precheck only needs the bundle's memhost; 5 % covers drift until the precheck
-          and keeps the target out of reclaim).
+          (the bundle's memhost must fit; 5 % covers drift until the migration starts and keeps
+          the target out of reclaim).
 
         Migration cost prediction:
 
@@ -157,7 +157,7 @@ class GuestCentricPolicy:
           ``abort_factor`` = 4 passes (seed 004); ``abort_factor`` = 0 predicts an unpatched
           qemu-server (no abort).
         * ``max_migration_s`` = 600 s: a migration predicted to run longer is treated as
-          non-converging (MODEL §10: unpatched, still running after 10 min).
+          non-converging (docs/model.md, *Targets*: unpatched, ≥ 280 s).
         * ``ct_downtime_s`` = 15 s: container relocate = shutdown (10 s) + start (5 s), down all
           the time.
 
@@ -180,7 +180,7 @@ class GuestCentricPolicy:
         Anti-oscillation:
 
         * ``return_block_s`` = 3600 s: a guest we moved off a node is not moved back there within
-          this time (MODEL §9 counts such a return as an oscillation within 3600 s): a relief
+          this time (docs/metrics.md counts such a return as an oscillation within 3600 s): a relief
           that reverses a recent motion was mispredicted once already.
 
         Outcome tracking (patch 1): ``backoff_base_s`` = 60 s, ``backoff_factor`` = 2,
@@ -607,6 +607,30 @@ class GuestCentricPolicy:
         return 0.5 * (lo + hi)
 
     # ---------------------------------------------------------------- issuing
+
+    def adopt(self, view: ClusterView, motion: Motion) -> None:
+        """Take ``motion``, issued this round by another balancer acting for this one (a learner
+        in imitation learning), as if this policy had issued it: its outcome then feeds the
+        backoff, cooldown, return block and dirty-rate estimate as for our own motions, so the
+        policy's later answers follow the trajectory that really happened."""
+        members = [motion.sid]
+        for rule in view.rules.resource_affinity:
+            if rule.positive and motion.sid in rule.resources:
+                members += [s for s in rule.resources if s not in members and s in view.sids]
+        self._base.record_issued(view.t, motion.sid, motion.target, tuple(members))
+        index = {sid: i for i, sid in enumerate(view.sids)}
+        memhost = np.asarray(view.guest_memhost, dtype=np.float64)
+        maxmem = np.asarray(view.guest_maxmem, dtype=np.float64)
+        self._moved[view.t] = [
+            (
+                sid,
+                float(memhost[index[sid]])
+                if math.isfinite(memhost[index[sid]])
+                else float(maxmem[index[sid]]),
+                float(maxmem[index[sid]]),
+            )
+            for sid in members
+        ]
 
     def _issue(
         self, view: ClusterView, cands: Candidates, i: int, scored: list[Candidate]

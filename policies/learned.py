@@ -1,11 +1,17 @@
 """``learned``: a stable-baselines3 / sb3-contrib agent trained by ``pvegym train``, as a balancer.
 
-The agent was trained on ``pvegym/Cluster-v0``; here it acts through the :class:`Balancer`
-interface, from the :class:`ClusterView` alone: :func:`~pvegym.env.view_encoding.encode_view`
-rebuilds the environment's observation bit for bit and
-:func:`~pvegym.env.view_encoding.mask_from_view` its action mask. So the same model runs in
-``pvegym simulate``, in experiments (``params = {model = "train-maskable-ppo"}``) and against any
-source of views.
+The agent was trained on ``pvegym/Cluster-v0`` or ``-v1``; here it acts through the
+:class:`Balancer` interface, from the :class:`ClusterView` alone: for v0,
+:func:`~pvegym.env.view_encoding.encode_view` rebuilds the environment's observation bit for bit
+and :func:`~pvegym.env.view_encoding.mask_from_view` its action mask; for v1,
+:class:`~pvegym.env.view_encoding_v1.ViewEncoderV1` keeps the HA manager's motion memory from the
+views it is handed every round and encodes with the environment's own kernel. So the same model
+runs in ``pvegym simulate``, in experiments (``params = {model = "train-maskable-ppo"}``) and
+against any source of views.
+
+A model whose policy is not SB3's own (``policy = "PairScorer"`` in its train file) is loaded with
+its class resolved by that name (:data:`policies.agent_spec.POLICY_MODULE`), not unpickled from
+the file.
 
 * Maskable algorithms (MaskablePPO) predict with the mask and never choose a masked action.
 * The others may choose a masked action (a guest that is not ``started``, its own node, a busy
@@ -28,7 +34,7 @@ anything outside stable-baselines3's own classes is refused with one line.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +43,9 @@ import numpy as np
 from policies import agent_spec
 from pvegym import limits
 from pvegym.config import read_json
+from pvegym.env.observation_layout import MemoryOptions
 from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partners
+from pvegym.env.view_encoding_v1 import ViewEncoderV1
 from pvegym.errors import ConfigError, show
 from pvegym.sim.view import ClusterView, Motion
 
@@ -66,7 +74,14 @@ class ModelInfo:
     max_guests: int
     episode_seconds: float
     policy: str = "MlpPolicy"
+    version: str = "v0"
+    mask_unmigratable: bool = False
+    memory: tuple[tuple[str, float], ...] = ()
+    mask_headroom: float | None = None
     hyperparams: dict[str, Any] = field(default_factory=dict)
+
+    def memory_options(self) -> MemoryOptions:
+        return MemoryOptions(**dict(self.memory))
 
 
 def _find_config(zip_path: Path) -> Path | None:
@@ -150,7 +165,48 @@ def _model_info(zip_path: Path, cfg: Any, path: str) -> ModelInfo:
     agent_spec.check_policy_kwargs(
         algo, policy, hyper.get("policy_kwargs"), "hyperparams.policy_kwargs"
     )
-    return ModelInfo(zip_path, algo, sizes[0], sizes[1], float(seconds), policy, dict(hyper))
+    version, mask_unmigratable, memory, headroom = _env_options(env)
+    return ModelInfo(
+        zip_path,
+        algo,
+        sizes[0],
+        sizes[1],
+        float(seconds),
+        policy,
+        version,
+        mask_unmigratable,
+        memory,
+        headroom,
+        dict(hyper),
+    )
+
+
+def _env_options(
+    env: dict[str, Any],
+) -> tuple[str, bool, tuple[tuple[str, float], ...], float | None]:
+    """The observation options of a resolved config's ``env`` (Cluster-v1's)."""
+    from pvegym.env.cluster_env_v1 import memory_options
+
+    version = env.get("version", "v0")
+    if version not in ("v0", "v1"):
+        raise ConfigError("env.version", f"{show(version)} is not allowed (allowed: v0, v1)")
+    mask = env.get("mask_unmigratable", False)
+    if not isinstance(mask, bool):
+        raise ConfigError("env.mask_unmigratable", f"must be true or false, not {show(mask)}")
+    raw = env.get("memory") or {}
+    if not isinstance(raw, dict):
+        raise ConfigError("env.memory", f"must be a table, not {show(raw)}")
+    try:
+        memory_options(raw)
+    except ConfigError as err:
+        raise ConfigError(f"env.{err.path}", err.message) from None
+    headroom = env.get("mask_headroom")
+    if headroom is not None:
+        if isinstance(headroom, bool) or not isinstance(headroom, int | float):
+            raise ConfigError("env.mask_headroom", f"must be a number, not {show(headroom)}")
+        headroom = limits.check_number(float(headroom), "env.mask_headroom", ge=0.0, lt=1.0)
+    memory = tuple(sorted((str(k), float(v)) for k, v in raw.items()))
+    return version, mask, memory, headroom
 
 
 def _scenario_duration(scenario: str) -> float:
@@ -175,18 +231,22 @@ class Agent:
             plain_int,
             read_model_file,
         )
+        from pvegym.env.observation_layout import Layout
         from pvegym.env.view_encoding import observation_size
 
         mf = read_model_file(info.path, "params.model")
-        obs_space = spaces.Box(
-            0.0, 1.0, shape=(observation_size(info.max_nodes, info.max_guests),), dtype=np.float32
-        )
+        layout = Layout(info.max_nodes, info.max_guests)
+        size = layout.size if info.version == "v1" else observation_size(*astuple(layout))
+        obs_space = spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32)
         act_space = spaces.Discrete(1 + info.max_nodes * info.max_guests)
         cls = agent_spec.policy_class(info.algo, info.policy, "params.model")
         check_policy_class(mf, cls, "params.model")
-        self.policy = agent_spec.build_policy_network(
-            info.algo, info.policy, obs_space, act_space, info.hyperparams
-        )
+        try:
+            self.policy = agent_spec.build_policy_network(
+                info.algo, info.policy, obs_space, act_space, info.hyperparams, layout.as_dict()
+            )
+        except ValueError as err:  # a network that does not fit the config's spaces
+            raise ConfigError("params.model", show(str(err), 200, quote=False)) from None
         if "policy" not in mf.params:
             raise ConfigError("params.model", f"{show(str(info.path), 120)} holds no policy.pth")
         load_state(
@@ -246,9 +306,7 @@ class LearnedPolicy:
         self._init_state(config or LearnedConfig())
         # the error path names the experiment key (``policies[i].params.model``) via make_policy
         info = resolve_model(self.config.model, "params.model")
-        self._bind(
-            load_model(info), info.algo, info.max_nodes, info.max_guests, info.episode_seconds
-        )
+        self._bind(load_model(info), info)
 
     @staticmethod
     def artifact_fingerprint(params: dict[str, Any]) -> str:
@@ -268,46 +326,57 @@ class LearnedPolicy:
         self.masked_actions = 0  # chosen actions that were masked (mapped to no motion)
         self.decisions = 0
         self._partners: tuple[int, list[list[int]]] | None = None
+        self._encoder: ViewEncoderV1 | None = None
 
     @classmethod
-    def from_model(
-        cls,
-        model: Any,
-        algo: str,
-        max_nodes: int,
-        max_guests: int,
-        episode_seconds: float,
-        deterministic: bool = True,
-    ) -> LearnedPolicy:
-        """A policy around a model in memory (periodic evaluation during training)."""
+    def from_model(cls, model: Any, info: ModelInfo, deterministic: bool = True) -> LearnedPolicy:
+        """A policy around a model in memory (evaluation during training); ``info.path`` unused."""
         policy = cls.__new__(cls)
         policy._init_state(LearnedConfig("", deterministic))
-        policy._bind(model, algo, max_nodes, max_guests, episode_seconds)
+        policy._bind(model, info)
         return policy
 
-    def _bind(
-        self, model: Any, algo: str, max_nodes: int, max_guests: int, episode_seconds: float
-    ) -> None:
+    def _bind(self, model: Any, info: ModelInfo) -> None:
         self.model = model
-        self.algo = algo
-        self.maskable = algo in agent_spec.MASKABLE
-        self.max_nodes, self.max_guests = max_nodes, max_guests
-        self.episode_seconds = float(episode_seconds)
+        self.algo = info.algo
+        self.maskable = info.algo in agent_spec.MASKABLE
+        self.max_nodes, self.max_guests = info.max_nodes, info.max_guests
+        self.episode_seconds = float(info.episode_seconds)
+        if info.version == "v1":
+            self._encoder = ViewEncoderV1(
+                info.max_nodes,
+                info.max_guests,
+                info.episode_seconds,
+                info.memory_options(),
+                info.mask_unmigratable,
+                mask_headroom=info.mask_headroom,
+            )
 
     def reset(self, seed: int | None = None) -> None:
-        """Stateless between rounds; a seed makes sampled (non-deterministic) actions repeatable."""
+        """A new episode: the v1 encoder forgets its motion memory; a seed makes sampled
+        (non-deterministic) actions repeatable."""
         self.masked_actions = 0
         self.decisions = 0
+        if self._encoder is not None:
+            self._encoder.reset()
         if seed is not None and not self.config.deterministic:
             self.model.set_random_seed(seed)
 
-    def action(self, view: ClusterView) -> tuple[int, np.ndarray]:
-        """The model's action on ``view`` and the view's mask (for tests and diagnostics)."""
+    def observation(self, view: ClusterView) -> tuple[np.ndarray, np.ndarray]:
+        """The observation and mask the model sees for ``view`` (after :meth:`decide` saw the
+        rounds before it: v1 remembers motion results)."""
+        if self._encoder is not None:
+            self._encoder.observe(view)
+            return self._encoder.encode(view), self._encoder.mask(view)
         key = id(view.rules)
         if self._partners is None or self._partners[0] != key:
             self._partners = (key, negative_partners(view))
         mask = mask_from_view(view, self.max_nodes, self.max_guests, self._partners[1])
-        obs = encode_view(view, self.max_nodes, self.max_guests, self.episode_seconds)
+        return encode_view(view, self.max_nodes, self.max_guests, self.episode_seconds), mask
+
+    def action(self, view: ClusterView) -> tuple[int, np.ndarray]:
+        """The model's action on ``view`` and the view's mask (for tests and diagnostics)."""
+        obs, mask = self.observation(view)
         kwargs: dict[str, Any] = {"deterministic": self.config.deterministic}
         if self.maskable:
             kwargs["action_masks"] = mask
@@ -317,6 +386,8 @@ class LearnedPolicy:
     def decide(self, view: ClusterView) -> Motion | None:
         self.decisions += 1
         if view.motion_active:  # every motion is masked: no need to ask the network
+            if self._encoder is not None:
+                self._encoder.observe(view)  # results arrive in these rounds
             return None
         action, mask = self.action(view)
         if action == 0:

@@ -108,7 +108,7 @@ class PatchedPolicy(UpstreamPolicy):
         Patch 7 (pressure gate):
 
         * ``min_pressure_pct`` = 10 % PSI some avg10: the seed's figure ("of at least 10%"),
-          equal to MODEL §9's ``churn_pressure_pct``.
+          equal to the churn threshold of docs/metrics.md.
         """
 
         outcome_tracking: bool = True

@@ -1,19 +1,19 @@
 """``upstream``: Proxmox VE's automatic CRS load balancer (pve-ha-manager 5.2.0), exactly.
 
-Every rule cites ``reference/pve-ha-manager.md`` (the spec, from upstream source):
+Every rule cites its upstream source (pve-ha-manager 5.2.0, ``src/PVE/HA/``; ``docs/model.md``):
 
-* §3 ``Manager::load_balance`` (``Manager.pm`` L217–272): return early while any motion is queued or
+* ``Manager::load_balance`` (``Manager.pm`` L217–272): return early while any motion is queued or
   running (counter untouched, L225); ``imbalance <= threshold`` resets the hold counter; otherwise
   the counter counts consecutive rounds and, on reaching ``hold_duration``, is reset and one attempt
   is made — even when it produces no move.
-* §4 candidates (``get_active_stationary_resource_bundles`` L138–178,
+* candidates (``get_active_stationary_resource_bundles`` L138–178,
   ``get_resource_migration_candidates`` L182–215): positive resource-affinity bundles led by their
   alphabetically first started member, targets = the leader's highest-priority online node-affinity
   nodes, minus nodes of strict-negative partners, minus its own node.
-* §5 the usage model: ``dynamic`` = node stats as sampled (pvestatd) and guests' ``{cpu, mem}``;
+* the usage model (``Usage.pm``): ``dynamic`` = node stats as sampled (pvestatd) and guests' ``{cpu, mem}``;
   ``static`` = ``StartedResourceAggregator`` (configured sizes of every placed resource).
-* §6 scoring via :mod:`pvegym.sim.crs` (bruteforce or TOPSIS) and the relative margin check.
-* §8.3 the log line ``auto rebalance - migrate vm:X to nodeY (expected change for imbalance from
+* scoring via :mod:`pvegym.sim.crs` (bruteforce or TOPSIS) and the relative margin check.
+* the log line ``auto rebalance - migrate vm:X to nodeY (expected change for imbalance from
   A to B)`` (``relocate`` for containers).
 
 **Mode.** ``Config.mode`` is ``None`` by default: the policy follows ``view.mode`` (the CRS mode the
@@ -291,10 +291,14 @@ class UpstreamPolicy:
     def node_stats(self, view: ClusterView) -> NodeStatsArrays:
         """Node usage the scheduler sees (§5.2).
 
-        dynamic: ``IdentityAggregator`` — the pvestatd sample as is (cores busy, bytes used);
+        dynamic: ``IdentityAggregator`` — the pvestatd sample as is (cores busy, bytes used),
+        which includes every guest on the node, HA or not;
         static: ``StartedResourceAggregator`` — 0 plus every placed HA resource at its configured
         size (``add_started_resource``: ``maxcpu == 0`` charges the node's ``maxcpu``), counted on
-        both nodes while it moves (``pve-rs .../usage.rs``, ``node.rs`` L20–30).
+        both nodes while it moves (``pve-rs .../usage.rs``, ``node.rs`` L20–30), plus every running
+        non-HA guest at its configured size on its node (``Manager.pm``
+        ``recompute_online_node_usage``: "add remaining non-HA resources to online node usage",
+        state ``started`` from ``Env/PVE2.pm`` ``get_cluster_service_stats``).
         """
         maxcpu = np.asarray(view.node_maxcpu, dtype=np.float64)
         maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
@@ -326,6 +330,16 @@ class UpstreamPolicy:
             add_cpu = np.where(gmaxcpu[sel] == 0, maxcpu[nodes_sel], gmaxcpu[sel])
             cpu += np.bincount(nodes_sel, weights=add_cpu, minlength=n)
             mem += np.bincount(nodes_sel, weights=gmaxmem[sel], minlength=n)
+        other = np.asarray(view.other_node, dtype=np.int64)
+        if other.size:  # running non-HA guests, on their node if it is online
+            ok = online[other]
+            onode = other[ok]
+            ocpu = np.asarray(view.other_maxcpu, dtype=np.float64)[ok]
+            add_cpu = np.where(ocpu == 0, maxcpu[onode], ocpu)
+            cpu += np.bincount(onode, weights=add_cpu, minlength=n)
+            mem += np.bincount(
+                onode, weights=np.asarray(view.other_maxmem, dtype=np.float64)[ok], minlength=n
+            )
         return NodeStatsArrays(cpu, mem, maxcpu, maxmem)
 
     def guest_stats(self, view: ClusterView) -> tuple[FloatArray, FloatArray]:

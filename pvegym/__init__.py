@@ -17,5 +17,5 @@ try:
 except PackageNotFoundError:  # run from a source tree that is not installed
     __version__ = "0.1.0"
 
-# gymnasium.make("pvegym/Cluster-v0") after `import pvegym`, without importing Gymnasium here
+# gymnasium.make("pvegym/Cluster-v0" or "-v1") after `import pvegym`, without importing Gymnasium
 register_when_gymnasium_is_imported()

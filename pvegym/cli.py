@@ -1,4 +1,4 @@
-"""The ``pvegym`` command line (``MODEL.md`` §12).
+"""The ``pvegym`` command line (``docs/cli.md``).
 
 Every sub-command lives in ``pvegym/commands/<name>.py`` with ``register(subparsers)``. Bad input of
 any kind ends in one line on stderr naming the key and what is allowed, and exit code 2 — never a

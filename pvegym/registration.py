@@ -1,7 +1,7 @@
 """Gymnasium registration of pvegym's environments, by entry-point string.
 
-``import pvegym`` is enough for ``gymnasium.make("pvegym/Cluster-v0")`` (and for Gymnasium's
-``gym.register_envs(pvegym)`` idiom), yet importing pvegym — or only its model, ``pvegym.sim`` —
+``import pvegym`` is enough for ``gymnasium.make("pvegym/Cluster-v0")`` (and ``-v1``; and for
+Gymnasium's ``gym.register_envs(pvegym)`` idiom), yet importing pvegym — or only its model, ``pvegym.sim`` —
 loads no Gymnasium code: the environment is named by an entry-point string (its module is imported
 by ``make``), and the registration itself runs when Gymnasium is imported, now if it already is,
 else right after its import (:class:`_AfterImport`). The registry is the one place environment ids
@@ -28,6 +28,13 @@ LONGEST_EPISODE_STEPS = 2880
 #: environment warns when the registered limit is shorter than its episode).
 ENVIRONMENTS: dict[str, tuple[str, int]] = {
     "pvegym/Cluster-v0": ("pvegym.env.cluster_env:ClusterEnv", LONGEST_EPISODE_STEPS),
+    "pvegym/Cluster-v1": ("pvegym.env.cluster_env_v1:ClusterEnvV1", LONGEST_EPISODE_STEPS),
+}
+#: id → ``gymnasium.make_vec``'s vector entry point (``vectorization_mode="vector_entry_point"``,
+#: its default when one is registered): :class:`pvegym.vector.ClusterVectorEnv`
+VECTOR_ENTRY_POINTS: dict[str, str] = {
+    "pvegym/Cluster-v0": "pvegym.vector.cluster_vector_env:make_cluster_v0",
+    "pvegym/Cluster-v1": "pvegym.vector.cluster_vector_env:make_cluster_v1",
 }
 
 
@@ -37,7 +44,12 @@ def register_environments() -> None:
 
     for env_id, (entry_point, steps) in ENVIRONMENTS.items():
         if env_id not in gymnasium.registry:
-            gymnasium.register(id=env_id, entry_point=entry_point, max_episode_steps=steps)
+            gymnasium.register(
+                id=env_id,
+                entry_point=entry_point,
+                vector_entry_point=VECTOR_ENTRY_POINTS.get(env_id),
+                max_episode_steps=steps,
+            )
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

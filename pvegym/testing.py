@@ -1,4 +1,4 @@
-"""Conformance checks for ``pvegym/Cluster-v0`` on any scenario or family (like PettingZoo's API
+"""Conformance checks for ``pvegym/Cluster-v0`` and ``-v1`` on any scenario or family (like PettingZoo's API
 tests): one call, :func:`check_scenario`, that a new scenario, family or environment change must
 pass.
 
@@ -8,13 +8,15 @@ What it checks, on each seed:
 * determinism: the same seed gives identical observations, rewards and infos under the same
   actions, also when ``reset(seed)`` follows other episodes, and unseeded resets continue the
   environment's RNG deterministically;
-* masks: action 0 is always valid, the mask equals ``Simulation.motion_possible`` (all pairs for
+* masks: action 0 is always valid, the mask equals ``Simulation.motion_possible`` (and, with
+  ``mask_unmigratable``, the guest's migratability; all pairs for
   small scenarios, a random sample otherwise), random masked actions never raise, every unmasked
   action taken is accepted, and a masked action is a no-op (the trajectory equals a twin
   environment's that chose 0) counted in ``info["invalid_action"]``;
 * metric invariants of the final info: ``moves == moves_succeeded + moves_failed + still
-  running``, ``moves_aborted ≤ moves_failed``, non-negative costs, ``sim_seconds`` = decisions ×
-  round, and the rewards sum to minus the weighted final cost;
+  running``, ``moves_aborted ≤ moves_failed``, ``moves_guest_failed ≤ moves_succeeded``,
+  non-negative costs, ``sim_seconds`` = decisions × round, and the rewards sum to minus the
+  weighted final cost;
 * a step-speed smoke test with a loose bound (seconds per step, never a tight timing): speed is
   measured by ``pvegym bench``, not here.
 
@@ -34,9 +36,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.env.cluster_env import ClusterEnv
+from pvegym.sim.cost import weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario
-from pvegym.units import GiB
 
 #: Loose per-step sanity bound (seconds): only a pathologically slow step fails it.
 SMOKE_STEP_LIMIT_S = 2.0
@@ -70,8 +72,10 @@ def _equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _make(scenario: str | Scenario, steps: int | None, **kwargs: Any) -> ClusterEnv:
-    env = ClusterEnv(scenario, **kwargs)
+def _make(
+    scenario: str | Scenario, steps: int | None, env_class: type[ClusterEnv], **kwargs: Any
+) -> ClusterEnv:
+    env = env_class(scenario, **kwargs)
     if steps is not None:
         env.reset(seed=0)
         env.episode_seconds = steps * env.sim.round_s
@@ -125,9 +129,29 @@ def _mask_vs_motion_possible(env: ClusterEnv, rng: np.random.Generator, where: s
     else:
         actions = [int(a) for a in rng.integers(1, env.n_actions, size=256)]
         actions += [int(a) for a in np.flatnonzero(mask)[:64]]
+    # Cluster-v1 may also leave out every motion of a guest that cannot migrate
+    pinned = ~np.asarray(env.view.guest_migratable, dtype=bool)
+    if not getattr(env, "mask_unmigratable", False):
+        pinned[:] = False
+    # ... and targets without memory room (telemetry, ``mask_headroom``)
+    headroom = getattr(env, "mask_headroom", None)
+    full = np.zeros((n_real_g, n_real_n), dtype=bool)
+    if headroom is not None:
+        v = env.view
+        with np.errstate(invalid="ignore"):
+            full = (
+                np.asarray(v.node_mem)[None, :] + np.asarray(v.guest_memhost)[:, None]
+                > (1.0 - headroom) * np.asarray(v.node_maxmem)[None, :]
+            )
     for a in actions:
         g, n = divmod(a - 1, mn)
-        expect = g < n_real_g and n < n_real_n and sim.motion_possible(int(sim.ha_idx[g]), n)
+        expect = (
+            g < n_real_g
+            and n < n_real_n
+            and not pinned[g]
+            and not full[g, n]
+            and sim.motion_possible(int(sim.ha_idx[g]), n)
+        )
         if bool(mask[a]) != expect:
             raise _fail(
                 "mask", where, f"action {a} (guest {g}, node {n}) mask {mask[a]} != {expect}"
@@ -194,6 +218,8 @@ def check_metrics(env: ClusterEnv, seed: int, steps: int) -> dict[str, Any]:
         raise _fail("metrics", where, "moves != len(move_log)")
     if info["moves_aborted"] > info["moves_failed"]:
         raise _fail("metrics", where, "moves_aborted > moves_failed")
+    if info["moves_guest_failed"] > info["moves_succeeded"]:
+        raise _fail("metrics", where, "moves_guest_failed > moves_succeeded")
     for key in METRIC_KEYS:
         if key == "evacuation_latency_s" and info[key] is None:
             continue
@@ -205,15 +231,9 @@ def check_metrics(env: ClusterEnv, seed: int, steps: int) -> dict[str, Any]:
         raise _fail("metrics", where, f"sim_seconds covers {rounds} rounds, {decisions} steps")
     if expect_rounds is not None and rounds != expect_rounds:
         raise _fail("metrics", where, f"sim_seconds covers {rounds} rounds, not {expect_rounds}")
-    w = env.reward_weights
-    cost = (
-        w["stall"] * (info["stall_cpu_s"] + info["stall_mem_s"])
-        + w["shortfall"] * info["cpu_shortfall_core_s"]
-        + w["moves"] * info["moves"]
-        + w["failures"] * info["moves_failed"]
-        + w["oscillations"] * info["oscillations"]
-        + w["bytes"] * info["migration_bytes"] / GiB
-    )
+    cost = weighted_cost(env.reward_weights, info) / env.reward_scale
+    if "baseline_cost" in info:
+        cost -= info["baseline_cost"] / env.reward_scale
     if not math.isclose(-total, cost, rel_tol=1e-6, abs_tol=1e-6):
         raise _fail("reward", where, f"Σ reward {total} != −weighted cost {-cost}")
     return info
@@ -249,18 +269,21 @@ def check_scenario(
     scenario_or_family: str | Scenario,
     seeds: Iterable[int] = (0, 1),
     steps: int = 30,
+    env_class: type[ClusterEnv] = ClusterEnv,
     **env_kwargs: Any,
 ) -> dict[str, Any]:
     """Run every conformance check on ``scenario_or_family`` for each seed (``steps`` decisions).
 
-    ``env_kwargs`` go to :class:`ClusterEnv` (e.g. ``skip_idle_rounds=True``). Returns
+    ``env_kwargs`` go to ``env_class`` (:class:`ClusterEnv`, or ``ClusterEnvV1``; e.g.
+    ``skip_idle_rounds=True``). Returns
     ``{"scenario", "seeds", "steps", "step_us"}``.
     """
     seeds = list(seeds)
     kw = dict(env_kwargs)
     kw.pop("episode_seconds", None)
-    check_env_apis(ClusterEnv(scenario_or_family, **kw))
-    env_a, env_b = _make(scenario_or_family, steps, **kw), _make(scenario_or_family, steps, **kw)
+    check_env_apis(env_class(scenario_or_family, **kw))
+    env_a = _make(scenario_or_family, steps, env_class, **kw)
+    env_b = _make(scenario_or_family, steps, env_class, **kw)
     for seed in seeds:
         check_determinism(env_a, env_b, seed, steps)
         check_masks(env_a, env_b, seed, steps)

@@ -18,6 +18,9 @@ KEYS = {
     "day_guest_centric_ratio",
     "scaling_exponent",
     "scaling",
+    "vector_small_n64_ratio",
+    "vector_small_n64_sync_ratio",
+    "vec_wait_share_maskable_ppo",
 }
 
 
@@ -39,4 +42,13 @@ def test_bench_quick_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert doc["day_patched_ratio"] == doc["day_ratio"]["patched"]
     assert doc["day_guest_centric_ratio"] == doc["day_ratio"]["guest-centric"]
     assert doc["day_patched_s"] == doc["day_s"]["patched"]
+    assert [(r["scenario"], r["n"]) for r in doc["vector"]] == [
+        ("bench-small", 8),
+        ("bench-small", 64),
+        ("bench-large", 2),  # quick: no N = 8 of bench-large
+    ]
+    assert "vector_large_n8_ratio" not in doc
+    assert all(r["step_us"] > 0 and r["sync_ratio"] > 0 for r in doc["vector"])
+    assert 0 < doc["vec_wait_share_maskable_ppo"] < 1
+    assert doc["vec_wait"]["maskable_ppo"]["n_envs"] == 2  # the train file's
     assert "bench-small" in err  # progress on stderr

@@ -1,4 +1,4 @@
-"""``pvegym migrate`` through ``pvegym.cli.main`` (MODEL §12)."""
+"""``pvegym migrate`` through ``pvegym.cli.main`` (docs/cli.md)."""
 
 from __future__ import annotations
 

@@ -35,6 +35,7 @@ FORBIDDEN = {
     "pvegym/errors.py": _MODEL_FORBIDS,
     "pvegym/limits.py": _MODEL_FORBIDS,
     "pvegym/env": ("policies", *_EXPERIMENT_LAYER),
+    "pvegym/vector": ("policies", *_EXPERIMENT_LAYER),  # the environment layer, batched
     "policies": _EXPERIMENT_LAYER,
 }
 

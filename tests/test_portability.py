@@ -103,9 +103,10 @@ EPISODES = (
 
 def fingerprint() -> dict[str, Any]:
     """Metrics of :data:`EPISODES` (repr of every float) and a hash of 60 environment steps'
-    observations, rewards and masks."""
+    observations, rewards and masks, for each observation version."""
     from policies.registry import make_policy
     from pvegym.env.cluster_env import ClusterEnv
+    from pvegym.env.cluster_env_v1 import ClusterEnvV1
     from pvegym.experiments.record import play
     from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
@@ -117,17 +118,22 @@ def fingerprint() -> dict[str, Any]:
         pol.reset(seed)
         result, _ = play(sim, pol.decide, 1800.0)
         out[f"{name}/{seed}/{policy}"] = {k: repr(v) for k, v in result["metrics"].items()}
-    env = ClusterEnv(scenario="small")
-    h = hashlib.sha256()
-    obs, _ = env.reset(seed=3)
-    h.update(obs.tobytes())
-    for step in range(60):
-        mask = env.action_masks()
-        h.update(mask.tobytes())
-        legal = np.flatnonzero(mask)
-        obs, reward, _, _, _ = env.step(int(legal[(7 * step) % legal.size]))
-        h.update(obs.tobytes() + np.float64(reward).tobytes())
-    out["env"] = h.hexdigest()
+    # v1: its encoder's log scales, the motion memory's backoff, the noop twin's reward
+    envs = {
+        "env": ClusterEnv(scenario="small"),
+        "env_v1": ClusterEnvV1(scenario="small", reward_baseline="noop", mask_unmigratable=True),
+    }
+    for key, env in envs.items():
+        h = hashlib.sha256()
+        obs, _ = env.reset(seed=3)
+        h.update(obs.tobytes())
+        for step in range(60):
+            mask = env.action_masks()
+            h.update(mask.tobytes())
+            legal = np.flatnonzero(mask)
+            obs, reward, _, _, _ = env.step(int(legal[(7 * step) % legal.size]))
+            h.update(obs.tobytes() + np.float64(reward).tobytes())
+        out[key] = h.hexdigest()
     return out
 
 

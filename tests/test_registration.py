@@ -20,21 +20,27 @@ def _python(code: str) -> dict[str, object]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def test_import_pvegym_then_gymnasium_make_works() -> None:
+@pytest.mark.parametrize(
+    ("env_id", "cls"),
+    [("pvegym/Cluster-v0", "ClusterEnv"), ("pvegym/Cluster-v1", "ClusterEnvV1")],
+)
+def test_import_pvegym_then_gymnasium_make_works(env_id: str, cls: str) -> None:
     got = _python(
         "import json, sys\n"
         "import pvegym\n"
         "loaded = 'gymnasium' in sys.modules\n"
         "import gymnasium as gym\n"
         "gym.register_envs(pvegym)\n"
-        "env = gym.make('pvegym/Cluster-v0', scenario='failure-loop')\n"
+        f"env = gym.make({env_id!r}, scenario='failure-loop')\n"
         "obs, _ = env.reset(seed=0)\n"
         "print(json.dumps({'gymnasium_loaded_by_pvegym': loaded,\n"
-        "  'steps': env.spec.max_episode_steps, 'obs': len(obs)}))\n"
+        "  'steps': env.spec.max_episode_steps, 'obs': len(obs),\n"
+        "  'class': type(env.unwrapped).__name__}))\n"
     )
     assert got["gymnasium_loaded_by_pvegym"] is False
     assert got["steps"] == LONGEST_EPISODE_STEPS
     assert int(str(got["obs"])) > 0
+    assert got["class"] == cls
 
 
 def test_gymnasium_first_then_pvegym() -> None:
@@ -42,7 +48,8 @@ def test_gymnasium_first_then_pvegym() -> None:
         "import json, sys\n"
         "import gymnasium as gym\n"
         "import pvegym\n"
-        "print(json.dumps({'registered': 'pvegym/Cluster-v0' in gym.registry,\n"
+        "print(json.dumps({'registered': all(i in gym.registry\n"
+        "  for i in ('pvegym/Cluster-v0', 'pvegym/Cluster-v1')),\n"
         "  'env_loaded': 'pvegym.env.cluster_env' in sys.modules}))\n"
     )
     # registered by entry-point string: the environment's module loads only on make

@@ -48,6 +48,17 @@ def run(args: argparse.Namespace) -> int:
             f"simulated day, {name:<13} {secs:10.2f} s{note}  ×{doc['day_ratio'][name]:.1f} "
             f"CartPole day, decide {doc['day_decide_us'][name]:.1f} µs/round"
         )
+    for row in doc["vector"]:
+        label = f"vector {row['scenario']} N={row['n']}"
+        print(
+            f"{label:<27} {row['step_us']:10.1f} µs/sub-step  ×{row['ratio']:.1f} CartPole, "
+            f"×{row['sync_ratio']:.1f} SyncVectorEnv(CartPole) ({row['sync_step_us']:.1f} µs)"
+        )
+    for key, run in doc["vec_wait"].items():
+        print(
+            f"learner waits on the env    {run['share']:10.3f} of {run['learn_s']:.1f} s "
+            f"({key}, {run['timesteps']} steps)"
+        )
     print("scaling (nodes × guests → µs/step)")
     for row in doc["scaling"]:
         print(f"  {row['nodes']:>3} × {row['guests']:<5} {row['step_us']:10.1f}")

@@ -1,4 +1,4 @@
-"""``pvegym migrate``: simulate one live migration (``MODEL.md`` §6 and §12)."""
+"""``pvegym migrate``: simulate one live migration (``docs/model.md``, *Live migration*; ``docs/cli.md``)."""
 
 from __future__ import annotations
 
@@ -26,12 +26,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     parser.add_argument(
         "--qemu-server",
         default="unpatched",
-        help="patched (seed 004: throttle boost and abort) or unpatched (default)",
+        help="patched (the convergence patch: throttle boost and abort) or unpatched (default)",
     )
     parser.add_argument("--duration", default="10m", help="simulated time at most (10m)")
     parser.add_argument("--no-sync-timer", action="store_true", help="QEMU < 9.2: no 5 s timer")
     parser.add_argument("--boost-factor", default="1.5", help="passes before the throttle boost")
     parser.add_argument("--abort-factor", default="4", help="passes before the abort")
+    parser.add_argument(
+        "--xbzrle-delta",
+        default="1.0",
+        help="share 0..1 of a page changed when re-sent (XBZRLE; default 1.0: no gain)",
+    )
+    parser.add_argument("--no-xbzrle", action="store_true", help="XBZRLE capability off")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=run)
 
@@ -86,11 +92,15 @@ def params_from_args(args: argparse.Namespace) -> MigrationParams:
         abort_factor=check_number(
             _number(args.abort_factor, "--abort-factor"), "--abort-factor", gt=0.0, le=1000.0
         ),
+        xbzrle=not args.no_xbzrle,
+        xbzrle_delta=check_number(
+            _number(args.xbzrle_delta, "--xbzrle-delta"), "--xbzrle-delta", gt=0.0, le=1.0
+        ),
     )
 
 
 def result_json(m: Migration) -> dict[str, object]:
-    """The ``migrate --json`` document of MODEL §12."""
+    """The ``migrate --json`` document of ``docs/cli.md``."""
     return {
         "outcome": m.outcome,
         "duration_s": m.t,

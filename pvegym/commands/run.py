@@ -1,4 +1,4 @@
-"""``pvegym run EXPERIMENT.toml``: evaluate an experiment and write its report (``MODEL.md`` §11).
+"""``pvegym run EXPERIMENT.toml``: evaluate an experiment and write its report (``docs/experiments.md``).
 
 Results go to ``results/<output>/`` (or ``--out DIR``). Finished cells are kept, so running the same
 command again after an interruption only evaluates what is missing; ``--fresh`` recomputes all.

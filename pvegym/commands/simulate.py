@@ -1,4 +1,4 @@
-"""``pvegym simulate``: one scenario, one policy, one seed — the §9 metrics and the moves."""
+"""``pvegym simulate``: one scenario, one policy, one seed — its metrics and the moves."""
 
 from __future__ import annotations
 

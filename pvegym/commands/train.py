@@ -1,10 +1,15 @@
-"""``pvegym train EXPERIMENT.toml``: train an agent into a run directory (``MODEL.md`` §11).
+"""``pvegym train EXPERIMENT.toml``: train an agent into a run directory (``docs/experiments.md``).
 
 A run writes to ``runs/<name>/`` (:mod:`pvegym.experiments.rundir`: resumed from its latest
 checkpoint when it holds the same config, else the next free ``runs/<name>-2``, …) or to
 ``--out DIR``; ``--fresh`` starts ``--out`` over. ``--total-timesteps N`` is the step budget
 (the file's ``total_timesteps`` otherwise), like rl-zoo3's ``--n-timesteps``. With the
 ``tensorboard`` extra installed, SB3 also logs to ``<run dir>/tensorboard/``.
+
+A train file with an ``[imitation]`` or ``[selection]`` table or a ``seeds`` list is a recipe
+(:mod:`pvegym.learning.recipe`: clone, fine-tune for ``total_timesteps`` per seed, select on
+validation instances, for every seed); it writes the same run directory, a rerun keeps the
+finished seeds.
 """
 
 from __future__ import annotations
@@ -13,9 +18,13 @@ import argparse
 import sys
 from importlib.util import find_spec
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pvegym.errors import ConfigError
 from pvegym.limits import MAX_TIMESTEPS, whole_number
+
+if TYPE_CHECKING:
+    from pvegym.learning.train_config import TrainConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,9 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--vec-env",
-        choices=("auto", "subproc", "dummy"),
+        choices=("auto", "vector", "subproc", "dummy"),
         default="auto",
-        help="vector env (default auto: subprocesses when n_envs > 1)",
+        help="vector env (default auto: the train file's vec_env, else pvegym.vector in one "
+        "process; subproc: one process per environment)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -67,12 +77,15 @@ def run(args: argparse.Namespace) -> int:
     cfg = parse_train_config(data)
     run_dir = choose("train", cfg.out_name, sha256_json(cfg.resolved()), args.out, args.fresh)
     print(f"{cfg.name}: {'resuming' if run_dir.resumed else 'new run in'} {run_dir.path}/")
+    command = ["pvegym", *sys.argv[1:]] if sys.argv and "pvegym" in sys.argv[0] else None
+    if cfg.is_recipe:
+        return _run_recipe(cfg, run_dir.path, not args.quiet, command)
     stats = train(
         cfg,
         run_dir.path,
         progress=not args.quiet,
         vec_env=args.vec_env,
-        command=["pvegym", *sys.argv[1:]] if sys.argv and "pvegym" in sys.argv[0] else None,
+        command=command,
     )
     from pvegym.learning.train import tensorboard_dir
 
@@ -87,5 +100,21 @@ def run(args: argparse.Namespace) -> int:
         f"{cfg.name}: {stats.timesteps} steps{resumed} in {stats.wall_s:.1f} s, "
         f"{stats.steps_per_s:.0f} steps/s, env share {100 * stats.env_share:.1f} % "
         f"(learner waiting on envs {100 * stats.vec_wait_share:.1f} %) → {stats.out_dir}/"
+    )
+    return 0
+
+
+def _run_recipe(cfg: TrainConfig, out: Path, progress: bool, command: list[str] | None) -> int:
+    """The learned-balancer recipe (:mod:`pvegym.learning.recipe`): every training seed, then the
+    best seed's selected model as ``<out>/model.zip``."""
+    from pvegym.learning.recipe import run_recipe
+
+    doc = run_recipe(cfg, out, progress=progress, command=command)
+    t = doc["time"]
+    sel = doc["selected"]
+    print(
+        f"{cfg.name}: {len(doc['seeds'])} seeds in {t['train_wall_s']:.0f} s "
+        f"(env share {100 * t['env_share']:.1f} %); selected seed {doc['selected_seed']} "
+        f"{sel['phase']} at {sel['timesteps']} steps → {out}/model.zip"
     )
     return 0

@@ -1,4 +1,4 @@
-"""``pvegym tune STUDY.toml``: tune a balancer's constants with Optuna, then report (``MODEL.md`` §11).
+"""``pvegym tune STUDY.toml``: tune a balancer's constants with Optuna, then report (``docs/experiments.md``).
 
 A run writes to ``runs/<study>/`` (:mod:`pvegym.experiments.rundir`: resumed when it holds this
 study, else the next free ``runs/<study>-2``, …) or to ``--out DIR``. The study lives in

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, SupportsFloat
 
@@ -13,6 +14,7 @@ from numpy.typing import NDArray
 from pvegym.env.encoding import encode, fill_mask
 from pvegym.errors import ConfigError
 from pvegym.sim import catalog
+from pvegym.sim.cost import BALANCER_COST, RunningCost
 from pvegym.sim.families import TEST_SEEDS, TRAIN_SEEDS
 from pvegym.sim.kernel import entry_point
 from pvegym.sim.metrics import METRIC_KEYS
@@ -21,19 +23,11 @@ from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
 from pvegym.units import GiB
 
-#: Cost weights of the reward (``MODEL.md`` §9). Units: ``stall`` per node-second of cpu + memory
-#: some-pressure, ``shortfall`` per core·second of CPU not received, ``moves`` per motion issued,
-#: ``failures`` per failed/aborted motion, ``oscillations`` per move back within the window,
-#: ``bytes`` per GiB sent by migrations.
-DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
-    "stall": 1.0,
-    "shortfall": 1.0,
-    "moves": 10.0,
-    "failures": 60.0,
-    "oscillations": 60.0,
-    "bytes": 1.0,
-}
-_COST_KEYS = tuple(DEFAULT_REWARD_WEIGHTS)
+#: The reward's default cost weights, by metric name (``docs/reward.md``; :data:`pvegym.sim.cost.BALANCER_COST`:
+#: the objective the tuning study minimizes).
+DEFAULT_REWARD_WEIGHTS: dict[str, float] = dict(BALANCER_COST)
+#: What the reward is measured against: nothing, or a ``noop`` twin of the episode.
+REWARD_BASELINES = ("none", "noop")
 
 #: Size normalisers (observation features are in [0, 1]).
 CORES_SCALE = 128.0  # cores
@@ -120,13 +114,20 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     ## Rewards
 
-    Minus the weighted cost incurred over the step (all rounds it covers):
-    ``-(w_stall·Δ(stall_cpu_s + stall_mem_s) + w_shortfall·Δcpu_shortfall_core_s + w_moves·Δmoves
-    + w_failures·Δmoves_failed + w_oscillations·Δoscillations + w_bytes·Δmigration_bytes/GiB)``,
-    from the running :class:`~pvegym.sim.metrics.Metrics`; bytes of a migration in flight count as
-    they are sent. Weights: :data:`DEFAULT_REWARD_WEIGHTS`, overridden by ``reward_weights``. The
-    first step's reward also carries the first round (simulated by ``reset``), so the episode's
-    rewards sum to minus the weighted cost of the final metrics.
+    Minus what the step (all rounds it covers) added to the episode's cost
+    ``Σ_m w_m · metric_m`` (:mod:`pvegym.sim.cost`: weights by §9 metric name, as a tuning
+    objective's, metrics that add up round by round only), divided by ``reward_scale``; bytes of a
+    migration in flight count as they are sent. Weights: ``reward_weights`` (default
+    :data:`DEFAULT_REWARD_WEIGHTS`, the tuning study's objective). The first step's reward also
+    carries the first round (simulated by ``reset``), so the episode's rewards sum to minus the
+    weighted cost of the final metrics (over ``reward_scale``).
+
+    With ``reward_baseline="noop"`` a twin simulation of the same scenario and episode seed — the
+    same workloads, the same random numbers — runs alongside with no motion, and the reward is
+    minus the *difference* of what the round added to the two costs: what the agent's choices
+    changed. Rounds before the first motion then reward exactly 0, and the episode's return is
+    minus (cost − the ``noop`` cost of the same episode) — the paired comparison a benchmark makes.
+    The final ``info`` carries ``baseline_cost``.
 
     ## Starting State
 
@@ -149,8 +150,11 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     * ``scenario`` — family name, named scenario, ``.toml`` path or :class:`Scenario` (``"small"``).
     * ``episode_seconds`` — episode length in seconds (default: the scenario's duration).
-    * ``reward_weights`` — partial dict over ``stall, shortfall, moves, failures, oscillations,
-      bytes``.
+    * ``reward_weights`` — ``{metric: weight}`` over the additive §9 metrics (complete: metrics
+      not named weigh 0; default :data:`DEFAULT_REWARD_WEIGHTS`).
+    * ``reward_baseline`` — ``"none"`` or ``"noop"`` (the twin above).
+    * ``reward_scale`` — the cost is divided by it (> 0), to keep returns in a range a value
+      function learns comfortably; it changes no comparison.
     * ``skip_idle_rounds`` — after a step, keep simulating rounds in which no motion is possible
       (pipeline busy) with no motion; the step then covers several rounds (``info["rounds"]``) and
       its reward and the metrics count them all. A policy with per-round state (outcome tracking)
@@ -168,6 +172,8 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         scenario: str | Scenario = "small",
         episode_seconds: float | None = None,
         reward_weights: Mapping[str, float] | None = None,
+        reward_baseline: str = "none",
+        reward_scale: float = 1.0,
         skip_idle_rounds: bool = False,
         overrides: Mapping[str, Any] | None = None,
         seed_split: str = "train",
@@ -186,15 +192,20 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         # where unseeded resets draw an instance (a fixed scenario draws one too, unused, so that
         # its episode seeds follow the same sequence)
         self._split = TRAIN_SEEDS if seed_split == "train" else TEST_SEEDS
-        weights = dict(DEFAULT_REWARD_WEIGHTS)
-        for key, value in (reward_weights or {}).items():
-            if key not in weights:
-                raise ConfigError(
-                    f"reward_weights.{key}", f"unknown cost (allowed: {', '.join(_COST_KEYS)})"
-                )
-            weights[key] = float(value)
-        self.reward_weights = weights
-        self._w = tuple(float(weights[k]) for k in _COST_KEYS)
+        self._cost = RunningCost(
+            DEFAULT_REWARD_WEIGHTS if reward_weights is None else reward_weights
+        )
+        self.reward_weights = dict(self._cost.weights)
+        if reward_baseline not in REWARD_BASELINES:
+            raise ConfigError(
+                "reward_baseline",
+                f"{reward_baseline!r} is not allowed (allowed: {', '.join(REWARD_BASELINES)})",
+            )
+        self.reward_baseline = reward_baseline
+        if not (isinstance(reward_scale, int | float) and 0.0 < float(reward_scale) < math.inf):
+            raise ConfigError("reward_scale", f"must be a finite number > 0, not {reward_scale!r}")
+        self.reward_scale = float(reward_scale)
+        self._inv_scale = 1.0 / self.reward_scale
 
         self._family: str | None = None
         self._fixed: Scenario | None = None
@@ -218,6 +229,26 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         mn, mg = self.max_nodes, self.max_guests
         self.n_actions = 1 + mn * mg
         self.action_space = spaces.Discrete(self.n_actions)
+        self._mask = np.zeros(self.n_actions, dtype=bool)
+        self._grid = self._mask[1:].reshape(mg, mn)
+        self._init_observation()
+
+        self._sim: Simulation | None = None
+        self._twin: Simulation | None = None  # the noop twin of reward_baseline="noop"
+        self._scenario: Scenario | None = None
+        self._instance: int | None = None
+        self.episode_seed: int | None = None
+        self._last_cost = 0.0
+        self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
+        self._limit_warned = False
+        #: ``reset``/``step`` return a fresh observation array; ``False`` returns the environment's
+        #: own buffer, valid until its next ``reset``/``step`` — for a caller that copies it at
+        #: once anyway (``pvegym.vector``'s batch: one copy of a large observation, not two)
+        self.copy_observation = True
+
+    def _init_observation(self) -> None:
+        """The observation space and buffer (v0 layout)."""
+        mn, mg = self.max_nodes, self.max_guests
         n_gl, n_nf, n_gf = len(GLOBAL_FEATURES), len(NODE_FEATURES), len(GUEST_FEATURES)
         size = n_gl + n_nf * mn + n_gf * mg
         self.observation_space = spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32)
@@ -227,16 +258,6 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._guestf = self._obs[n_gl + n_nf * mn :].reshape(n_gf, mg)
         self._nf = {name: self._nodef[i] for i, name in enumerate(NODE_FEATURES)}
         self._gf = {name: self._guestf[i] for i, name in enumerate(GUEST_FEATURES)}
-        self._mask = np.zeros(self.n_actions, dtype=bool)
-        self._grid = self._mask[1:].reshape(mg, mn)
-
-        self._sim: Simulation | None = None
-        self._scenario: Scenario | None = None
-        self._instance: int | None = None
-        self.episode_seed: int | None = None
-        self._last_cost = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
-        self._limit_warned = False
 
     # ------------------------------------------------------------------ public helpers
     @property
@@ -309,14 +330,19 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             if instance != self._instance or self._scenario is None:
                 self._scenario = self._make_family(instance)
                 self._instance = instance
-                self._sim = None
+                self._sim = self._twin = None
         elif self._scenario is None:
             self._scenario = self._fixed
         scn = self.scenario
         if self._sim is None:
             self._sim = Simulation(scn, ep_seed)
         self._sim.reset(ep_seed)
+        if self.reward_baseline == "noop":
+            if self._twin is None:
+                self._twin = Simulation(scn, ep_seed)
+            self._twin.reset(ep_seed)
         self._setup_episode()
+        self._on_round()
         self._check_time_limit()
         return self._encode(), {"invalid_action": 0, "rounds": 1, "t": self._sim.t}
 
@@ -332,7 +358,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         moved = False
         if a:
             g, n = divmod(a - 1, self.max_nodes)
-            if g < self._n_guests and n < self._n_nodes:
+            if g < self._n_guests and n < self._n_nodes and self._option_allows(g, n):
                 moved = sim.commit_index(self._ha_list[g], n)  # False: not possible now
             else:
                 sim.commit(None)
@@ -346,9 +372,15 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         record = self.render_mode == "rgb_array"
         if record:
             self._record(moved)
+        twin = self._twin
         while self._decisions < self._rounds:
             sim.advance()
             sim.receive()
+            if twin is not None:
+                twin.commit(None)
+                twin.advance()
+                twin.receive()
+            self._on_round()
             rounds += 1
             if not self.skip_idle_rounds or self._any_motion_possible():
                 break
@@ -357,23 +389,15 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             if record:
                 self._record(False)
         truncated = self._decisions >= self._rounds
-        cost = self._cost()
-        c0, c1, c2, c3, c4, c5 = cost
-        l0, l1, l2, l3, l4, l5 = self._last_cost
-        w0, w1, w2, w3, w4, w5 = self._w
-        # −w · (cost − last) as a left-to-right sum of doubles (what a dot product of 6 does)
-        reward = -(
-            0.0
-            + w0 * (c0 - l0)
-            + w1 * (c1 - l1)
-            + w2 * (c2 - l2)
-            + w3 * (c3 - l3)
-            + w4 * (c4 - l4)
-            + w5 * (c5 - l5)
-        )
+        cost = self._cost(sim)
+        if twin is not None:
+            cost -= self._cost(twin)
+        reward = -(cost - self._last_cost) * self._inv_scale
         self._last_cost = cost
         info: dict[str, Any] = {"invalid_action": invalid, "rounds": rounds, "t": sim.t}
         if truncated:
+            if twin is not None:
+                info["baseline_cost"] = self._cost(twin)
             result = sim.result()
             info.update(result["metrics"])
             info["move_log"] = result["moves"]
@@ -434,7 +458,37 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._invalid_total = 0
         self._history = []
         self._disabled = np.array([f in scn.telemetry.disabled for f in TELEMETRY_FIELDS])
-        # static features
+        # what the mask never changes within an episode: node online, node affinity
+        allowed = np.ascontiguousarray(
+            sim.node_allowed[self._ha_idx] & cl.node_online[None, :] & self._mask_guests()[:, None]
+        )
+        self._mask_args: tuple[Any, ...] = (
+            self._grid, allowed, self._ha_idx, sim.svc_place, sim.svc_started,
+            sim.neg_ptr, sim.neg_idx,
+        )  # fmt: skip
+        self._fill_mask: Any = entry_point(fill_mask, *self._mask_args)
+        # fill_mask writes only the real cells: action 0 and the padding are set once here
+        self._mask[:] = False
+        self._mask[0] = True
+        self._noop_mask = self._mask.copy()
+        # baseline zero: the first step's reward also carries the first round (simulated by
+        # reset, before any decision), so the episode's rewards sum to minus its final cost
+        self._last_cost = 0.0
+        self._setup_observation()
+
+    def _option_allows(self, g: int, n: int) -> bool:
+        """Whether the environment's own mask options (none in v0) leave guest ``g`` → node
+        ``n`` in: what they mask is a counted no-op like what the HA manager refuses."""
+        return True
+
+    def _mask_guests(self) -> NDArray[np.bool_]:
+        """HA guests (view order) the mask may offer at all this episode (all, in v0)."""
+        return np.ones(self._n_guests, dtype=bool)
+
+    def _setup_observation(self) -> None:
+        """The observation's static features and its kernel's bound arguments (v0 layout)."""
+        sim, view, cl = self.sim, self.view, self.sim.cluster
+        n, g = self._n_nodes, self._n_guests
         self._obs[:] = 0.0
         nf, gf = self._nf, self._gf
         nf["present"][:n] = 1.0
@@ -452,46 +506,22 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         # place, and binding saves a step dozens of attribute lookups and slices
         self._enc_args = (
             self._obs, len(GLOBAL_FEATURES), len(NODE_FEATURES), self._disabled,
-            cl.node_online, cl.node_rows, self._inv_node,
+            cl.node_online, sim.telemetry.node_rows, self._inv_node,
             self._ha_idx, sim.svc_place, sim.svc_started,
-            cl.running, cl.guest_rows, self._inv_guest,
+            cl.running, sim.telemetry.guest_rows, self._inv_guest,
             self.max_nodes, self.max_guests,
         )  # fmt: skip
-        # what the mask never changes within an episode: node online, node affinity
-        allowed = np.ascontiguousarray(sim.node_allowed[self._ha_idx] & cl.node_online[None, :])
-        self._mask_args = (
-            self._grid, allowed, self._ha_idx, sim.svc_place, sim.svc_started,
-            sim.neg_ptr, sim.neg_idx,
-        )  # fmt: skip
         self._encode_kernel = entry_point(encode, *self._enc_args, 0.0, False, False, False)
-        self._fill_mask = entry_point(fill_mask, *self._mask_args)
-        # fill_mask writes only the real cells: action 0 and the padding are set once here
-        self._mask[:] = False
-        self._mask[0] = True
-        self._noop_mask = self._mask.copy()
-        # baseline zero: the first step's reward also carries the first round (simulated by
-        # reset, before any decision), so the episode's rewards sum to minus its final cost
-        self._last_cost = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+    def _on_round(self) -> None:
+        """After each simulated round's ``receive`` (skipped rounds included): a subclass that
+        remembers what it saw round by round updates it here."""
 
     def _any_motion_possible(self) -> bool:
         """Whether any motion is valid now (writes the mask buffer's guest × node grid)."""
         if self.sim.motion_active():
             return False
         return bool(self._fill_mask(*self._mask_args))
-
-    def _cost(self) -> tuple[float, float, float, float, float, float]:
-        """Cumulative cost vector (order of :data:`DEFAULT_REWARD_WEIGHTS`) since the episode
-        start: stall (s), shortfall (core·s), moves, failed moves, oscillations, GiB sent."""
-        sim = self.sim
-        m = sim.metrics
-        return (
-            m.stall_cpu_s + m.stall_mem_s,
-            m.cpu_shortfall_core_s,
-            float(len(m.moves)),
-            float(m.moves_failed),
-            float(m.oscillations),
-            (m.migration_bytes + sim.transfer_in_flight()[0]) / GiB,
-        )
 
     def _encode(self) -> NDArray[np.float32]:
         """Fill the preallocated observation from this round's telemetry; return a copy."""
@@ -500,7 +530,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._encode_kernel(
             *self._enc_args, sim.t / self._episode_len_s, sim.motion_active(), ok, failed
         )
-        return self._obs.copy()
+        return self._obs.copy() if self.copy_observation else self._obs
 
     # ------------------------------------------------------------------ rendering
     def _record(self, moved: bool) -> None:
@@ -569,5 +599,6 @@ __all__ = [
     "GUEST_FEATURES",
     "METRIC_KEYS",
     "NODE_FEATURES",
+    "REWARD_BASELINES",
     "ClusterEnv",
 ]

@@ -28,6 +28,16 @@ Figures (``--json`` keys):
 * ``day_noop_3x30_s`` — the same loop with ``noop`` on a generated 3-node, 30-guest scenario (the
   model alone, wall time), ``day_noop_ratio`` its ratio to ``cartpole_day_s`` (8,640 ×
   ``cartpole_step_us``), as in earlier records.
+* ``vector`` — rows ``{scenario, env, n, step_us, cartpole_step_us, sync_step_us, ratio,
+  sync_ratio}``: µs per *sub-environment* step of :mod:`pvegym.vector` (``Cluster-v1``, random
+  masked actions) for N = 1, 8, 64 on ``bench-small`` and N = 8 on ``bench-large``, ÷ a
+  ``CartPole-v1`` step (``ratio``) and ÷ a sub-environment step of Gymnasium's ``SyncVectorEnv``
+  of N CartPoles (``sync_ratio``); ``vector_small_n64_ratio``, ``vector_small_n64_sync_ratio``
+  and ``vector_large_n8_ratio`` repeat three of them. ``vec_wait_share_maskable_ppo`` and
+  ``vec_wait_share_ppo`` — the share of a short training run (two rollouts of the train file's
+  ``n_steps`` × ``n_envs``) the learner waits on the vector env (``vec_wait`` has the details).
+  ``--quick``: ``bench-large`` at N = 2 (no ``vector_large_n8_ratio``), a 256-step MaskablePPO run
+  with a 64-step rollout, no PPO run (:mod:`pvegym.experiments.bench_vector`).
 * ``scaling`` — step µs for clusters from 2 nodes / 10 guests to 64 nodes / 2,000 guests, and
   ``scaling_exponent``: the slope of log(step µs) against log(guests) (least squares).
 
@@ -298,6 +308,7 @@ def bench(quick: bool = False) -> dict[str, Any]:
     day_noop = day_noop_seconds(rounds) * DAY_ROUNDS / rounds
     cartpole_day = cp * 1e-6 * DAY_ROUNDS
     cartpole.close()
+    vector = bench_vector(quick)
     _progress("scaling …")
     rows = scaling(QUICK_SCALING if quick else FULL_SCALING, steps_sc)
     return {
@@ -321,10 +332,53 @@ def bench(quick: bool = False) -> dict[str, Any]:
         "day_noop_3x30_s": day_noop,
         "cartpole_day_s": cartpole_day,
         "day_noop_ratio": day_noop / cartpole_day,
+        **vector,
         "scaling_exponent": fit_exponent(rows),
         "scaling": rows,
         "quick": quick,
     }
+
+
+def bench_vector(quick: bool) -> dict[str, Any]:
+    """The vector env's figures (:mod:`pvegym.experiments.bench_vector`) as ``--json`` keys."""
+    from pvegym.experiments.bench_vector import (
+        FULL_VECTOR,
+        QUICK_VECTOR,
+        WAIT_RUNS,
+        vec_wait_share,
+        vector_rows,
+    )
+
+    _progress("vector env vs CartPole-v1 and SyncVectorEnv(CartPole-v1) …")
+    cp_steps, blocks = (2000, 5) if quick else (20000, 20)
+    cartpole = CartPoleLoop()
+    cartpole.run(200)  # warm-up
+    rows = vector_rows(QUICK_VECTOR if quick else FULL_VECTOR, cartpole, cp_steps, blocks)
+    cartpole.close()
+    for r in rows:
+        _progress(
+            f"vector {r['scenario']} N={r['n']}: {r['step_us']:.0f} µs/sub-step, "
+            f"×{r['ratio']:.1f} CartPole, ×{r['sync_ratio']:.1f} SyncVectorEnv(CartPole)"
+        )
+    by = {(r["scenario"], r["n"]): r for r in rows}
+    out: dict[str, Any] = {
+        "vector": rows,
+        "vector_small_n64_ratio": by["bench-small", 64]["ratio"],
+        "vector_small_n64_sync_ratio": by["bench-small", 64]["sync_ratio"],
+        "vec_wait": {},
+    }
+    if ("bench-large", 8) in by:
+        out["vector_large_n8_ratio"] = by["bench-large", 8]["ratio"]
+    for key, path in WAIT_RUNS.items():
+        if quick and key != "maskable_ppo":
+            continue
+        _progress(f"learner's wait on the vector env ({path.name}, a short run) …")
+        steps = 256 if quick else 4096
+        run = vec_wait_share(path, steps, quick)
+        out["vec_wait"][key] = run
+        out[f"vec_wait_share_{key}"] = run["share"]
+        _progress(f"vec_wait_share_{key}: {run['share']:.3f} of {run['learn_s']:.1f} s")
+    return out
 
 
 def provenance() -> dict[str, Any]:

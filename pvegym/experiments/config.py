@@ -1,10 +1,10 @@
-"""The experiment file: one TOML file in ``experiments/`` that fully determines a run (``MODEL.md`` §11).
+"""The experiment file: one TOML file in ``experiments/`` that fully determines a run (``docs/experiments.md``).
 
 ```toml
 name = "field-scenarios"                 # default: the file's stem (never inherited via extends)
-description = "noop vs upstream vs patched on the seeds' field scenarios"
+description = "noop vs upstream vs patched on the field scenarios"
 extends = "base.toml"                    # optional: another experiment file, relative to this one
-metrics = ["moves", "moves_failed"]      # which §9 keys the summary and charts report (default all)
+metrics = ["moves", "moves_failed"]      # which metrics the summary and charts report (default all)
 output = "field-scenarios"               # results/<output>/ (default: name)
 
 [episode]

@@ -36,7 +36,7 @@ OUTCOME_COLORS = {
 }
 NODE_COLORS = ("#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 POLICY_COLORS = ("#7f7f7f", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2")
-PRESSURE_LINE_PCT = 10.0  # MODEL.md §9 churn_pressure_pct, and the patched gate's default
+PRESSURE_LINE_PCT = 10.0  # docs/metrics.md's churn threshold, and the patched gate's default
 DPI = 110
 MOTION_LIST = 10  # list the motions of an episode by name when there are at most this many
 #: legends sit right of the panels, so they never hide data or motion markers

@@ -4,7 +4,7 @@ A record holds what determines an episode — the scenario (by name, or its reso
 the duration, the scenario overrides, the policy (name and constants) — and what the policy did: the
 motions it committed, as ``[round_index, sid, target]``. Replaying feeds those motions to a fresh
 :class:`~pvegym.sim.simulation.Simulation` at the same rounds, without the policy: the model alone must
-reproduce the recorded §9 metrics *exactly* (float equality). So a record is a regression test of the
+reproduce the recorded metrics *exactly* (float equality). So a record is a regression test of the
 model, and a shareable, reviewable account of what a balancer did.
 
 The loop :func:`play` is the same as :meth:`Simulation.run` (``tests/experiments`` checks it gives
@@ -266,7 +266,7 @@ def replay(record: EpisodeRecord) -> dict[str, Any]:
 
 
 def metric_diff(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
-    """Lines ``key: recorded X, replayed Y`` for every §9 metric that differs (exact comparison)."""
+    """Lines ``key: recorded X, replayed Y`` for every metric that differs (exact comparison)."""
     lines = []
     for key in sorted(set(METRIC_KEYS) | set(expected) | set(actual)):
         a, b = expected.get(key), actual.get(key)

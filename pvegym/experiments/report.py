@@ -57,7 +57,7 @@ def _csv_value(v: Any) -> str:
 
 
 def write_metrics_csv(path: Path, rows: list[Row], docs: dict[str, dict[str, Any]]) -> None:
-    """One row per scenario × policy × seed (plan order), every §9 metric; missing values empty."""
+    """One row per scenario × policy × seed (plan order), every metric; missing values empty."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["scenario", "policy", "seed", *METRIC_KEYS])
@@ -271,7 +271,7 @@ def write_summary(path: Path, exp: Experiment, s: Summary) -> None:
         "percent with its paired CI — where the reference's mean is 0, the absolute difference in "
         "the metric's unit — and the p-value of the Wilcoxon signed-rank test of the per-seed "
         "differences (`scipy.stats.wilcoxon`, two-sided). `=` means identical on every seed; `—` "
-        "no value (e.g. nothing moved off the hot node). Metric definitions: `MODEL.md` §9.",
+        "no value (e.g. nothing moved off the hot node). Metric definitions: `docs/metrics.md`.",
         "",
         "## At a glance (means over seeds)",
         "",

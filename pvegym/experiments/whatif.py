@@ -61,7 +61,7 @@ class PolicyEntry:
 
 @dataclass
 class PolicyRun:
-    """One policy's replay: §9 metrics, the motions (with what the balancer expected of each),
+    """One policy's replay: its metrics, the motions (with what the balancer expected of each),
     the per-round trace for its timeline and the wall time."""
 
     entry: PolicyEntry
@@ -273,7 +273,8 @@ def _mae(a: FloatArray, b: FloatArray) -> tuple[float, float]:
 
 
 #: the PSI blend weights tried on the fit part (``PsiModel.cpu_blend``: per-runqueue ρ² vs M/M/c,
-#: ``reference/migration-psi.md`` §D.3 recommends fitting it on RRD pairs of cpu and pressure)
+#: ``docs/model.md``, *Contention and PSI*: the blend is a modelling choice, fitted on RRD pairs
+#: of cpu and pressure)
 BLEND_GRID = tuple(round(0.1 * k, 1) for k in range(11))
 
 

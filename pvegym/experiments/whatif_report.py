@@ -255,7 +255,7 @@ def _validation_section(result: WhatIf) -> list[str]:
             "`pressurememorysome` (avg10 averaged per row), once with the contention model's "
             f"default `psi.cpu_blend` = {v.default_cpu_blend:g} and once with the blend fitted on "
             f"the fit part ({v.cpu_blend:g}: fit-part MAE {v.cpu_blend_fit_mae_pp:.2f} pp; "
-            "`reference/migration-psi.md` §D.3). At coarse resolutions the replay loses the "
+            "`docs/model.md`, Contention and PSI). At coarse resolutions the replay loses the "
             "within-row variance that drives real pressure, so the model tends to read low."
         )
     return [*lines, "", "![model vs reality](plots/model-vs-reality.png)", ""]
@@ -288,48 +288,9 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
         )
     _model_vs_reality_plot(result, plots_dir / "model-vs-reality.png")
     _compare_plot(result, plots_dir / "compare.png")
-    ex = result.export
     lines = [
-        "# What each balancer would have done on this cluster",
-        "",
-        f"**Window:** {_utc(w.start)} → {_utc(w.end)} ({w.duration / 3600:g} h).  ",
-        f"**Resolution:** the `{w.timeframe}` RRD series, one row every {w.step} s ({w.cf}), "
-        f"replayed in 10 s HA rounds.  ",
-        f"**Cluster:** PVE {ex.version} ({ex.rrd_format} RRD format), {len(ex.nodes)} nodes, "
-        f"{sum(not g.template for g in ex.guests.values())} guests; CRS {ex.crs.mode}, "
-        f"ha-auto-rebalance {'on' if ex.crs.auto_rebalance else 'off'}.  ",
-        f"**Export:** `{ex.path}`, created {_utc(ex.created)}.",
-        "",
-        _resolution_caveat(result),
-        "",
-        "## Recommendation",
-        "",
-        *recommendation(result, weights, source),
-        "",
-        "## At a glance",
-        "",
-        "| policy | " + " | ".join(f"{k} ({metric_spec(k).shown_unit})" for k in glance()) + " |",
-        "|---|" + "---:|" * len(glance()),
-    ]
-    for run in result.runs:
-        lines.append(
-            f"| {run.entry.label} | " + " | ".join(_metric(run, k) for k in glance()) + " |"
-        )
-    noop = result.runs[0]
-    lines += [
-        "",
-        "Pressure relieved against `noop` (Σ over nodes of ∫ PSI some, and Σ over guests):",
-        "",
-    ]
-    for run in result.runs[1:]:
-        rel = []
-        for key in ("stall_cpu_s", "stall_mem_s", "guest_stall_s"):
-            a, b = float(run.metrics[key]), float(noop.metrics[key])
-            rel.append(f"{key} {a - b:+,.0f} s" + (f" ({(a - b) / b * 100:+.1f} %)" if b else ""))
-        lines.append(f"- `{run.entry.label}`: " + ", ".join(rel))
-    lines += [
-        "",
-        "![comparison](plots/compare.png)",
+        *_head_lines(result, weights, source),
+        *_glance_lines(result),
         "",
         "## The motions each balancer would have made",
         "",
@@ -375,6 +336,56 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
         },
     )
     return report
+
+
+def _head_lines(result: WhatIf, weights: dict[str, float], source: str) -> list[str]:
+    """The report's header (window, resolution, cluster, export), its caveat and recommendation."""
+    w, ex = result.imp.window, result.export
+    return [
+        "# What each balancer would have done on this cluster",
+        "",
+        f"**Window:** {_utc(w.start)} → {_utc(w.end)} ({w.duration / 3600:g} h).  ",
+        f"**Resolution:** the `{w.timeframe}` RRD series, one row every {w.step} s ({w.cf}), "
+        f"replayed in 10 s HA rounds.  ",
+        f"**Cluster:** PVE {ex.version} ({ex.rrd_format} RRD format), {len(ex.nodes)} nodes, "
+        f"{sum(not g.template for g in ex.guests.values())} guests; CRS {ex.crs.mode}, "
+        f"ha-auto-rebalance {'on' if ex.crs.auto_rebalance else 'off'}.  ",
+        f"**Export:** `{ex.path}`, created {_utc(ex.created)}.",
+        "",
+        _resolution_caveat(result),
+        "",
+        "## Recommendation",
+        "",
+        *recommendation(result, weights, source),
+        "",
+    ]
+
+
+def _glance_lines(result: WhatIf) -> list[str]:
+    """The at-a-glance table of every balancer and the pressure each relieved against ``noop``."""
+    lines = [
+        "## At a glance",
+        "",
+        "| policy | " + " | ".join(f"{k} ({metric_spec(k).shown_unit})" for k in glance()) + " |",
+        "|---|" + "---:|" * len(glance()),
+    ]
+    for run in result.runs:
+        lines.append(
+            f"| {run.entry.label} | " + " | ".join(_metric(run, k) for k in glance()) + " |"
+        )
+    noop = result.runs[0]
+    lines += [
+        "",
+        "Pressure relieved against `noop` (Σ over nodes of ∫ PSI some, and Σ over guests):",
+        "",
+    ]
+    for run in result.runs[1:]:
+        rel = []
+        for key in ("stall_cpu_s", "stall_mem_s", "guest_stall_s"):
+            a, b = float(run.metrics[key]), float(noop.metrics[key])
+            rel.append(f"{key} {a - b:+,.0f} s" + (f" ({(a - b) / b * 100:+.1f} %)" if b else ""))
+        lines.append(f"- `{run.entry.label}`: " + ", ".join(rel))
+    return [*lines, "", "![comparison](plots/compare.png)"]
 
 
 def _thinned(trace: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], str]:

@@ -454,33 +454,7 @@ class Hardware:
 
         if cmd == "power":
             assert d is not None
-            if action not in ("on", "off"):
-                raise SimulationError(f"sim_hardware_cmd: unknown action '{action}'")
-            ns = cstatus[node]
-            if ns.get("power") != action:
-                if action == "on":
-                    if d.crm is None:
-                        d.crm = self.crm_control("start", d)
-                    if d.lrm is None:
-                        d.lrm = self.lrm_control("start", d)
-                    d.lrm_restart = False
-                    ns["cfs"] = {}
-                else:
-                    if d.crm is not None:
-                        d.crm_env.log("info", "killed by poweroff")
-                        self.crm_control("stop", d)
-                        d.crm = None
-                    if d.lrm is not None:
-                        d.lrm_env.log("info", "killed by poweroff")
-                        self.lrm_control("stop", d)
-                        d.lrm = None
-                        d.lrm_restart = False
-                    self.watchdog_reset_nolock(node)
-                    self.write_service_status(node, {})
-            ns["power"] = action
-            ns["network"] = action
-            ns["shutdown"] = None
-            self.write_hardware_status_nolock(cstatus)
+            self._power_cmd(cstatus, node, d, action)
         elif cmd == "network":
             if action not in ("on", "off"):
                 raise SimulationError(f"sim_hardware_cmd: unknown network action '{action}'")
@@ -515,28 +489,64 @@ class Hardware:
                 self.lrm_control("shutdown", d)
         elif cmd == "crm":
             assert d is not None
-            if action == "stop":
-                if d.crm is not None:
-                    d.crm_stop = True
-                    self.crm_control("shutdown", d)
-            elif action == "start":
-                if d.crm is None:
-                    d.crm = self.crm_control("start", d)
-            elif action in ("enable-node-maintenance", "disable-node-maintenance"):
-                self.queue_crm_commands_nolock(f"{action} {node}")
-            elif action == "disarm-ha":
-                mode = param or ""
-                if mode not in ("freeze", "ignore"):
-                    raise SimulationError(f"sim_hardware_cmd: unknown resource mode '{mode}'")
-                self.queue_crm_commands_nolock(f"{action} {mode}")
-            elif action == "arm-ha":
-                self.queue_crm_commands_nolock(action)
-            else:
-                raise SimulationError(f"sim_hardware_cmd: unknown action '{action}'")
+            self._crm_cmd(node, d, action, param)
         elif cmd == "service":
             self._service_cmd(sid, action, params)
         else:
             raise SimulationError(f"sim_hardware_cmd: unknown command '{cmdstr}'")
+
+    def _power_cmd(self, cstatus: dict[str, Any], node: str, d: NodeDaemons, action: str) -> None:
+        """``power <node> on|off``: start the node's CRM and LRM, or kill them (watchdog reset,
+        service status cleared)."""
+        if action not in ("on", "off"):
+            raise SimulationError(f"sim_hardware_cmd: unknown action '{action}'")
+        ns = cstatus[node]
+        if ns.get("power") != action:
+            if action == "on":
+                if d.crm is None:
+                    d.crm = self.crm_control("start", d)
+                if d.lrm is None:
+                    d.lrm = self.lrm_control("start", d)
+                d.lrm_restart = False
+                ns["cfs"] = {}
+            else:
+                if d.crm is not None:
+                    d.crm_env.log("info", "killed by poweroff")
+                    self.crm_control("stop", d)
+                    d.crm = None
+                if d.lrm is not None:
+                    d.lrm_env.log("info", "killed by poweroff")
+                    self.lrm_control("stop", d)
+                    d.lrm = None
+                    d.lrm_restart = False
+                self.watchdog_reset_nolock(node)
+                self.write_service_status(node, {})
+        ns["power"] = action
+        ns["network"] = action
+        ns["shutdown"] = None
+        self.write_hardware_status_nolock(cstatus)
+
+    def _crm_cmd(self, node: str, d: NodeDaemons, action: str, param: str | None) -> None:
+        """``crm <node> stop|start|enable-node-maintenance|disable-node-maintenance|disarm-ha
+        <mode>|arm-ha``."""
+        if action == "stop":
+            if d.crm is not None:
+                d.crm_stop = True
+                self.crm_control("shutdown", d)
+        elif action == "start":
+            if d.crm is None:
+                d.crm = self.crm_control("start", d)
+        elif action in ("enable-node-maintenance", "disable-node-maintenance"):
+            self.queue_crm_commands_nolock(f"{action} {node}")
+        elif action == "disarm-ha":
+            mode = param or ""
+            if mode not in ("freeze", "ignore"):
+                raise SimulationError(f"sim_hardware_cmd: unknown resource mode '{mode}'")
+            self.queue_crm_commands_nolock(f"{action} {mode}")
+        elif action == "arm-ha":
+            self.queue_crm_commands_nolock(action)
+        else:
+            raise SimulationError(f"sim_hardware_cmd: unknown action '{action}'")
 
     def _service_cmd(self, sid: str, action: str, params: list[str]) -> None:
         param = params[0] if params else None

@@ -4,10 +4,12 @@ Read :func:`train` top to bottom; it is the whole story:
 
 1. **config** — the validated :class:`TrainConfig`, written resolved to ``results/<name>/config.json``
    (with the padded space sizes a loader needs) and hashed for the manifest.
-2. **envs** — ``n_envs`` copies of ``ClusterEnv`` (SubprocVecEnv when > 1), each wrapped as
-   ``Monitor(TrainSeeds(TimedEnv(ClusterEnv)))``: ``TimedEnv`` measures the time spent inside the
-   environment (step, reset, action mask) in each worker, ``TrainSeeds`` draws family instances
-   from the configured training seeds, ``Monitor`` writes one row of §9 metrics per episode.
+2. **envs** — ``n_envs`` copies of ``ClusterEnv`` stepped together in one process
+   (:class:`pvegym.vector.sb3.ClusterSB3VecEnv`; ``vec_env = "subproc"``: a process each),
+   each wrapped as ``Monitor(TrainSeeds(TimedEnv(ClusterEnv)))``: ``TimedEnv`` measures the time
+   spent inside the environment (step, reset, action mask) in each worker, ``TrainSeeds`` draws
+   family instances from the configured training seeds, ``Monitor`` writes one row of §9
+   metrics per episode.
 3. **model** — a new one, or the latest checkpoint of an interrupted run: learning then continues
    with ``reset_num_timesteps=False`` up to the same ``total_timesteps``.
 4. **learn** — with a progress bar, checkpoints every ``checkpoint_every`` steps and an evaluation
@@ -47,14 +49,12 @@ import numpy as np
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
-from policies import agent_spec
 from pvegym.config import check_out_dir
-from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS, ClusterEnv
 from pvegym.errors import ConfigError
 from pvegym.experiments.executor import ignore_interrupt
 from pvegym.learning.train_config import TrainConfig, algo_class
+from pvegym.sim.cost import weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
-from pvegym.units import GiB
 
 CHECKPOINT_PREFIX = "ckpt"
 #: metrics drawn in the learning curve (besides the episode return)
@@ -136,7 +136,7 @@ def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
     def make() -> gymnasium.Env[Any, Any]:
         if multiprocessing.parent_process() is not None:  # a SubprocVecEnv worker
             ignore_interrupt()  # Ctrl-C: one line from the parent, not a traceback per worker
-        env: gymnasium.Env[Any, Any] = TimedEnv(ClusterEnv(**cfg.env_kwargs()))
+        env: gymnasium.Env[Any, Any] = TimedEnv(cfg.env_class()(**cfg.env_kwargs()))
         family = catalog.is_family(cfg.env.scenario)
         env = TrainSeeds(env, cfg.env.train_seeds, family)
         return Monitor(
@@ -146,23 +146,24 @@ def make_env_fn(cfg: TrainConfig, monitor_file: Path | None) -> Any:
     return make
 
 
+def make_vec_env(kind: str, fns: Sequence[Any]) -> VecEnv:
+    """The SB3 vector env of ``fns``: ``"vector"`` (and ``"auto"``) steps them together in this
+    process (:class:`~pvegym.vector.sb3.ClusterSB3VecEnv`: one (N, ·) batch, masks included);
+    ``"subproc"`` runs one process each (SubprocVecEnv), ``"dummy"`` SB3's DummyVecEnv."""
+    if kind == "subproc":
+        return SubprocVecEnv(list(fns))
+    if kind == "dummy":
+        return DummyVecEnv(list(fns))
+    from pvegym.vector.sb3 import ClusterSB3VecEnv
+
+    return ClusterSB3VecEnv(fns)
+
+
 # ------------------------------------------------------------------------------------------ eval
-def weighted_cost(metrics: dict[str, Any], weights: dict[str, float]) -> float:
-    """Minus the episode return, from final §9 metrics (the environment's reward definition)."""
-    w = {**DEFAULT_REWARD_WEIGHTS, **weights}
-    return float(
-        w["stall"] * (metrics["stall_cpu_s"] + metrics["stall_mem_s"])
-        + w["shortfall"] * metrics["cpu_shortfall_core_s"]
-        + w["moves"] * metrics["moves"]
-        + w["failures"] * metrics["moves_failed"]
-        + w["oscillations"] * metrics["oscillations"]
-        + w["bytes"] * metrics["migration_bytes"] / GiB
-    )
-
-
 def evaluate_policy(policy: Any, cfg: TrainConfig, seeds: Sequence[int]) -> list[dict[str, Any]]:
     """One episode per held-out seed, through the Balancer interface, with the experiment runner's
-    loop (``record.play``): the §9 metrics plus ``return`` (minus the weighted cost)."""
+    loop (``record.play``): the §9 metrics plus ``return`` (minus the weighted cost over the
+    reward scale; without the noop baseline, which the runner does not run)."""
     from pvegym.experiments.record import play
     from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
@@ -175,7 +176,8 @@ def evaluate_policy(policy: Any, cfg: TrainConfig, seeds: Sequence[int]) -> list
         policy.reset(seed)
         result, _ = play(sim, policy.decide, duration)
         m = result["metrics"]
-        rows.append({"seed": seed, "return": -weighted_cost(m, cfg.env.reward_weights), **m})
+        ret = -weighted_cost(cfg.env.weights(), m) / cfg.env.reward_scale
+        rows.append({"seed": seed, "return": ret, **m})
     return rows
 
 
@@ -251,13 +253,32 @@ def _callbacks(cfg: TrainConfig, out: Path, start: int, progress: bool) -> list[
     return callbacks
 
 
+def model_info(cfg: TrainConfig, path: Path | None = None) -> Any:
+    """The :class:`~policies.learned.ModelInfo` of a model trained with ``cfg`` (what its
+    ``config.json`` will say), for acting through the balancer interface before it is saved."""
+    from policies.learned import ModelInfo
+
+    max_nodes, max_guests = cfg.env.sizes()
+    return ModelInfo(
+        path or Path("model.zip"),
+        cfg.algo,
+        max_nodes,
+        max_guests,
+        cfg.env.episode_seconds or _scenario_seconds(cfg),
+        cfg.policy,
+        cfg.env.version,
+        cfg.env.mask_unmigratable,
+        tuple(sorted(cfg.env.memory.items())),
+        cfg.env.mask_headroom,
+        cfg.resolved()["hyperparams"],
+    )
+
+
 def evaluate_model(model: Any, cfg: TrainConfig, out: Path) -> dict[str, float]:
     """Evaluate ``model`` on the held-out seeds; append per-seed rows to ``evaluations.csv``."""
     from policies.learned import LearnedPolicy
 
-    max_nodes, max_guests = cfg.env.sizes()
-    seconds = cfg.env.episode_seconds or _scenario_seconds(cfg)
-    policy = LearnedPolicy.from_model(model, cfg.algo, max_nodes, max_guests, seconds)
+    policy = LearnedPolicy.from_model(model, model_info(cfg))
     rows = evaluate_policy(policy, cfg, cfg.eval_seeds)
     path = out / "evaluations.csv"
     fields = ["timesteps", "seed", "return", *METRIC_KEYS]
@@ -326,8 +347,9 @@ def train(
 ) -> TrainStats:
     """Train (or resume training) ``cfg`` into ``out_dir`` (default ``results/<name>``).
 
-    ``vec_env``: ``"auto"`` (SubprocVecEnv when ``n_envs > 1``), ``"subproc"`` or ``"dummy"`` — the
-    last two only to measure the vector env's overhead. ``extra_callbacks`` are SB3 callbacks (the
+    ``vec_env``: ``"auto"`` (the config's ``vec_env``), ``"vector"`` (the default:
+    :mod:`pvegym.vector`, all environments in this process), ``"subproc"`` or ``"dummy"``
+    (:func:`make_vec_env`). ``extra_callbacks`` are SB3 callbacks (the
     tests use one to kill a run part-way).
     """
     import torch
@@ -359,17 +381,17 @@ def train(
         shutil.rmtree(session)  # a session that restarts from the same checkpoint replaces it
     session.mkdir(parents=True)
     fns = [make_env_fn(cfg, session / f"rank-{i}") for i in range(cfg.n_envs)]
-    use_subproc = vec_env == "subproc" or (vec_env == "auto" and cfg.n_envs > 1)
-    venv = TimedVecEnv(SubprocVecEnv(fns) if use_subproc else DummyVecEnv(fns))
+    if vec_env == "auto":
+        vec_env = cfg.vec_env
+    venv = TimedVecEnv(make_vec_env(vec_env, fns))
     venv.seed(cfg.seed + start)
 
     try:
         # 3. model ------------------------------------------------------------------------------
         algo = algo_class(cfg.algo)
-        policy = agent_spec.policy_class(cfg.algo, cfg.policy)
         tb = tensorboard_dir(out)
         model = algo(
-            policy,
+            cfg.policy,
             venv,
             seed=cfg.seed,
             device="cpu",
@@ -482,6 +504,13 @@ class TimedVecEnv(VecEnvWrapper):
 
 
 # ------------------------------------------------------------------------------------------ files
+def write_json(path: Path, doc: Any) -> None:
+    """Write ``doc`` as JSON atomically (a temporary file renamed over ``path``)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
 def _read_csv(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
@@ -644,4 +673,11 @@ def write_manifest(
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
 
 
-__all__ = ["TrainStats", "evaluate_policy", "latest_checkpoint", "train", "weighted_cost"]
+__all__ = [
+    "TrainStats",
+    "evaluate_policy",
+    "latest_checkpoint",
+    "model_info",
+    "train",
+    "write_json",
+]

@@ -5,7 +5,7 @@ name = "train-maskable-ppo"        # default: the file's stem; results go to res
 description = "MaskablePPO on the small family"
 algo = "MaskablePPO"               # PPO | MaskablePPO | DQN | A2C
 policy = "MlpPolicy"
-n_envs = 2                         # SubprocVecEnv when > 1, DummyVecEnv when 1
+n_envs = 2                         # stepped together in one process (pvegym.vector)
 total_timesteps = 200_000          # environment steps (agent decisions) summed over all envs
 checkpoint_every = 20_000          # steps between checkpoints (0 = none); a killed run resumes
 eval_every = 20_000                # steps between held-out evaluations (0 = only at the end)
@@ -23,7 +23,9 @@ scenario = "small"                 # a family (instances drawn from train_seeds)
 train_seeds = { start = 0, count = 1000 }     # default: the family's whole train range
 episode_seconds = "1h"             # default: the scenario's duration
 skip_idle_rounds = true
-reward_weights = { moves = 10.0 }  # partial; the rest are the environment's defaults
+reward_weights = { guest_stall_s = 1.0, moves = 60.0 }  # by §9 metric name; default: the env's
+reward_baseline = "noop"           # reward = what the agent changed against a noop twin
+reward_scale = 100.0               # the cost is divided by it
 ```
 
 Errors are :class:`~pvegym.errors.ConfigError` naming the key path (``hyperparams.n_stepz``,
@@ -36,6 +38,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +53,7 @@ from pvegym.limits import (
     MAX_DURATION_S,
     MAX_ENVS,
     MAX_SEED,
+    MAX_SEEDS,
     MAX_THREADS,
     MAX_TIMESTEPS,
     MAX_WEIGHT,
@@ -57,6 +61,7 @@ from pvegym.limits import (
     whole_number,
 )
 from pvegym.sim import catalog, families
+from pvegym.sim.cost import check_weights
 
 Algo = Literal["PPO", "MaskablePPO", "DQN", "A2C"]
 
@@ -145,31 +150,51 @@ def _parse_optional_seeds(value: Any, path: str) -> tuple[int, ...] | None:
 
 @dataclass(frozen=True)
 class EnvOptions:
-    """What the agent trains on: ``pvegym/Cluster-v0`` with these arguments.
+    """What the agent trains on: ``pvegym/Cluster-<version>`` with these arguments.
 
     ``scenario`` is a family (each episode draws an instance from ``train_seeds``) or a named
     scenario / TOML file (then ``train_seeds`` are episode seeds). ``episode_seconds`` is simulated
-    time per episode (``"1h"`` accepted).
+    time per episode (``"1h"`` accepted). ``version`` picks the observation (``v0``: the flat
+    layout of the first agents; ``v1``: :mod:`pvegym.env.observation_layout`); ``mask_unmigratable``,
+    ``mask_headroom`` and ``memory`` are ``Cluster-v1`` options.
     """
+
+    version: Literal["v0", "v1"] = "v0"
+    mask_unmigratable: bool = False
+    mask_headroom: float | None = field(None, ge=0.0, lt=1.0)
+    memory: dict[str, float] = dataclasses.field(default_factory=dict)
 
     scenario: str = "small"
     train_seeds: tuple[int, ...] | None = field(None, parse=_parse_optional_seeds)
     episode_seconds: float | None = field(None, gt=0.0, le=MAX_DURATION_S, unit="duration")
     reward_weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    reward_baseline: Literal["none", "noop"] = "none"
+    reward_scale: float = field(1.0, gt=0.0, le=MAX_WEIGHT)
     skip_idle_rounds: bool = True
 
     def validate(self, path: str) -> None:
-        for key, w in self.reward_weights.items():
-            check_number(w, f"{path}.reward_weights.{key}", ge=-MAX_WEIGHT, le=MAX_WEIGHT)
-            if key not in DEFAULT_REWARD_WEIGHTS:
-                raise ConfigError(
-                    f"{path}.reward_weights.{key}",
-                    f"unknown cost (allowed: {', '.join(DEFAULT_REWARD_WEIGHTS)})",
-                )
+        check_weights(self.reward_weights, f"{path}.reward_weights", additive_only=True)
+        if self.version == "v0" and (
+            self.mask_unmigratable or self.memory or self.mask_headroom is not None
+        ):
+            raise ConfigError(
+                f"{path}.version",
+                "mask_unmigratable, mask_headroom and memory are options of v1, not v0",
+            )
+        from pvegym.env.cluster_env_v1 import memory_options
+
+        try:
+            memory_options(self.memory)
+        except ConfigError as err:
+            raise ConfigError(f"{path}.{err.path}", err.message) from None
         for i, s in enumerate(self.train_seeds or ()):
             families.require_train_seed(s, f"{path}.train_seeds[{i}]")
         if not catalog.is_family(self.scenario):
             catalog.resolve(self.scenario, name_key=f"{path}.scenario")
+
+    def weights(self) -> dict[str, float]:
+        """The reward's cost weights: ``reward_weights``, or the environment's default."""
+        return dict(self.reward_weights or DEFAULT_REWARD_WEIGHTS)
 
     def sizes(self) -> tuple[int, int]:
         """``(max_nodes, max_guests)``: the padded sizes of the spaces (as ``ClusterEnv``)."""
@@ -178,17 +203,107 @@ class EnvOptions:
 
 
 @dataclass(frozen=True)
+class ImitationOptions:
+    """Behaviour cloning from a heuristic with learner-collected data (DAgger) before PPO.
+
+    Iteration 0 collects ``episodes`` episodes with the ``expert`` acting; iteration ``k ≥ 1``
+    lets the expert act with probability ``beta^k`` at each decision and the learner otherwise
+    (its argmax action, as deployed). Every visited decision state is labelled with the expert's
+    answer, and the policy is trained on all data so far for ``epochs`` passes (cross-entropy
+    over the masked actions; a sample whose label is a move weighs ``move_weight``: moves are
+    rare, and without it the argmax of a calibrated policy is almost always no motion). Calm
+    decisions (no node at the pressure gate, the expert waiting) are subsampled to ``calm_keep``
+    with weight ``1 / calm_keep``. Then
+    ``value_episodes`` episodes of the learner alone fit the value function to their discounted
+    returns for ``value_epochs`` passes, so that PPO starts with a critic of the cloned policy.
+    """
+
+    expert: str = "guest-centric"
+    expert_params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    iterations: int = field(4, ge=1, le=1000)
+    episodes: int = field(16, ge=1, le=MAX_SEEDS)
+    beta: float = field(0.5, ge=0.0, le=1.0)
+    epochs: int = field(10, ge=1, le=10_000)
+    batch_size: int = field(256, ge=1, le=2**20)
+    learning_rate: float = field(1e-3, gt=0.0, le=10.0)
+    move_weight: float = field(1.0, gt=0.0, le=MAX_WEIGHT)
+    calm_keep: float = field(1.0, gt=0.0, le=1.0)
+    value_episodes: int = field(8, ge=0, le=MAX_SEEDS)
+    value_epochs: int = field(10, ge=0, le=10_000)
+
+    def validate(self, path: str) -> None:
+        from policies.registry import make_policy
+
+        make_policy(self.expert, f"{path}.expert_params", **self.expert_params)
+
+
+@dataclass(frozen=True)
+class SelectionOptions:
+    """Checkpoint selection on validation instances drawn from the *training* seed range.
+
+    Each candidate (the cloned policy, then PPO every ``every`` steps and at the end) is evaluated
+    deterministically on ``seeds`` (instances left out of ``env.train_seeds``; never the
+    benchmark's test instances) through the balancer interface. A candidate is feasible when the
+    sums of the ``constraints`` metrics over the validation episodes stay within their bounds;
+    among feasible ones (else the least violating) the best by ``objective`` is kept: ``"cost"``
+    — the mean of the cost ``weights`` (default: the reward's); ``"wins"`` — the number of
+    instances on which ``metric`` is strictly below the ``reference`` policy's, ties broken by
+    the cost. ``relative`` constraints bound a metric's mean by a factor of the reference's
+    (``{ migration_bytes = 1.1 }``: at most 10 % more bytes than the reference); their violation
+    is the relative excess. The best seed's selected model becomes the run's ``model.zip``.
+
+    ``noop_offsets`` calibrate the clone's operating point: each offset is added to the no-motion
+    score (the PairScorer's ``noop_bias``: larger waits more), the clone is evaluated with each,
+    and PPO starts from the best. Cloning with ``move_weight`` > 1 shifts the threshold at which
+    the argmax moves; this puts it back where validation says.
+    """
+
+    seeds: tuple[int, ...] = field(parse=_parse_seeds)
+    every: int = field(0, ge=0, le=MAX_TIMESTEPS)
+    objective: Literal["cost", "wins"] = "wins"
+    reference: str = "patched"
+    metric: str = "guest_stall_s"
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    constraints: tuple[str, ...] = ()
+    relative: dict[str, float] = dataclasses.field(default_factory=dict)
+    noop_offsets: tuple[float, ...] = (0.0,)
+
+    def validate(self, path: str) -> None:
+        from pvegym.sim.metrics import METRIC_KEYS
+
+        if not self.noop_offsets or any(not math.isfinite(x) for x in self.noop_offsets):
+            raise ConfigError(f"{path}.noop_offsets", "must be a non-empty list of numbers")
+        from pvegym.tuning.study_config import parse_constraints
+
+        if not self.seeds:
+            raise ConfigError(f"{path}.seeds", "must name at least one validation instance")
+        if self.metric not in METRIC_KEYS:
+            raise ConfigError(
+                f"{path}.metric", f"unknown metric (allowed: {', '.join(METRIC_KEYS)})"
+            )
+        check_weights(self.weights, f"{path}.weights")
+        for key, factor in check_weights(self.relative, f"{path}.relative").items():
+            if factor <= 0.0:
+                raise ConfigError(f"{path}.relative.{key}", f"must be > 0, not {factor!r}")
+        parse_constraints(list(self.constraints), f"{path}.constraints")
+        from policies.registry import make_policy
+
+        make_policy(self.reference, f"{path}.reference")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """A whole training run. Step counts are environment steps summed over the ``n_envs``."""
 
     name: str
     algo: Algo
-    total_timesteps: int = field(gt=0, le=MAX_TIMESTEPS)
-    policy: str = "MlpPolicy"  # a policy class name (policies.agent_spec)
+    total_timesteps: int = field(ge=0, le=MAX_TIMESTEPS)
+    policy: Literal["MlpPolicy", "PairScorer"] = "MlpPolicy"
     description: str = ""
     hyperparams: dict[str, Any] = dataclasses.field(default_factory=dict)
     env: EnvOptions = EnvOptions()
     n_envs: int = field(1, ge=1, le=MAX_ENVS)
+    vec_env: Literal["auto", "vector", "subproc", "dummy"] = "auto"
     checkpoint_every: int = field(0, ge=0, le=MAX_TIMESTEPS)
     eval_every: int = field(0, ge=0, le=MAX_TIMESTEPS)
     eval_seeds: tuple[int, ...] = field(
@@ -196,8 +311,11 @@ class TrainConfig:
         parse=_parse_seeds,
     )
     seed: int = field(0, ge=0, le=MAX_SEED)
+    seeds: tuple[int, ...] | None = None
     torch_threads: int = field(1, ge=1, le=MAX_THREADS)
     output: str = ""
+    imitation: ImitationOptions | None = None
+    selection: SelectionOptions | None = None
 
     @property
     def out_name(self) -> str:
@@ -232,11 +350,38 @@ class TrainConfig:
                 )
             if s in train:
                 raise ConfigError(f"{pre}eval_seeds[{i}]", f"{s} is also a training seed")
+        if self.policy == "PairScorer":
+            if self.env.version != "v1":
+                raise ConfigError(f"{pre}env.version", "the PairScorer policy reads layout v1")
+            if self.algo not in ("PPO", "MaskablePPO"):
+                raise ConfigError(f"{pre}algo", "the PairScorer policy is for PPO or MaskablePPO")
+        if self.total_timesteps == 0 and self.imitation is None:
+            raise ConfigError(f"{pre}total_timesteps", "must be > 0 without [imitation]")
+        if self.imitation is not None and self.algo not in ("PPO", "MaskablePPO"):
+            raise ConfigError(f"{pre}imitation", "behaviour cloning initialises PPO/MaskablePPO")
+        for i, s in enumerate(self.seeds or ()):
+            whole_number(s, f"{pre}seeds[{i}]", ge=0, le=MAX_SEED)
+        if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"{pre}seeds", "must not repeat a seed")
+        if self.selection is not None:
+            if self.env.train_seeds is None:
+                raise ConfigError(
+                    f"{pre}env.train_seeds",
+                    "is required with [selection]: validation instances must be left out of it",
+                )
+            for i, s in enumerate(self.selection.seeds):
+                families.require_train_seed(s, f"{pre}selection.seeds[{i}]")
+                if s in train:
+                    raise ConfigError(
+                        f"{pre}selection.seeds[{i}]",
+                        f"{s} is also in env.train_seeds (validation must be held out)",
+                    )
 
     def _check_buffers(self, pre: str) -> None:
         """The rollout (on-policy) or replay (DQN) buffer these settings make, estimated as
         transitions × observation bytes (float32), must fit :data:`~pvegym.limits.MAX_BUFFER_BYTES`;
         PPO needs more than one step per rollout."""
+        from pvegym.env.observation_layout import Layout
         from pvegym.env.view_encoding import observation_size
 
         params = inspect.signature(algo_class(self.algo).__init__).parameters
@@ -244,7 +389,11 @@ class TrainConfig:
         def value(key: str) -> Any:
             return self.hyperparams.get(key, params[key].default if key in params else None)
 
-        obs_bytes = 4 * (observation_size(*self.env.sizes()) + 8)
+        if self.env.version == "v1":
+            obs_size = Layout(*self.env.sizes()).size
+        else:
+            obs_size = observation_size(*self.env.sizes())
+        obs_bytes = 4 * (obs_size + 8)
         if self.algo == "DQN":
             size, key = int(value("buffer_size")) * (2 * obs_bytes), "buffer_size"
         else:
@@ -271,15 +420,39 @@ class TrainConfig:
         return kwargs
 
     def env_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``ClusterEnv`` (training split)."""
+        """Keyword arguments of the environment class (:meth:`env_class`; training split)."""
         e = self.env
-        return {
+        kwargs: dict[str, Any] = {
             "scenario": e.scenario,
             "episode_seconds": e.episode_seconds,
-            "reward_weights": dict(e.reward_weights),
+            "reward_weights": e.weights(),
+            "reward_baseline": e.reward_baseline,
+            "reward_scale": e.reward_scale,
             "skip_idle_rounds": e.skip_idle_rounds,
             "seed_split": "train",
         }
+        if e.version == "v1":
+            kwargs["mask_unmigratable"] = e.mask_unmigratable
+            kwargs["mask_headroom"] = e.mask_headroom
+            kwargs["memory"] = dict(e.memory)
+        return kwargs
+
+    def env_class(self) -> Any:
+        """``ClusterEnv`` (v0) or ``ClusterEnvV1`` (v1)."""
+        from pvegym.env import ENV_CLASSES
+
+        return ENV_CLASSES[self.env.version]
+
+    @property
+    def is_recipe(self) -> bool:
+        """Whether ``pvegym train`` runs :mod:`pvegym.learning.recipe` (clone, fine-tune, select,
+        per seed) rather than one SB3 training."""
+        return self.imitation is not None or self.selection is not None or self.seeds is not None
+
+    @property
+    def run_seeds(self) -> tuple[int, ...]:
+        """The training seeds: ``seeds`` if given, else ``(seed,)``."""
+        return self.seeds or (self.seed,)
 
     def resolved(self) -> dict[str, Any]:
         """The resolved config as plain JSON data, plus the space sizes a loader needs."""
@@ -321,6 +494,8 @@ def parse_train_config(data: dict[str, Any]) -> TrainConfig:
 __all__ = [
     "ALGOS",
     "EnvOptions",
+    "ImitationOptions",
+    "SelectionOptions",
     "TrainConfig",
     "algo_class",
     "allowed_hyperparams",

@@ -167,6 +167,48 @@ def _version_tuple(version: str) -> tuple[int, ...]:
 
 def _read(files: ExportFiles, path: Path) -> ClusterExport:
     missing: list[str] = []
+    meta, created, version, vt = _read_meta(files)
+    rrd_format = "pve9" if vt[0] >= 9 else "pve2"
+    nodes, guests, storages = _read_resources(files)
+    for name, node in nodes.items():
+        _read_node_status(files, name, node, missing)
+
+    # the small configuration files first, the series (the bulk of an export) last
+    for vmid, g in guests.items():
+        if g.template:
+            continue
+        cfg = files.json(f"nodes/{g.node}/{g.kind}/{vmid}/config.json")
+        assert cfg is not None
+        g.config = {k: v.text() for k, v in cfg.members() if not isinstance(v.raw, dict | list)}
+    crs = _read_options(files, vt, missing)
+    ha_resources = _read_ha_resources(files, guests)
+    rules = _read_rules(files, ha_resources, nodes, missing)
+    _read_manager_status(files, nodes, missing)
+    pci = _read_pci(files, missing)
+    _read_series(files, nodes, guests, rrd_format)
+    for nd in nodes.values():  # a node without status (offline) still needs a size
+        if nd.maxcpu == 0:
+            nd.maxcpu = max(1, int(_last(nd.series, "maxcpu") or 1))
+            nd.maxmem = _last(nd.series, "memtotal") or 1.0
+    return ClusterExport(
+        path=path,
+        meta=meta,
+        created=created,
+        version=version,
+        rrd_format=rrd_format,
+        nodes=nodes,
+        guests=guests,
+        storages=storages,
+        rules=rules,
+        crs=crs,
+        pci_live_capable=pci,
+        missing=missing,
+    )
+
+
+def _read_meta(files: ExportFiles) -> tuple[dict[str, object], float, str, tuple[int, ...]]:
+    """``export.json`` and ``version.json``: the export's metadata, its creation time (unix s),
+    pve-manager's version and that version as numbers."""
     meta_v = files.json("export.json")
     assert meta_v is not None
     meta = meta_v.obj()
@@ -180,8 +222,14 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
     vt = _version_tuple(version)
     if not vt:
         raise ver_v.get("version").error(f"{version!r} is not a pve-manager version")
-    rrd_format = "pve9" if vt[0] >= 9 else "pve2"
+    return meta, created, version, vt
 
+
+def _read_resources(
+    files: ExportFiles,
+) -> tuple[dict[str, NodeExport], dict[int, GuestExport], dict[str, bool]]:
+    """``cluster/resources.json``: the nodes, the guests (each on a listed node) and whether each
+    storage is shared."""
     res_v = files.json("cluster/resources.json")
     assert res_v is not None
     nodes: dict[str, NodeExport] = {}
@@ -227,49 +275,21 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
             raise ExportError(
                 "cluster/resources.json", f"{g.kind}/{g.vmid}.node", f"unknown node {g.node!r}"
             )
+    return nodes, guests, storages
 
-    for name, node in nodes.items():
-        st = files.json(f"nodes/{name}/status.json", required=node.status == "online")
-        if st is None:
-            missing.append(f"nodes/{name}/status.json (node {node.status})")
-            continue
-        node.maxcpu = st.get("cpuinfo").get("cpus").int(minimum=1)
-        node.maxmem = st.get("memory").get("total").num(minimum=1.0)
-        ksm = st.opt("ksm")
-        node.ksm_shared = ksm.get("shared").num() if ksm is not None and ksm.has("shared") else 0.0
-        node.tasks = _read_tasks(files, name, nodes, missing)
 
-    # the small configuration files first, the series (the bulk of an export) last
-    for vmid, g in guests.items():
-        if g.template:
-            continue
-        cfg = files.json(f"nodes/{g.node}/{g.kind}/{vmid}/config.json")
-        assert cfg is not None
-        g.config = {k: v.text() for k, v in cfg.members() if not isinstance(v.raw, dict | list)}
-    crs = _read_options(files, vt, missing)
-    ha_resources = _read_ha_resources(files, guests)
-    rules = _read_rules(files, ha_resources, nodes, rrd_format, missing)
-    _read_manager_status(files, nodes, missing)
-    pci = _read_pci(files, missing)
-    _read_series(files, nodes, guests, rrd_format)
-    for nd in nodes.values():  # a node without status (offline) still needs a size
-        if nd.maxcpu == 0:
-            nd.maxcpu = max(1, int(_last(nd.series, "maxcpu") or 1))
-            nd.maxmem = _last(nd.series, "memtotal") or 1.0
-    return ClusterExport(
-        path=path,
-        meta=meta,
-        created=created,
-        version=version,
-        rrd_format=rrd_format,
-        nodes=nodes,
-        guests=guests,
-        storages=storages,
-        rules=rules,
-        crs=crs,
-        pci_live_capable=pci,
-        missing=missing,
-    )
+def _read_node_status(files: ExportFiles, name: str, node: NodeExport, missing: list[str]) -> None:
+    """A node's size, KSM sharing and task log from ``nodes/<name>/status.json`` (required for
+    an online node; an offline node's absence is noted in ``missing``)."""
+    st = files.json(f"nodes/{name}/status.json", required=node.status == "online")
+    if st is None:
+        missing.append(f"nodes/{name}/status.json (node {node.status})")
+        return
+    node.maxcpu = st.get("cpuinfo").get("cpus").int(minimum=1)
+    node.maxmem = st.get("memory").get("total").num(minimum=1.0)
+    ksm = st.opt("ksm")
+    node.ksm_shared = ksm.get("shared").num() if ksm is not None and ksm.has("shared") else 0.0
+    node.tasks = _read_tasks(files, name, missing)
 
 
 def _last(series: dict[tuple[str, str], Series], name: str) -> float | None:
@@ -281,9 +301,7 @@ def _last(series: dict[tuple[str, str], Series], name: str) -> float | None:
     return None
 
 
-def _read_tasks(
-    files: ExportFiles, name: str, nodes: dict[str, NodeExport], missing: list[str]
-) -> list[Task]:
+def _read_tasks(files: ExportFiles, name: str, missing: list[str]) -> list[Task]:
     tv = files.json(f"nodes/{name}/tasks.json", required=False)
     if tv is None:
         missing.append(f"nodes/{name}/tasks.json (migrations in the window unknown)")
@@ -473,7 +491,6 @@ def _read_rules(
     files: ExportFiles,
     ha: dict[str, HaResource],
     nodes: dict[str, NodeExport],
-    rrd_format: str,
     missing: list[str],
 ) -> list[Rule]:
     rules: list[Rule] = []
@@ -486,66 +503,9 @@ def _read_rules(
             )
         return rules
     if rv is not None:
-        for item in rv.items():
-            kind = item.get("type").text()
-            if kind not in ("node-affinity", "resource-affinity"):
-                raise item.get("type").error(f"{kind!r} is not node-affinity or resource-affinity")
-            resources = tuple(
-                s.strip() for s in item.get("resources").text().split(",") if s.strip()
-            )
-            for s in resources:
-                if s not in ha:
-                    raise item.get("resources").error(f"{s!r} is not an HA resource")
-            errors = item.opt("errors")
-            disable = item.opt("disable")
-            strict = item.opt("strict")
-            node_prio = _node_priorities(item.get("nodes")) if kind == "node-affinity" else {}
-            for n in node_prio:
-                if n not in nodes:
-                    raise item.get("nodes").error(f"unknown node {n!r}")
-            affinity = item.get("affinity").text() if kind == "resource-affinity" else ""
-            if kind == "resource-affinity" and affinity not in ("positive", "negative"):
-                raise item.get("affinity").error(f"{affinity!r} is not positive or negative")
-            rules.append(
-                Rule(
-                    name=item.get("rule").text(),
-                    type=kind,
-                    resources=resources,
-                    nodes=node_prio,
-                    strict=bool(strict and strict.flag()),
-                    affinity=affinity,
-                    disabled=bool(disable and disable.flag()),
-                    errors=tuple(_flatten(errors.raw)) if errors is not None else (),
-                    source=rv.file,
-                )
-            )
+        rules += [_rule(item, rv.file, ha, nodes) for item in rv.items()]
     if gv is not None:
-        # migrate_groups_to_rules (PVE::HA::Groups): one node-affinity rule per used group
-        names = {r.name for r in rules}
-        groups = {item.get("group").text(): item for item in gv.items()}
-        for gname in sorted(groups):
-            item = groups[gname]
-            members = tuple(sorted(s for s, r in ha.items() if r.group == gname))
-            if not members or f"ha-group-{gname}" in names:
-                continue
-            node_prio = _node_priorities(item.get("nodes"))
-            for n in node_prio:
-                if n not in nodes:
-                    raise item.get("nodes").error(f"unknown node {n!r}")
-            restricted = item.opt("restricted")
-            rules.append(
-                Rule(
-                    name=f"ha-group-{gname}",
-                    type="node-affinity",
-                    resources=members,
-                    nodes=node_prio,
-                    strict=bool(restricted and restricted.flag()),
-                    affinity="",
-                    disabled=False,
-                    errors=(),
-                    source=gv.file,
-                )
-            )
+        rules += _group_rules(gv, ha, nodes, {r.name for r in rules})
     group_names = {item.get("group").text() for item in gv.items()} if gv is not None else set()
     for sid, r in sorted(ha.items()):
         if not r.group:
@@ -556,6 +516,73 @@ def _read_rules(
             raise ExportError(
                 "cluster/ha/resources.json", f"{sid}.group", f"unknown group {r.group!r}"
             )
+    return rules
+
+
+def _rule(
+    item: Value, source: str, ha: dict[str, HaResource], nodes: dict[str, NodeExport]
+) -> Rule:
+    """One entry of ``cluster/ha/rules.json`` (PVE 9), its resources and nodes checked."""
+    kind = item.get("type").text()
+    if kind not in ("node-affinity", "resource-affinity"):
+        raise item.get("type").error(f"{kind!r} is not node-affinity or resource-affinity")
+    resources = tuple(s.strip() for s in item.get("resources").text().split(",") if s.strip())
+    for s in resources:
+        if s not in ha:
+            raise item.get("resources").error(f"{s!r} is not an HA resource")
+    errors = item.opt("errors")
+    disable = item.opt("disable")
+    strict = item.opt("strict")
+    node_prio = _node_priorities(item.get("nodes")) if kind == "node-affinity" else {}
+    for n in node_prio:
+        if n not in nodes:
+            raise item.get("nodes").error(f"unknown node {n!r}")
+    affinity = item.get("affinity").text() if kind == "resource-affinity" else ""
+    if kind == "resource-affinity" and affinity not in ("positive", "negative"):
+        raise item.get("affinity").error(f"{affinity!r} is not positive or negative")
+    return Rule(
+        name=item.get("rule").text(),
+        type=kind,
+        resources=resources,
+        nodes=node_prio,
+        strict=bool(strict and strict.flag()),
+        affinity=affinity,
+        disabled=bool(disable and disable.flag()),
+        errors=tuple(_flatten(errors.raw)) if errors is not None else (),
+        source=source,
+    )
+
+
+def _group_rules(
+    gv: Value, ha: dict[str, HaResource], nodes: dict[str, NodeExport], names: set[str]
+) -> list[Rule]:
+    """``cluster/ha/groups.json`` (PVE 8) as ``migrate_groups_to_rules`` (``PVE::HA::Groups``)
+    turns it into rules: one node-affinity rule per used group, unless ``names`` has it."""
+    rules: list[Rule] = []
+    groups = {item.get("group").text(): item for item in gv.items()}
+    for gname in sorted(groups):
+        item = groups[gname]
+        members = tuple(sorted(s for s, r in ha.items() if r.group == gname))
+        if not members or f"ha-group-{gname}" in names:
+            continue
+        node_prio = _node_priorities(item.get("nodes"))
+        for n in node_prio:
+            if n not in nodes:
+                raise item.get("nodes").error(f"unknown node {n!r}")
+        restricted = item.opt("restricted")
+        rules.append(
+            Rule(
+                name=f"ha-group-{gname}",
+                type="node-affinity",
+                resources=members,
+                nodes=node_prio,
+                strict=bool(restricted and restricted.flag()),
+                affinity="",
+                disabled=False,
+                errors=(),
+                source=gv.file,
+            )
+        )
     return rules
 
 

@@ -121,43 +121,11 @@ def build_import(
     placement = placement_matrix(export, window, start_node, moved)
 
     traces: dict[str, TraceData] = {}
-    guests: list[dict[str, Any]] = []
-    guest_cpu: dict[int, FloatArray] = {}
-    guest_mem: dict[int, FloatArray] = {}
-    for vmid in sorted(export.guests):
-        g = export.guests[vmid]
-        if g.template:
-            notes.append(Note("info", g.sid, "a template: not a running guest, left out"))
-            continue
-        spec, cpu, memhost = _guest(export, g, window, start_node[vmid], dirty_rate, traces, notes)
-        guests.append(spec)
-        guest_cpu[vmid], guest_mem[vmid] = cpu, memhost
-
-    nodes: list[dict[str, Any]] = []
-    base_cpu: dict[str, FloatArray] = {}
-    base_mem: dict[str, FloatArray] = {}
+    guests, guest_cpu, guest_mem = _guests(export, window, start_node, dirty_rate, traces, notes)
     reality = _reality(export, window, notes)
-    for j, nname in enumerate(reality.node_names):
-        node = export.nodes[nname]
-        cpu_guests = np.zeros(window.n)
-        mem_guests = np.zeros(window.n)
-        for v in guest_cpu:
-            here = placement[v] == nname
-            cpu_guests += np.where(here, guest_cpu[v], 0.0)
-            mem_guests += np.where(here, guest_mem[v], 0.0)
-        spec, bc, bm = _node(
-            node,
-            window,
-            reality.cpu[:, j],
-            reality.mem[:, j],
-            cpu_guests,
-            mem_guests,
-            traces,
-            notes,
-        )
-        nodes.append(spec)
-        base_cpu[nname], base_mem[nname] = bc, bm
-
+    nodes, base_cpu, base_mem = _nodes(
+        export, window, reality, placement, (guest_cpu, guest_mem), traces, notes
+    )
     rules_na, rules_ra = _rules(export, notes)
     scenario: dict[str, Any] = {
         "name": name,
@@ -212,6 +180,68 @@ def build_import(
     return imp
 
 
+def _guests(
+    export: ClusterExport,
+    window: Window,
+    start_node: dict[int, str],
+    dirty_rate: float,
+    traces: dict[str, TraceData],
+    notes: list[Note],
+) -> tuple[list[dict[str, Any]], dict[int, FloatArray], dict[int, FloatArray]]:
+    """Every guest but templates as scenario data, with its CPU (cores) and host memory (bytes)
+    per window row, by vmid."""
+    guests: list[dict[str, Any]] = []
+    guest_cpu: dict[int, FloatArray] = {}
+    guest_mem: dict[int, FloatArray] = {}
+    for vmid in sorted(export.guests):
+        g = export.guests[vmid]
+        if g.template:
+            notes.append(Note("info", g.sid, "a template: not a running guest, left out"))
+            continue
+        spec, cpu, memhost = _guest(export, g, window, start_node[vmid], dirty_rate, traces, notes)
+        guests.append(spec)
+        guest_cpu[vmid], guest_mem[vmid] = cpu, memhost
+    return guests, guest_cpu, guest_mem
+
+
+def _nodes(
+    export: ClusterExport,
+    window: Window,
+    reality: Reality,
+    placement: dict[int, NDArray[np.object_]],
+    guest_load: tuple[dict[int, FloatArray], dict[int, FloatArray]],
+    traces: dict[str, TraceData],
+    notes: list[Note],
+) -> tuple[list[dict[str, Any]], dict[str, FloatArray], dict[str, FloatArray]]:
+    """Every node as scenario data, its base load the node's series minus the guests placed on
+    it row by row; the base CPU (cores) and memory (bytes) per window row, by node name."""
+    guest_cpu, guest_mem = guest_load
+    nodes: list[dict[str, Any]] = []
+    base_cpu: dict[str, FloatArray] = {}
+    base_mem: dict[str, FloatArray] = {}
+    for j, nname in enumerate(reality.node_names):
+        node = export.nodes[nname]
+        cpu_guests = np.zeros(window.n)
+        mem_guests = np.zeros(window.n)
+        for v in guest_cpu:
+            here = placement[v] == nname
+            cpu_guests += np.where(here, guest_cpu[v], 0.0)
+            mem_guests += np.where(here, guest_mem[v], 0.0)
+        spec, bc, bm = _node(
+            node,
+            window,
+            reality.cpu[:, j],
+            reality.mem[:, j],
+            cpu_guests,
+            mem_guests,
+            traces,
+            notes,
+        )
+        nodes.append(spec)
+        base_cpu[nname], base_mem[nname] = bc, bm
+    return nodes, base_cpu, base_mem
+
+
 def _trace_name(kind: str, ident: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{kind}-{ident}")
 
@@ -255,6 +285,53 @@ def _guest(
             )
         )
     maxmem = g.maxmem if g.maxmem > 0 else GiB
+    cpu, mem, memhost, running_rows = _guest_series(g, window, maxcpu, notes)
+    entry: dict[str, Any] = {
+        "sid": sid,
+        "node": node,
+        "maxcpu": maxcpu,
+        "maxmem": float(maxmem),
+    }
+    ha = g.ha
+    if ha is None or ha.state == "ignored":
+        entry["ha"] = False
+        if ha is not None:
+            notes.append(
+                Note("info", sid, "HA state 'ignored': the HA manager leaves it alone (not HA)")
+            )
+    if not running_rows.any():
+        entry["state"] = "stopped"
+    if running_rows.any():
+        name = _trace_name("guest", sid.replace(":", "-"))
+        traces[name] = TraceData(cpu / maxcpu, memhost / maxmem, float(maxcpu), float(maxmem))
+        entry["cpu"] = [_trace_component(name, "cpu", window)]
+        entry["memhost"] = [_trace_component(name, "mem", window)]
+        total_host = float(np.sum(memhost))
+        ratio = float(np.sum(mem)) / total_host if total_host > 0 else 1.0
+        if ratio > 1.0:
+            if export.rrd_format == "pve9":
+                notes.append(
+                    Note(
+                        "dropped",
+                        sid,
+                        f"balloon view mem exceeds memhost (×{ratio:.2f}): mem_ratio capped at 1",
+                    )
+                )
+            ratio = 1.0
+        entry["mem_ratio"] = round(max(ratio, 1e-3), 4)
+    else:
+        entry["cpu"] = 0.0
+        entry["memhost"] = 0.0
+    _guest_migration(export, g, entry, dirty_rate, notes)
+    return entry, cpu, memhost
+
+
+def _guest_series(
+    g: GuestExport, window: Window, maxcpu: int, notes: list[Note]
+) -> tuple[FloatArray, FloatArray, FloatArray, NDArray[np.bool_]]:
+    """The guest's CPU (cores), balloon view and host memory (bytes) on the grid, gaps filled,
+    0 where it was not running; and the rows in which it ran."""
+    sid = g.sid
     s = g.series.get((window.timeframe, window.cf))
     if s is None:
         if g.status == "running":
@@ -297,42 +374,21 @@ def _guest(
                 f"not running for {int(stopped.sum())} of {window.n} rows: no load then",
             )
         )
-    entry: dict[str, Any] = {
-        "sid": sid,
-        "node": node,
-        "maxcpu": maxcpu,
-        "maxmem": float(maxmem),
-    }
+    return cpu, mem, memhost, running_rows
+
+
+def _guest_migration(
+    export: ClusterExport,
+    g: GuestExport,
+    entry: dict[str, Any],
+    dirty_rate: float,
+    notes: list[Note],
+) -> None:
+    """What decides the guest's motions, into ``entry``: its dirty rate (VMs), whether
+    qemu-server's or pve-container's checks would block a migration, and notes on what the
+    schema drops (config, ``auto-rebalance``, ``failback``)."""
+    sid = g.sid
     ha = g.ha
-    if ha is None or ha.state == "ignored":
-        entry["ha"] = False
-        if ha is not None:
-            notes.append(
-                Note("info", sid, "HA state 'ignored': the HA manager leaves it alone (not HA)")
-            )
-    if not running_rows.any():
-        entry["state"] = "stopped"
-    if running_rows.any():
-        name = _trace_name("guest", sid.replace(":", "-"))
-        traces[name] = TraceData(cpu / maxcpu, memhost / maxmem, float(maxcpu), float(maxmem))
-        entry["cpu"] = [_trace_component(name, "cpu", window)]
-        entry["memhost"] = [_trace_component(name, "mem", window)]
-        total_host = float(np.sum(memhost))
-        ratio = float(np.sum(mem)) / total_host if total_host > 0 else 1.0
-        if ratio > 1.0:
-            if export.rrd_format == "pve9":
-                notes.append(
-                    Note(
-                        "dropped",
-                        sid,
-                        f"balloon view mem exceeds memhost (×{ratio:.2f}): mem_ratio capped at 1",
-                    )
-                )
-            ratio = 1.0
-        entry["mem_ratio"] = round(max(ratio, 1e-3), 4)
-    else:
-        entry["cpu"] = 0.0
-        entry["memhost"] = 0.0
     if g.kind == "qemu":
         entry["dirty_rate"] = float(dirty_rate)
         mig = vm_migratability(g.config, export.storages, export.pci_live_capable)
@@ -357,7 +413,6 @@ def _guest(
             )
         if ha.failback is False:
             notes.append(Note("dropped", sid, "failback = 0: failback is not modelled"))
-    return entry, cpu, memhost
 
 
 def _guest_config_notes(g: GuestExport, notes: list[Note]) -> None:

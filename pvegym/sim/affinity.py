@@ -1,4 +1,4 @@
-"""Node affinity as the HA manager applies it to a motion's target (``pve-ha-manager.md`` §4.2).
+"""Node affinity as the HA manager applies it to a motion's target (``Manager.pm`` ``get_resource_migration_candidates``).
 
 ``get_node_affinity`` (``Rules/NodeAffinity.pm`` L268–290) returns the online rule nodes of the
 highest priority; a non-strict rule adds every other node at priority −1 (L170–175), so it acts as

@@ -15,11 +15,15 @@ Per round of ``dt`` seconds (constant within the round):
    the same share (CFS fairness approximated as proportional scaling). ``received ≤ min(demand,
    cores)`` holds per guest and per node.
 4. Pressure: node CPU some by :func:`pvegym.sim.psi.cpu_some`'s formula (evaluated in the round
-   kernel from the model's tables); memory some/full from memory in
-   use (base + Σ memhost + memory held for incoming migrations) over the watermark; guests see the
-   node's pressure on the resources they use, plus their own memory beyond ``maxmem``. A guest's
-   CPU *full* is the fraction of its work that waits (all its threads stalled). Throttling is not
-   pressure: a throttled vCPU sleeps (``cpu-throttle.c``).
+   kernel from the model's tables); memory some/full from memory in use (base + Σ memhost +
+   memory held for incoming migrations) over the watermark. A guest's PSI is its own cgroup's
+   (:func:`pvegym.sim.psi.guest_pressure`): the node's stall per busy CPU scaled by how much its
+   vCPU threads are runnable, full = the part spent behind other guests' threads; plus its own
+   memory beyond its size now (``balloon``). Throttling is not pressure: a throttled vCPU sleeps
+   (``cpu-throttle.c``); the migration threads' cores (``motion_cpu``) load the node. Memory in
+   use beyond MemTotal + swap is counted for the OOM killer (``mem_wanted``, ``totals``).
+6. pvestatd's samples of the round (:mod:`pvegym.sim.telemetry`), when telemetry is not the
+   true state.
 5. PSI averages advance by ``dt / 2`` periods.
 
 The arithmetic runs in one compiled call
@@ -29,6 +33,7 @@ returns the round's totals for the metrics.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,6 +46,58 @@ from pvegym.sim.scenario import Scenario
 from pvegym.sim.workload import WorkloadBank
 
 F64 = NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class SampledRows:
+    """The telemetry-visible rows (:data:`pvegym.sim.layout.NODE_SAMPLED`/``GUEST_SAMPLED``) of a
+    pair of matrices laid out like :attr:`ClusterState.node_rows`/``guest_rows`` — the true
+    state, or pvestatd's samples of it (:mod:`pvegym.sim.telemetry`) — as named views."""
+
+    node_cpu: F64  # cores busy
+    node_mem: F64  # bytes in use
+    node_avg: F64  # (windows, series, n) percent
+    mem_ratio: F64
+    run_fraction: F64
+    received: F64  # cores
+    memhost: F64  # bytes
+    guest_avg: F64  # (windows, series, g) percent
+
+    @classmethod
+    def of(cls, node_rows: F64, guest_rows: F64) -> SampledRows:
+        n, g = node_rows.shape[1], guest_rows.shape[1]
+        return cls(
+            node_rows[L.N_CPU],
+            node_rows[L.N_MEM],
+            node_rows[L.N_AVG : L.N_AVG + L.WINDOWS * L.N_SERIES].reshape(L.WINDOWS, L.N_SERIES, n),
+            guest_rows[L.G_MEM_RATIO],
+            guest_rows[L.G_RUN_FRACTION],
+            guest_rows[L.G_RECEIVED],
+            guest_rows[L.G_MEMHOST],
+            guest_rows[L.G_AVG : L.G_AVG + L.WINDOWS * L.G_SERIES].reshape(
+                L.WINDOWS, L.G_SERIES, g
+            ),
+        )
+
+    def node_avg10(self) -> tuple[F64, F64, F64]:
+        """cpu some, memory some, memory full avg10 of each node (percent)."""
+        return node_avg10(self.node_avg)
+
+    def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
+        """cpu some, cpu full, memory some, memory full avg10 of each guest (percent)."""
+        return guest_avg10(self.guest_avg)
+
+
+def node_avg10(node_avg: F64) -> tuple[F64, F64, F64]:
+    """The avg10 rows of a node PSI block (``windows × series × n``): cpu some, mem some, full."""
+    a = node_avg[L.AVG10]
+    return a[L.N_CPU_SOME], a[L.N_MEM_SOME], a[L.N_MEM_FULL]
+
+
+def guest_avg10(guest_avg: F64) -> tuple[F64, F64, F64, F64]:
+    """The avg10 rows of a guest PSI block: cpu some, cpu full, memory some, memory full."""
+    a = guest_avg[L.AVG10]
+    return a[L.G_CPU_SOME], a[L.G_CPU_FULL], a[L.G_MEM_SOME], a[L.G_MEM_FULL]
 
 
 class ClusterState:
@@ -57,7 +114,8 @@ class ClusterState:
         # per-node and per-guest float arrays are rows of two matrices (the attributes are row
         # views), so the round kernel takes two arrays instead of sixteen (~75–150 ns each)
         # (rows: :mod:`pvegym.sim.layout`)
-        rows = self.node_rows = np.zeros((L.NODE_ROWS, n))
+        # (below the state: pvestatd's samples of it, pvegym.sim.telemetry)
+        rows = self.node_rows = np.zeros((L.NODE_MATRIX_ROWS, n))
         self.node_maxcpu = rows[L.N_MAXCPU]  # cores
         self.node_maxmem = rows[L.N_MAXMEM]  # bytes
         self.reserved_mem = rows[L.N_RESERVED_MEM]  # in: bytes held for incoming migrations
@@ -70,15 +128,22 @@ class ClusterState:
         self.node_avg = rows[L.N_AVG : L.N_AVG + L.WINDOWS * L.N_SERIES].reshape(
             L.WINDOWS, L.N_SERIES, n
         )
+        # in: cores of host work the motions cost the node this round (migration threads)
+        self.motion_cpu = rows[L.N_MOTION_CPU]
+        # in: memory in use past which the OOM killer acts (MemTotal + swap, bytes); out: memory
+        # in use the node was asked for (bytes, not capped at MemTotal)
+        self.oom_limit = rows[L.N_OOM_LIMIT]
+        self.mem_wanted = rows[L.N_MEM_WANTED]
         self.node_maxcpu[:] = [float(x.maxcpu) for x in self.nodes]
         self.node_maxmem[:] = [x.maxmem for x in self.nodes]
+        self.oom_limit[:] = [x.maxmem + x.swap_bytes for x in self.nodes]
         self.node_online = np.array([x.online for x in self.nodes], dtype=np.bool_)
         self.sids = tuple(x.sid for x in self.guests)
         self.n_guests = g = len(self.sids)
         self.node_index = {name: i for i, name in enumerate(self.node_names)}
         self.guest_index = {sid: i for i, sid in enumerate(self.sids)}
         self.home = np.array([self.node_index[x.node] for x in self.guests], dtype=np.int64)
-        rows = self.guest_rows = np.zeros((L.GUEST_ROWS, g))
+        rows = self.guest_rows = np.zeros((L.GUEST_MATRIX_ROWS, g))
         self.guest_maxcpu = rows[L.G_MAXCPU]  # vCPUs
         self.guest_maxmem = rows[L.G_MAXMEM]  # bytes
         self.mem_ratio = rows[L.G_MEM_RATIO]  # guest-reported mem / memhost (0–1)
@@ -92,10 +157,17 @@ class ClusterState:
         self.guest_avg = rows[L.G_AVG : L.G_AVG + L.WINDOWS * L.G_SERIES].reshape(
             L.WINDOWS, L.G_SERIES, g
         )
+        # in (pvegym.sim.memory): the guest's memory now (bytes: maxmem unless ballooned) and the
+        # share of its footprint KSM has merged away (0–1)
+        self.balloon = rows[L.G_BALLOON]
+        self.ksm_frac = rows[L.G_KSM_FRAC]
+        self.guest_inv_maxcpu = rows[L.G_INV_MAXCPU]  # 1 / vCPUs (the round's guest PSI)
         self.guest_maxcpu[:] = [float(x.maxcpu) for x in self.guests]
+        self.guest_inv_maxcpu[:] = 1.0 / self.guest_maxcpu
         self.guest_maxmem[:] = [x.maxmem for x in self.guests]
         self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
         self.run_fraction[:] = 1.0
+        self.balloon[:] = self.guest_maxmem
         # one bank for every signal: [guest cpu | guest memhost | node base cpu | node base mem]
         specs = [x.cpu for x in self.guests] + [x.memhost for x in self.guests]
         specs += [x.base_cpu for x in self.nodes] + [x.base_mem for x in self.nodes]
@@ -105,7 +177,7 @@ class ClusterState:
         self.running = np.array([x.state == "started" for x in self.guests], dtype=np.bool_)
         # outputs of the last round: instantaneous pressure (0–1), PSI averages, and the totals
         # (stall cpu, stall mem, guest stall, shortfall, imbalance, online nodes, peak avg10 some
-        # %: rows ``layout.T_*``)
+        # %, nodes past their OOM limit: rows ``layout.T_*``)
         self.totals = np.zeros(L.TOTALS)
         self._decay_dt = -1.0
         self._decay = np.ones(3)
@@ -139,7 +211,11 @@ class ClusterState:
         self.node[:] = self.home
         self.running[:] = [x.state == "started" for x in self.guests]
         self.run_fraction[:] = 1.0
+        self.balloon[:] = self.guest_maxmem
+        self.ksm_frac[:] = 0.0
+        self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
         self.reserved_mem[:] = 0.0
+        self.motion_cpu[:] = 0.0
         self.node_avg[:] = 0.0
         self.guest_avg[:] = 0.0
 
@@ -154,10 +230,8 @@ class ClusterState:
     # avg10 views (percent) -------------------------------------------------------------------
     def node_avg10(self) -> tuple[F64, F64, F64]:
         """cpu some, memory some, memory full avg10 of each node (percent)."""
-        a = self.node_avg[L.AVG10]
-        return a[L.N_CPU_SOME], a[L.N_MEM_SOME], a[L.N_MEM_FULL]
+        return node_avg10(self.node_avg)
 
     def guest_avg10(self) -> tuple[F64, F64, F64, F64]:
         """cpu some, cpu full, memory some, memory full avg10 of each guest (percent)."""
-        a = self.guest_avg[L.AVG10]
-        return a[L.G_CPU_SOME], a[L.G_CPU_FULL], a[L.G_MEM_SOME], a[L.G_MEM_FULL]
+        return guest_avg10(self.guest_avg)

@@ -2,9 +2,9 @@
 
 Why a port: the upstream balancer's decisions (and pvegym's ``imbalance`` metric) are defined by this
 crate's arithmetic, down to a 15-digit truncation that decides ties. Every formula below follows
-``reference/pve-ha-manager.md`` §5.2 and §6 (crate ``proxmox-resource-scheduling`` 2.x in proxmox-rs:
+the crate (``proxmox-resource-scheduling`` 2.1 in proxmox-rs:
 ``src/node.rs``, ``src/scheduler.rs``, ``src/topsis.rs``), and reproduces the crate's unit vectors
-(§12; ``tests/sim/test_crs.py``).
+(its ``tests/``; ``tests/sim/test_crs.py``).
 
 Exactness rules kept on purpose:
 
@@ -156,7 +156,7 @@ def imbalances(loads: ArrayLike, normalized: bool = True) -> FloatArray:
     The crate's ``calculate_node_imbalance``: 0 when ``n < 2`` or the load sum is 0; mean and squared
     deviations are sequential left folds over the nodes (bit-identical to Rust). ``normalized`` is
     crate 2.1.0 (range [0, 1]); ``False`` is the raw CV of crate 2.0 that ha-manager 5.2.0's
-    ``log.expect`` files show (§6.1, §10).
+    ``log.expect`` files show (the newer crate divides it by √(n−1)).
     """
     arr = np.asarray(loads, dtype=np.float64)
     if arr.ndim == 1:

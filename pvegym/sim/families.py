@@ -1,6 +1,6 @@
 """Randomized scenario families: one seeded generator per family, ``(instance_seed) -> scenario``.
 
-A family is a distribution over clusters (``MODEL.md`` §10). An *instance seed* picks one cluster
+A family is a distribution over clusters (``docs/model.md``, *Scenario families*). An *instance seed* picks one cluster
 (node sizes, guests, their workloads, rules, events) deterministically; the episode seed of
 :class:`~pvegym.sim.simulation.Simulation` then drives the workload noise and the LRM's timing.
 Training and evaluation use disjoint instance seeds (:data:`TRAIN_SEEDS`, :data:`TEST_SEEDS`), so
@@ -23,11 +23,11 @@ seconds), so overrides and validation work as for named scenarios.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pvegym.errors import ConfigError
 from pvegym.sim.scenario import EventSpec as _EventSpec
@@ -152,7 +152,8 @@ def generate(
 
     The load is drawn so that the mean node CPU utilisation is 35–75 % and memory 30–70 %, with
     guests placed unevenly (a Dirichlet-weighted node choice), so some instances start balanced and
-    some with a hot node. Deterministic in ``seed``.
+    some with a hot node. Deterministic in ``seed``: the random draws happen in one fixed order
+    (node sizes, guests, the pressure onset, affinity pairs, base loads).
     """
     if n_nodes < 1 or n_guests < 0:
         raise ConfigError("family", "needs at least one node and no negative guest count")
@@ -161,7 +162,39 @@ def generate(
     node_names = [f"node{i + 1:0{width}d}" for i in range(n_nodes)]
     cores = rng.choice(_NODE_CORES, size=n_nodes)
     mem_gib = cores * rng.choice(_NODE_MEM_PER_CORE, size=n_nodes)
+    draws = _draw_guests(rng, n_guests, cores, mem_gib)
 
+    # a pressure onset: the guests on one node step up their demand at a random time
+    events: list[dict[str, Any]] = []
+    hot = -1
+    if n_nodes >= 2 and rng.random() < pressure_prob:
+        hot = int(rng.integers(n_nodes))
+        onset = float(rng.uniform(300, 1800))
+        events.append({"t": onset, "type": "pressure-onset", "node": node_names[hot]})
+    onset_t = events[0]["t"] if events else 0.0
+    guests = [_random_guest(i, draws, node_names, hot, onset_t) for i in range(n_guests)]
+    rules = _affinity_pairs(rng, guests, draws["place"], node_names)
+
+    base_cpu = cores * rng.uniform(0.01, 0.05, size=n_nodes)
+    base_mem = mem_gib * rng.uniform(0.03, 0.12, size=n_nodes)
+    nodes = _node_specs(node_names, cores, mem_gib, base_cpu, base_mem)
+    return {
+        "name": f"{name}#{seed}",
+        "description": f"random cluster: {n_nodes} nodes, {n_guests} guests (seed {seed})",
+        "duration": duration,
+        "nodes": nodes,
+        "guests": guests,
+        "resource_affinity": rules,
+        "events": events,
+    }
+
+
+def _draw_guests(
+    rng: np.random.Generator, n_guests: int, cores: NDArray[Any], mem_gib: NDArray[Any]
+) -> dict[str, NDArray[Any]]:
+    """Every per-guest random draw of :func:`generate`, in its fixed order: sizes, an uneven
+    placement, demand scaled to a drawn mean utilisation, workload components, migration inputs."""
+    n_nodes = cores.size
     # guests: sizes, then a placement weighted towards some nodes (uneven start)
     vcpus = rng.choice(_GUEST_VCPUS, size=n_guests)
     gmem = rng.choice(_GUEST_MEM, size=n_guests).astype(float)
@@ -179,123 +212,122 @@ def generate(
     mem_scale = min(1.0, mem_util * mem_gib.sum() / max(mem_share.sum(), 1e-9))
     memhost_gib = np.maximum(mem_share * mem_scale, 0.25)
     gmem = np.maximum(gmem, np.ceil(memhost_gib))
-    ou_sigma = cpu_level * rng.uniform(0.05, 0.3, size=n_guests)
-    ou_tau = rng.choice([30.0, 60.0, 120.0, 300.0], size=n_guests)
-    has_diurnal = rng.random(n_guests) < 0.4
-    diurnal_amp = cpu_level * rng.uniform(0.1, 0.5, size=n_guests)
-    diurnal_phase = rng.uniform(0, 86400, size=n_guests)
-    diurnal_period = rng.choice([3600.0, 86400.0], size=n_guests)
-    has_bursts = rng.random(n_guests) < 0.25
-    burst_rate = rng.uniform(0.5, 4.0, size=n_guests)
-    burst_height = vcpus * rng.uniform(0.2, 0.6, size=n_guests)
-    burst_dur = rng.choice([30.0, 60.0, 180.0], size=n_guests)
-    has_step = rng.random(n_guests) < 0.05
-    step_t = rng.uniform(300, 3000, size=n_guests)
-    step_v = vcpus * rng.uniform(-0.3, 0.5, size=n_guests)
-    mem_ratio = rng.uniform(0.6, 1.0, size=n_guests)
-    dirty = rng.choice([5.0, 20.0, 50.0, 150.0], size=n_guests) * MiB
-    wws = np.minimum(gmem * rng.uniform(0.1, 0.6, size=n_guests), gmem)
-    sens = rng.uniform(0.3, 1.0, size=n_guests)
-    is_ct = rng.random(n_guests) < 0.08
-    local = rng.random(n_guests) < 0.04
+    d: dict[str, NDArray[Any]] = {
+        "vcpus": vcpus,
+        "place": place,
+        "cpu_level": cpu_level,
+        "memhost_gib": memhost_gib,
+        "gmem": gmem,
+    }
+    d["ou_sigma"] = cpu_level * rng.uniform(0.05, 0.3, size=n_guests)
+    d["ou_tau"] = rng.choice([30.0, 60.0, 120.0, 300.0], size=n_guests)
+    d["has_diurnal"] = rng.random(n_guests) < 0.4
+    d["diurnal_amp"] = cpu_level * rng.uniform(0.1, 0.5, size=n_guests)
+    d["diurnal_phase"] = rng.uniform(0, 86400, size=n_guests)
+    d["diurnal_period"] = rng.choice([3600.0, 86400.0], size=n_guests)
+    d["has_bursts"] = rng.random(n_guests) < 0.25
+    d["burst_rate"] = rng.uniform(0.5, 4.0, size=n_guests)
+    d["burst_height"] = vcpus * rng.uniform(0.2, 0.6, size=n_guests)
+    d["burst_dur"] = rng.choice([30.0, 60.0, 180.0], size=n_guests)
+    d["has_step"] = rng.random(n_guests) < 0.05
+    d["step_t"] = rng.uniform(300, 3000, size=n_guests)
+    d["step_v"] = vcpus * rng.uniform(-0.3, 0.5, size=n_guests)
+    d["mem_ratio"] = rng.uniform(0.6, 1.0, size=n_guests)
+    d["dirty"] = rng.choice([5.0, 20.0, 50.0, 150.0], size=n_guests) * MiB
+    d["wws"] = np.minimum(gmem * rng.uniform(0.1, 0.6, size=n_guests), gmem)
+    d["sens"] = rng.uniform(0.3, 1.0, size=n_guests)
+    d["is_ct"] = rng.random(n_guests) < 0.08
+    d["local"] = rng.random(n_guests) < 0.04
+    return d
 
-    # a pressure onset: the guests on one node step up their demand at a random time
-    events: list[dict[str, Any]] = []
-    hot = -1
-    if n_nodes >= 2 and rng.random() < pressure_prob:
-        hot = int(rng.integers(n_nodes))
-        onset = float(rng.uniform(300, 1800))
-        events.append({"t": onset, "type": "pressure-onset", "node": node_names[hot]})
 
-    guests: list[dict[str, Any]] = []
-    sids: list[str] = []
-    for i in range(n_guests):
-        sid = f"{'ct' if is_ct[i] else 'vm'}:{100 + i}"
-        sids.append(sid)
-        level = float(cpu_level[i])
-        cpu: list[dict[str, Any]] = [
-            {"type": "constant", "level": level},
-            _noise(0.0, float(ou_sigma[i]), float(ou_tau[i])),
-        ]
-        if has_diurnal[i]:
-            cpu.append(
-                {
-                    "type": "diurnal",
-                    "amplitude": float(diurnal_amp[i]),
-                    "period": float(diurnal_period[i]),
-                    "phase": float(diurnal_phase[i]),
-                }
-            )
-        if has_bursts[i]:
-            cpu.append(
-                {
-                    "type": "bursts",
-                    "rate_per_hour": float(burst_rate[i]),
-                    "height": float(burst_height[i]),
-                    "duration": float(burst_dur[i]),
-                }
-            )
-        if has_step[i]:
-            cpu.append({"type": "steps", "at": [[float(step_t[i]), float(step_v[i])]]})
-        if place[i] == hot:
-            cpu.append({"type": "steps", "at": [[events[0]["t"], float(0.5 * vcpus[i])]]})
-        host = float(memhost_gib[i]) * GiB
-        guests.append(
+def _random_cpu(i: int, d: dict[str, NDArray[Any]], hot: int, onset_t: float) -> list[Any]:
+    """Guest ``i``'s CPU demand signal (cores): a level, OU noise, maybe a diurnal cycle, bursts,
+    a step, and the step up of a pressure onset on node ``hot`` at ``onset_t``."""
+    cpu: list[dict[str, Any]] = [
+        {"type": "constant", "level": float(d["cpu_level"][i])},
+        _noise(0.0, float(d["ou_sigma"][i]), float(d["ou_tau"][i])),
+    ]
+    if d["has_diurnal"][i]:
+        cpu.append(
             {
-                "sid": sid,
-                "node": node_names[place[i]],
-                "maxcpu": int(vcpus[i]),
-                "maxmem": float(gmem[i]) * GiB,
-                "cpu": cpu,
-                "memhost": [
-                    {"type": "constant", "level": host},
-                    _noise(0.0, 0.02 * host, 600.0),
-                ],
-                "mem_ratio": float(mem_ratio[i]),
-                "dirty_rate": 0.0 if is_ct[i] else float(dirty[i]),
-                "wws": float(wws[i]) * GiB,
-                "throttle_sensitivity": float(sens[i]),
-                "local_resources": bool(local[i]),
+                "type": "diurnal",
+                "amplitude": float(d["diurnal_amp"][i]),
+                "period": float(d["diurnal_period"][i]),
+                "phase": float(d["diurnal_phase"][i]),
             }
         )
+    if d["has_bursts"][i]:
+        cpu.append(
+            {
+                "type": "bursts",
+                "rate_per_hour": float(d["burst_rate"][i]),
+                "height": float(d["burst_height"][i]),
+                "duration": float(d["burst_dur"][i]),
+            }
+        )
+    if d["has_step"][i]:
+        cpu.append({"type": "steps", "at": [[float(d["step_t"][i]), float(d["step_v"][i])]]})
+    if d["place"][i] == hot:
+        cpu.append({"type": "steps", "at": [[onset_t, float(0.5 * d["vcpus"][i])]]})
+    return cpu
 
-    # resource affinity: a few positive pairs on one node, a few negative pairs on two nodes
+
+def _random_guest(
+    i: int, d: dict[str, NDArray[Any]], node_names: list[str], hot: int, onset_t: float
+) -> dict[str, Any]:
+    """Guest ``i`` of :func:`generate` as plain scenario data (no random draws of its own)."""
+    is_ct = bool(d["is_ct"][i])
+    host = float(d["memhost_gib"][i]) * GiB
+    return {
+        "sid": f"{'ct' if is_ct else 'vm'}:{100 + i}",
+        "node": node_names[d["place"][i]],
+        "maxcpu": int(d["vcpus"][i]),
+        "maxmem": float(d["gmem"][i]) * GiB,
+        "cpu": _random_cpu(i, d, hot, onset_t),
+        "memhost": [
+            {"type": "constant", "level": host},
+            _noise(0.0, 0.02 * host, 600.0),
+        ],
+        "mem_ratio": float(d["mem_ratio"][i]),
+        "dirty_rate": 0.0 if is_ct else float(d["dirty"][i]),
+        "wws": float(d["wws"][i]) * GiB,
+        "throttle_sensitivity": float(d["sens"][i]),
+        "local_resources": bool(d["local"][i]),
+    }
+
+
+def _affinity_pairs(
+    rng: np.random.Generator,
+    guests: list[dict[str, Any]],
+    place: NDArray[Any],
+    node_names: list[str],
+) -> list[dict[str, Any]]:
+    """A few positive pairs (moved to one node) and negative pairs (moved apart) among
+    ``guests``, whose start nodes this adjusts in place."""
+    n_nodes, n_guests = len(node_names), len(guests)
     rules: list[dict[str, Any]] = []
     n_rules = min(n_guests // 10, 8)
-    if n_nodes >= 2 and n_guests >= 4:
-        n_rules = max(n_rules, 1)
-        order = rng.permutation(n_guests)
-        used = 0
-        for r in range(n_rules):
-            if used + 2 > n_guests:
-                break
-            a, b = int(order[used]), int(order[used + 1])
-            used += 2
-            if r % 2 == 0:  # positive: keep together, start together
-                guests[b]["node"] = guests[a]["node"]
-                rules.append(
-                    {"name": f"pos{r}", "resources": [sids[a], sids[b]], "affinity": "positive"}
-                )
-            else:  # negative: keep apart, start apart
-                if guests[a]["node"] == guests[b]["node"]:
-                    other = (place[a] + 1) % n_nodes
-                    guests[b]["node"] = node_names[other]
-                rules.append(
-                    {"name": f"neg{r}", "resources": [sids[a], sids[b]], "affinity": "negative"}
-                )
-
-    base_cpu = cores * rng.uniform(0.01, 0.05, size=n_nodes)
-    base_mem = mem_gib * rng.uniform(0.03, 0.12, size=n_nodes)
-    nodes = _node_specs(node_names, cores, mem_gib, base_cpu, base_mem)
-    return {
-        "name": f"{name}#{seed}",
-        "description": f"random cluster: {n_nodes} nodes, {n_guests} guests (seed {seed})",
-        "duration": duration,
-        "nodes": nodes,
-        "guests": guests,
-        "resource_affinity": rules,
-        "events": events,
-    }
+    if n_nodes < 2 or n_guests < 4:
+        return rules
+    n_rules = max(n_rules, 1)
+    order = rng.permutation(n_guests)
+    used = 0
+    for r in range(n_rules):
+        if used + 2 > n_guests:
+            break
+        a, b = int(order[used]), int(order[used + 1])
+        used += 2
+        pair = [guests[a]["sid"], guests[b]["sid"]]
+        if r % 2 == 0:  # positive: keep together, start together
+            guests[b]["node"] = guests[a]["node"]
+            rules.append({"name": f"pos{r}", "resources": pair, "affinity": "positive"})
+        else:  # negative: keep apart, start apart
+            if guests[a]["node"] == guests[b]["node"]:
+                other = (place[a] + 1) % n_nodes
+                guests[b]["node"] = node_names[other]
+            rules.append({"name": f"neg{r}", "resources": pair, "affinity": "negative"})
+    return rules
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,53 +423,10 @@ def generate_traced(
         j = int(rng.choice(n_nodes, p=w / w.sum()))
         mem_used[j] += host
         load += mean
-        i = len(guests)
-        is_ct = bool(rng.random() < 0.08)
-        dirty = float(rng.choice([5.0, 20.0, 50.0, 150.0])) * MiB
-        guests.append(
-            {
-                "sid": f"{'ct' if is_ct else 'vm'}:{100 + i}",
-                "node": node_names[j],
-                "maxcpu": vcpus,
-                "maxmem": gmem * GiB,
-                "cpu": [
-                    {
-                        "type": "trace",
-                        "source": source,
-                        "scale": float(vcpus),
-                        "offset": float(start * trace.interval_s),
-                        "loop": True,
-                    },
-                    _noise(0.0, 0.1 * mean, 60.0),
-                ],
-                "memhost": [
-                    {"type": "constant", "level": host * GiB},
-                    _noise(0.0, 0.02 * host * GiB, 600.0),
-                ],
-                "mem_ratio": float(rng.uniform(0.6, 1.0)),
-                "dirty_rate": 0.0 if is_ct else dirty,
-                "wws": gmem * float(rng.uniform(0.1, 0.6)) * GiB,
-                "throttle_sensitivity": float(rng.uniform(0.3, 1.0)),
-                "local_resources": bool(rng.random() < 0.05),
-            }
-        )
+        cpu = _traced_cpu(source, vcpus, start * trace.interval_s, mean)
+        guests.append(_traced_guest(rng, len(guests), node_names[j], vcpus, gmem, host, cpu))
         place.append(j)
-
-    # a few negative-affinity pairs, on different nodes from the start
-    rules: list[dict[str, Any]] = []
-    if n_nodes >= 2 and len(guests) >= 4:
-        order = rng.permutation(len(guests))
-        for r in range(min(len(guests) // 12 + 1, 4)):
-            a, b = int(order[2 * r]), int(order[2 * r + 1])
-            if place[a] == place[b]:
-                continue
-            rules.append(
-                {
-                    "name": f"neg{r}",
-                    "resources": [guests[a]["sid"], guests[b]["sid"]],
-                    "affinity": "negative",
-                }
-            )
+    rules = _negative_pairs(rng, guests, place) if n_nodes >= 2 else []
     nodes = _node_specs(node_names, cores, mem_gib, base_cpu, base_mem)
     split = trace_split(instance_seed)
     return {
@@ -452,6 +441,75 @@ def generate_traced(
     }
 
 
+def _traced_cpu(source: str, vcpus: int, offset_s: float, mean: float) -> list[dict[str, Any]]:
+    """A traced guest's CPU demand: the trace from ``offset_s``, looped, scaled to its vCPUs, plus
+    OU noise of 10 % of its ``mean`` demand (cores) for what the 5-min samples average away."""
+    return [
+        {
+            "type": "trace",
+            "source": source,
+            "scale": float(vcpus),
+            "offset": float(offset_s),
+            "loop": True,
+        },
+        _noise(0.0, 0.1 * mean, 60.0),
+    ]
+
+
+def _traced_guest(
+    rng: np.random.Generator,
+    i: int,
+    node: str,
+    vcpus: int,
+    gmem: float,
+    host: float,
+    cpu: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Guest ``i`` of a ``trace`` instance (``gmem``, ``host`` in GiB); its kind, dirty rate,
+    balloon ratio, working set, throttle sensitivity and local resources drawn in this order."""
+    is_ct = bool(rng.random() < 0.08)
+    dirty = float(rng.choice([5.0, 20.0, 50.0, 150.0])) * MiB
+    return {
+        "sid": f"{'ct' if is_ct else 'vm'}:{100 + i}",
+        "node": node,
+        "maxcpu": vcpus,
+        "maxmem": gmem * GiB,
+        "cpu": cpu,
+        "memhost": [
+            {"type": "constant", "level": host * GiB},
+            _noise(0.0, 0.02 * host * GiB, 600.0),
+        ],
+        "mem_ratio": float(rng.uniform(0.6, 1.0)),
+        "dirty_rate": 0.0 if is_ct else dirty,
+        "wws": gmem * float(rng.uniform(0.1, 0.6)) * GiB,
+        "throttle_sensitivity": float(rng.uniform(0.3, 1.0)),
+        "local_resources": bool(rng.random() < 0.05),
+    }
+
+
+def _negative_pairs(
+    rng: np.random.Generator, guests: list[dict[str, Any]], place: list[int]
+) -> list[dict[str, Any]]:
+    """A few negative-affinity pairs of a ``trace`` instance, among guests that start on
+    different nodes (none with fewer than 4 guests)."""
+    rules: list[dict[str, Any]] = []
+    if len(guests) < 4:
+        return rules
+    order = rng.permutation(len(guests))
+    for r in range(min(len(guests) // 12 + 1, 4)):
+        a, b = int(order[2 * r]), int(order[2 * r + 1])
+        if place[a] == place[b]:
+            continue
+        rules.append(
+            {
+                "name": f"neg{r}",
+                "resources": [guests[a]["sid"], guests[b]["sid"]],
+                "affinity": "negative",
+            }
+        )
+    return rules
+
+
 def family_data(name: str, instance_seed: int) -> ScenarioData:
     """Plain scenario data of instance ``instance_seed`` of family ``name``."""
     family_max_sizes(name)  # validates the name
@@ -462,22 +520,6 @@ def family_data(name: str, instance_seed: int) -> ScenarioData:
     n_nodes = int(rng.integers(spec.nodes[0], spec.nodes[1] + 1))
     n_guests = int(rng.integers(spec.guests[0], spec.guests[1] + 1))
     return generate(n_nodes, n_guests, instance_seed, name, spec.duration, spec.pressure_prob)
-
-
-def _family_fn(name: str) -> Callable[[int], ScenarioData]:
-    def fn(instance_seed: int) -> ScenarioData:
-        return family_data(name, instance_seed)
-
-    fn.__name__ = name.replace("-", "_")
-    fn.__doc__ = f"Family {name!r}: {FAMILIES[name].description}."
-    return fn
-
-
-small = _family_fn("small")
-medium = _family_fn("medium")
-bench_small = _family_fn("bench-small")
-bench_large = _family_fn("bench-large")
-trace = _family_fn("trace")
 
 
 def _signal(items: list[dict[str, Any]]) -> tuple[Component, ...]:

@@ -22,38 +22,61 @@ from numba import njit
 from pvegym.sim.layout import (
     AVG10,
     G_AVG,
+    G_BALLOON,
     G_CPU_FULL,
     G_CPU_SOME,
     G_DEMAND,
     G_INST,
+    G_INV_MAXCPU,
+    G_KSM_FRAC,
     G_MAXCPU,
-    G_MAXMEM,
     G_MEM_FULL,
+    G_MEM_PREV,
+    G_MEM_RATIO,
     G_MEM_SOME,
     G_MEMHOST,
     G_RECEIVED,
     G_RUN_FRACTION,
     G_SERIES,
+    G_TEL,
+    G_TEL_STATE,
+    G_WEIGHT,
+    N_AGE,
     N_AVG,
     N_CPU,
     N_CPU_SOME,
+    N_CS_BUSY,
     N_DEMAND,
     N_INST,
+    N_INV_CPU,
     N_MAXCPU,
     N_MAXMEM,
     N_MEM,
     N_MEM_FULL,
     N_MEM_SOME,
+    N_MEM_WANTED,
+    N_MOTION_CPU,
+    N_MS_BUSY,
+    N_OOM_LIMIT,
+    N_PREV,
     N_RESERVED_MEM,
     N_SCALE,
     N_SERIES,
+    N_TEL,
+    NODE_SAMPLED,
     T_GUEST_STALL,
     T_IMBALANCE,
     T_ONLINE,
+    T_OOM,
     T_PEAK_SOME,
     T_SHORTFALL,
     T_STALL_CPU,
     T_STALL_MEM,
+    T_TEL_FIRST,
+    T_TEL_ON,
+    T_TEL_STATES,
+    TEL_HOLD,
+    TEL_ZERO_CPU,
     WINDOWS,
 )
 
@@ -184,9 +207,11 @@ def cluster_round(
     running: np.ndarray,
     guest_rows: np.ndarray,  # (GUEST_ROWS, g) ClusterState.guest_rows (pvegym.sim.layout):
     # maxcpu, maxmem, mem_ratio, run_fraction (in/out: clipped at 0 in place, the pipeline may
-    # take more); out: demand, received, memhost, pressure, PSI averages (percent)
-    node_rows: np.ndarray,  # (NODE_ROWS, n): maxcpu, maxmem, reserved_mem; out: demand, cpu,
-    # mem, pressure, PSI averages (percent); N_SCALE is scratch
+    # take more), balloon and ksm_frac (in); out: demand, received, memhost, pressure, PSI
+    # averages (percent)
+    node_rows: np.ndarray,  # (NODE_ROWS, n): maxcpu, maxmem, reserved_mem, motion_cpu,
+    # oom_limit; out: demand, cpu, mem, mem_wanted, pressure, PSI averages (percent); N_SCALE,
+    # N_CS_BUSY and N_MS_BUSY are scratch
     node_online: np.ndarray,
     mmc_tables: np.ndarray,
     mmc_row: np.ndarray,
@@ -197,14 +222,14 @@ def cluster_round(
     mem_gain: float,
     mem_full_ratio: float,
     decay: np.ndarray,  # (3,) per-round decay of avg10/60/300: e**periods
-    totals: np.ndarray,  # (TOTALS,) out: the round's totals (layout.T_*)
+    totals: np.ndarray,  # (TOTALS,) out: the round's totals (layout.T_*); in: T_TEL_* switches
 ) -> None:
     """The physics of the round (t, t + dt]: the workloads (:func:`sample_signals`), then
     supply, memory and pressure, in one call from Python."""
     sample_signals(t, dt, floats, ints, layout)
     signals = _bank_part(floats, layout, 0)
-    guest_maxcpu, guest_maxmem = guest_rows[G_MAXCPU], guest_rows[G_MAXMEM]
-    run_fraction = guest_rows[G_RUN_FRACTION]
+    guest_maxcpu, run_fraction = guest_rows[G_MAXCPU], guest_rows[G_RUN_FRACTION]
+    balloon, ksm_frac = guest_rows[G_BALLOON], guest_rows[G_KSM_FRAC]
     demand, received, memhost = guest_rows[G_DEMAND], guest_rows[G_RECEIVED], guest_rows[G_MEMHOST]
     node_maxcpu, node_maxmem = node_rows[N_MAXCPU], node_rows[N_MAXMEM]
     reserved_mem = node_rows[N_RESERVED_MEM]
@@ -216,15 +241,35 @@ def cluster_round(
     guest_inst = guest_rows[G_INST : G_INST + G_SERIES]
     guest_avg = guest_rows[G_AVG : G_AVG + WINDOWS * G_SERIES].reshape((WINDOWS, G_SERIES, g_n))
     scale = node_rows[N_SCALE]  # scratch: the share of its demand each node supplies
+    # scratch for the guests' own PSI: the node's cpu / memory some per busy CPU
+    cs_busy, ms_busy = node_rows[N_CS_BUSY], node_rows[N_MS_BUSY]
+    inv_cpu, inv_maxcpu = node_rows[N_INV_CPU], guest_rows[G_INV_MAXCPU]
+    motion_cpu = node_rows[N_MOTION_CPU]
+    # pvestatd's samples (pvegym.sim.telemetry), mixed in where the round computes each value: a
+    # sample is the new value + w × (the value a round ago − the new one), w = its age in rounds
+    tel = totals[T_TEL_ON] != 0.0
+    w = guest_rows[G_WEIGHT]
+    tel_host, tel_ratio = guest_rows[G_TEL + G_MEMHOST], guest_rows[G_TEL + G_MEM_RATIO]
+    tel_rf, tel_rec = guest_rows[G_TEL + G_RUN_FRACTION], guest_rows[G_TEL + G_RECEIVED]
+    mem_prev, ratio = guest_rows[G_MEM_PREV], guest_rows[G_MEM_RATIO]
+    if tel:
+        _telemetry_weights(node_rows, guest_rows, node, totals)
     for n in range(n_n):
-        node_demand[n] = max(signals[2 * g_n + n], 0.0)
+        node_demand[n] = max(signals[2 * g_n + n], 0.0) + motion_cpu[n]
         node_mem[n] = max(signals[2 * g_n + n_n + n], 0.0) + reserved_mem[n]
     for g in range(g_n):
         d = min(max(signals[g], 0.0), guest_maxcpu[g])
-        m = min(max(signals[g_n + g], 0.0), guest_maxmem[g])
+        m = min(max(signals[g_n + g], 0.0), balloon[g]) * (1.0 - ksm_frac[g])
         if not running[g]:
             d = 0.0
             m = 0.0
+        if tel:  # the sampled memhost and mem (memhost × ratio, one value); the run state now
+            mem = m * ratio[g]
+            wg = w[g]
+            tel_host[g] = m + wg * (memhost[g] - m)
+            tel_ratio[g] = mem + wg * (mem_prev[g] - mem)  # mem for now: see _telemetry_rest
+            tel_rf[g] = run_fraction[g]
+            mem_prev[g] = mem
         demand[g] = d
         memhost[g] = m
         rf = run_fraction[g]
@@ -237,6 +282,7 @@ def cluster_round(
     stall_mem = 0.0
     load_sum = 0.0
     online = 0
+    oom = 0
     for n in range(n_n):
         cores = node_maxcpu[n]
         nd = node_demand[n]
@@ -244,6 +290,9 @@ def cluster_round(
         node_cpu[n] = min(nd, cores)
         used = node_mem[n]
         node_mem[n] = min(used, node_maxmem[n])
+        node_rows[N_MEM_WANTED, n] = used
+        if used > node_rows[N_OOM_LIMIT, n]:
+            oom += 1
         rho = nd / cores
         rho_r = min(rho, 1.0)
         x = rho_r * grid_steps
@@ -257,6 +306,13 @@ def cluster_round(
         node_inst[N_CPU_SOME, n] = some
         node_inst[N_MEM_SOME, n] = msome
         node_inst[N_MEM_FULL, n] = msome * mem_full_ratio
+        busy = node_cpu[n] / cores
+        if busy > 0.0:
+            cs_busy[n] = some / busy
+            ms_busy[n] = msome / busy
+            inv_cpu[n] = min(1.0 / node_cpu[n], 1e300)  # a subnormal load must not overflow
+        else:
+            cs_busy[n] = ms_busy[n] = inv_cpu[n] = 0.0
         if node_online[n]:
             stall_cpu += some
             stall_mem += msome
@@ -268,29 +324,43 @@ def cluster_round(
         n = node[g]
         r = demand[g] * run_fraction[g]
         rec = r * scale[n]
+        if tel:
+            tel_rec[g] = rec + w[g] * (received[g] - rec)
         received[g] = rec
         shortfall += demand[g] - rec
-        active = r > 0.0
-        guest_inst[G_CPU_SOME, g] = node_inst[N_CPU_SOME, n] if active else 0.0
-        guest_inst[G_CPU_FULL, g] = (1.0 - scale[n]) if active else 0.0
-        ms = node_inst[N_MEM_SOME, n] if memhost[g] > 0.0 else 0.0
-        mf = node_inst[N_MEM_FULL, n] if memhost[g] > 0.0 else 0.0
+        # the guest's own PSI (psi.guest_pressure): its threads' runnable share scales the node's
+        # stall per busy CPU; full = the part of the wait behind other cgroups' threads
+        u = min(r * inv_maxcpu[g], 1.0)
+        cs = min(cs_busy[n] * u, 1.0)
+        guest_inst[G_CPU_SOME, g] = cs
+        guest_inst[G_CPU_FULL, g] = cs * (1.0 - min(rec * inv_cpu[n], 1.0))
+        ms = min(ms_busy[n] * u, 1.0)
+        mf = ms
         want = signals[g_n + g]
-        if running[g] and want > guest_maxmem[g]:  # its own memory beyond maxmem: reclaim/swap
-            own = min((want - guest_maxmem[g]) / guest_maxmem[g] * mem_gain, 1.0)
+        if running[g] and want > balloon[g] > 0.0:  # its own memory beyond its size: reclaim
+            own = min((want - balloon[g]) / balloon[g] * mem_gain, 1.0)
             ms = max(ms, own)
             mf = max(mf, own * mem_full_ratio)
         guest_inst[G_MEM_SOME, g] = ms
         guest_inst[G_MEM_FULL, g] = mf
-        guest_stall += guest_inst[G_CPU_SOME, g] + ms
-    for w in range(WINDOWS):
-        e = decay[w]
+        guest_stall += cs + ms
+    for win in range(WINDOWS):
+        e = decay[win]
         for k in range(N_SERIES):
             for n in range(n_n):
-                node_avg[w, k, n] = node_avg[w, k, n] * e + 100.0 * node_inst[k, n] * (1.0 - e)
+                node_avg[win, k, n] = node_avg[win, k, n] * e + 100.0 * node_inst[k, n] * (1.0 - e)
         for k in range(G_SERIES):
+            avg, inst = guest_avg[win, k], guest_inst[k]
+            if tel and win == AVG10:  # the sampled avg10 mixes in the value a round ago
+                out = guest_rows[G_TEL + G_AVG + AVG10 * G_SERIES + k]
+                for g in range(g_n):
+                    old = avg[g]
+                    new = old * e + 100.0 * inst[g] * (1.0 - e)
+                    avg[g] = new
+                    out[g] = new + w[g] * (old - new)
+                continue
             for g in range(g_n):
-                guest_avg[w, k, g] = guest_avg[w, k, g] * e + 100.0 * guest_inst[k, g] * (1.0 - e)
+                avg[g] = avg[g] * e + 100.0 * inst[g] * (1.0 - e)
     imbalance = 0.0
     if online >= 2 and load_sum > 0.0:
         mean = load_sum / online
@@ -316,3 +386,53 @@ def cluster_round(
                 elif v > peak:  # NaN stays: NaN > x is False
                     peak = v
     totals[T_PEAK_SOME] = peak
+    totals[T_OOM] = oom
+    if tel:
+        _telemetry_rest(node_rows, guest_rows, totals)
+
+
+@njit(cache=True)
+def _telemetry_weights(
+    node_rows: np.ndarray, guest_rows: np.ndarray, node: np.ndarray, totals: np.ndarray
+) -> None:
+    """Before the round overwrites them: each node's sampled rows as they are (a round ago), and
+    each guest's weight of the older value — its node's sample age, 0 in the first round (no
+    earlier sample), 1 for a guest whose new node has not sampled it yet (its latest sample is
+    a round old)."""
+    first = totals[T_TEL_FIRST] != 0.0
+    age = node_rows[N_AGE]
+    for i in range(len(NODE_SAMPLED)):
+        node_rows[N_PREV + i] = node_rows[NODE_SAMPLED[i]]
+    w = guest_rows[G_WEIGHT]
+    for g in range(guest_rows.shape[1]):
+        w[g] = 0.0 if first else age[node[g]]
+    if totals[T_TEL_STATES] != 0.0:
+        state = guest_rows[G_TEL_STATE]
+        for g in range(guest_rows.shape[1]):
+            if state[g] == TEL_HOLD:
+                w[g] = 1.0
+
+
+@njit(cache=True)
+def _telemetry_rest(node_rows: np.ndarray, guest_rows: np.ndarray, totals: np.ndarray) -> None:
+    """After the round: the nodes' samples (their rows a round ago were kept), a guest's sampled
+    ``mem_ratio`` = sampled mem / sampled memhost, cpu 0 in a moved guest's first sample."""
+    first = totals[T_TEL_FIRST] != 0.0
+    totals[T_TEL_FIRST] = 0.0
+    age = node_rows[N_AGE]
+    n_n = node_rows.shape[1]
+    for i in range(len(NODE_SAMPLED)):
+        r = NODE_SAMPLED[i]
+        cur, old, out = node_rows[r], node_rows[N_PREV + i], node_rows[N_TEL + r]
+        for n in range(n_n):
+            a = 0.0 if first else age[n]
+            out[n] = cur[n] + a * (old[n] - cur[n])
+    tel_host, tel_ratio = guest_rows[G_TEL + G_MEMHOST], guest_rows[G_TEL + G_MEM_RATIO]
+    for g in range(guest_rows.shape[1]):
+        h = tel_host[g]
+        tel_ratio[g] = tel_ratio[g] / h if h > 0.0 else 0.0
+    if totals[T_TEL_STATES] != 0.0:
+        state, tel_rec = guest_rows[G_TEL_STATE], guest_rows[G_TEL + G_RECEIVED]
+        for g in range(guest_rows.shape[1]):
+            if state[g] == TEL_ZERO_CPU:
+                tel_rec[g] = 0.0

@@ -1,4 +1,4 @@
-"""Episode metrics (``MODEL.md`` §9): what a policy achieved and what it cost — and their registry.
+"""Episode metrics (``docs/metrics.md``): what a policy achieved and what it cost — and their registry.
 
 The names are part of the public interface. Pressure and stall metrics integrate the *true*
 instantaneous pressure of each round (not the telemetry a policy sees); counts come from the
@@ -19,6 +19,12 @@ r − 1 is what round r added, and the per-round contributions of an episode sum
 (``moves``, ``stall_cpu_s``, ``migration_bytes``, …). Only additive metrics may be reward terms
 (a reward is paid per step). Means and maxima (``imbalance_mean``, ``max_moves_one_guest``) and
 latencies (``evacuation_latency_s``) are not additive.
+
+**Beyond §9.** ``moves_guest_failed`` counts live migrations the HA manager reports as succeeded
+that paused their guest for at least :attr:`Metrics.pause_failure_s` (10 s): the unpatched
+non-converging case's ≈ 23 s switchover (MODEL §6) is a success for the pipeline and a failure
+for the guest, and the reports say so. ``oom_kills`` counts guests the kernel's OOM killer killed
+because their node's memory in use went past MemTotal + swap (an overcommitted target).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ TABLES = (GLANCE, HEADLINE, ABLATION)
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """One §9 metric.
+    """One metric (``docs/metrics.md``).
 
     * ``name`` — the key in ``simulate --json``, ``metrics.csv``, study files.
     * ``unit`` — the unit of the measured value (``s``, ``count``, ``B``, ``core·s``, …).
@@ -119,7 +125,7 @@ def metric_spec(name: str) -> MetricSpec:
 
 
 def metric_specs() -> tuple[MetricSpec, ...]:
-    """Every registered metric, in registry order (built-ins first, in §9's order)."""
+    """Every registered metric, in registry order (built-ins first, in ``docs/metrics.md``'s order)."""
     return tuple(_REGISTRY.values())
 
 
@@ -172,7 +178,7 @@ class _MetricKeys(Sequence[str]):
         return repr(tuple(_REGISTRY))
 
 
-#: The §9 keys, in registry order: a live view of the registry (``tuple(METRIC_KEYS)`` for a
+#: The metric names, in registry order: a live view of the registry (``tuple(METRIC_KEYS)`` for a
 #: snapshot).
 METRIC_KEYS: Sequence[str] = _MetricKeys()
 
@@ -188,6 +194,7 @@ class MoveRecord:
     outcome: str = "running"  # running | succeeded | failed | aborted
     reason: str = ""
     t_end: float | None = None
+    pause_s: float = 0.0  # guest-visible pause of the motion (s): switchover or container down
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -198,6 +205,7 @@ class MoveRecord:
             "outcome": self.outcome,
             "t_end": self.t_end,
             "reason": self.reason,
+            "pause_s": self.pause_s,
         }
 
 
@@ -215,6 +223,11 @@ class Metrics:
     """
 
     oscillation_window_s: float = 3600.0
+    pause_failure_s: float = 10.0
+    """A live migration that paused its guest this long (s) failed the guest although the HA
+    manager counts it as succeeded: MODEL §10's bar for the unpatched non-converging case ("ends
+    with a guest pause ≥ 10 s"), where qemu-server was told the limit is 0.1 s
+    (``migrate_downtime``)."""
     sim_seconds: float = 0.0
     stall_cpu_s: float = 0.0
     stall_mem_s: float = 0.0
@@ -224,6 +237,7 @@ class Metrics:
     migration_seconds: float = 0.0  # of ended migrations
     downtime_s: float = 0.0
     failed_repeats: int = 0
+    oom_kills: int = 0  # guests the kernel's OOM killer killed (a node past MemTotal + swap)
     moves_failed: int = 0  # running count (failed + aborted), so per-step readers need no scan
     oscillations: int = 0
     churn_moves: int = 0
@@ -265,10 +279,17 @@ class Metrics:
             self.churn_moves += 1
 
     def move_ended(
-        self, rec: MoveRecord, ok: bool, aborted: bool, reason: str, t_end: float
+        self,
+        rec: MoveRecord,
+        ok: bool,
+        aborted: bool,
+        reason: str,
+        t_end: float,
+        pause_s: float = 0.0,
     ) -> None:
         rec.t_end = t_end
         rec.reason = reason
+        rec.pause_s = pause_s
         if ok:
             rec.outcome = "succeeded"
             self._departures[(rec.guest, rec.source)] = t_end
@@ -297,6 +318,15 @@ def _evacuation_latency(m: Metrics) -> float | None:
     return latency
 
 
+def _guest_failed(m: Metrics) -> int:
+    """Live migrations (``vm:``; a container restarts by design) the HA manager counts as
+    succeeded whose guest pause reached :attr:`Metrics.pause_failure_s`."""
+    return sum(
+        mv.outcome == "succeeded" and mv.guest.startswith("vm:") and mv.pause_s >= m.pause_failure_s
+        for mv in m.moves
+    )
+
+
 def _count_outcome(outcome: str) -> Callable[[Metrics], int]:
     def measure(m: Metrics) -> int:
         return sum(mv.outcome == outcome for mv in m.moves)
@@ -304,7 +334,7 @@ def _count_outcome(outcome: str) -> Callable[[Metrics], int]:
     return measure
 
 
-#: The built-in metrics, in §9's order (the order of ``metrics.csv``'s columns).
+#: The built-in metrics, in ``docs/metrics.md``'s order (the order of ``metrics.csv``'s columns).
 BUILTIN: tuple[MetricSpec, ...] = (
     MetricSpec(
         "sim_seconds", "s", None, "simulated time of the episode", True,
@@ -327,6 +357,11 @@ BUILTIN: tuple[MetricSpec, ...] = (
         "moves_aborted", "count", "lower",
         "motions failed by the non-convergence abort (qemu-server patch)", True,
         _count_outcome("aborted"),
+    ),
+    MetricSpec(
+        "moves_guest_failed", "count", "lower",
+        "live migrations that succeeded for the HA manager but paused their guest ≥ 10 s", True,
+        _guest_failed, tables=frozenset({GLANCE, HEADLINE, ABLATION}),
     ),
     MetricSpec(
         "failed_repeats", "count", "lower",
@@ -354,6 +389,11 @@ BUILTIN: tuple[MetricSpec, ...] = (
     MetricSpec(
         "stall_mem_s", "s", "lower", "Σ over online nodes of ∫ memory some-pressure dt", True,
         lambda m: m.stall_mem_s,
+    ),
+    MetricSpec(
+        "oom_kills", "count", "lower",
+        "guests the OOM killer killed (a node's memory in use past MemTotal + swap)", True,
+        lambda m: m.oom_kills,
     ),
     MetricSpec(
         "guest_stall_s", "s", "lower", "Σ over guests of ∫ (cpu some + memory some) dt", True,

@@ -1,6 +1,6 @@
 """One live migration of one guest: QEMU pre-copy with auto-converge, driven by qemu-server.
 
-Model (``MODEL.md`` §6, ``reference/migration-psi.md`` §A–§C, event model C.3):
+Model (``docs/model.md``, *Live migration*; qemu-server ``QemuMigrate.pm``, QEMU ``migration/``):
 
 * **Sender.** A single stream sends pending pages at the bandwidth ``B`` (PVE enables neither multifd
   nor postcopy, A.1). Pass 1 sends all memory: the migration bitmap starts all-ones.
@@ -31,9 +31,22 @@ sending, exponential WWS saturation), so advancing costs O(events), not O(pages)
 at 100 ms whose outcome is known (``remaining`` falling, no patch threshold crossed) are skipped in
 one step. If nothing is pending the stream idles until the next iteration check (≤ 50 ms).
 
+* **XBZRLE** (``ram.c`` ``save_xbzrle_page``, ``page_cache.c``). qemu-server enables it with a
+  cache of 10 % of the guest memory rounded up to a power of two (``QemuMigrate.pm``). After the
+  bulk round a dirty page found in the direct-mapped cache is sent as its delta to the copy last
+  sent (``xbzrle_delta`` of a page; 1 = pages rewritten whole, the encoder overflows), a miss is
+  sent whole and cached. The hit rate follows the cache's fill (see
+  :func:`~pvegym.sim.migration_kernel._xbzrle_cost`): near 1 for a hot set that fits, ≈ C/W for
+  one that does not. QEMU counts encoded bytes in ``ram.transferred`` and in its bandwidth, so
+  XBZRLE lowers the passes the seed patch counts, and ``remaining`` drains faster than the wire.
+* **Dirty tracking in the guest.** KVM write-protects the guest's pages while the dirty log is on;
+  the first write to a page after each sync faults (``dirty_fault_us`` of vCPU time each):
+  :attr:`Migration.tracking_overhead_s` integrates it for the cluster model.
+
 Simplifications (documented, shared by the page-level reference in the tests): ``ram.total`` = the
-configured memory, no zero-page or XBZRLE savings, QEMU's measured bandwidth = ``B`` when computing
-``threshold_size``, QEMU events at a tick are ordered iteration check → sync timer → qemu-server poll.
+configured memory, no zero-page savings beyond ``resident``, no XBZRLE header bytes, QEMU's
+measured bandwidth = ``B`` when computing ``threshold_size``, QEMU events at a tick are ordered
+iteration check → sync timer → qemu-server poll.
 
 Known limit: for a small hot WWS re-dirtied within a few iterations, ``remaining`` hovers at the
 threshold with ~zero drift; real (and page-level) fluctuations then make qemu-server count "remaining
@@ -136,6 +149,19 @@ class MigrationParams:
     classic_passes: bool = False
     """True: every pass sends all pending pages before its sync (C.2 geometric model); False: QEMU's
     exact sync as soon as ``remaining < threshold`` (B.2)."""
+    xbzrle: bool = True
+    """qemu-server ``set_migration_caps`` enables ``xbzrle`` (A.1); False = the capability off."""
+    xbzrle_cache: float | None = None
+    """XBZRLE cache (bytes, a power of two of pages); None = qemu-server's 10 % of the memory
+    rounded up to a power of two (:func:`xbzrle_cache_size`)."""
+    xbzrle_delta: float = 1.0
+    """Encoded size of an XBZRLE cache hit over the page size (0–1]: the share of a page's bytes
+    that changed since it was last sent. 1 = pages rewritten whole (random full-page writes):
+    the encoder overflows and sends the page, XBZRLE gains nothing."""
+    dirty_fault_us: float = 1.0
+    """vCPU time (µs) of one dirty-tracking write fault (the first write to a page after a sync).
+    An estimate: a KVM write-protection fault on the fast path is of the order of a microsecond;
+    Intel PML batches them (less). Only :attr:`Migration.tracking_overhead_s` reads it."""
 
     def __post_init__(self) -> None:
         def positive(value: float, flag: str, what: str) -> None:
@@ -186,6 +212,16 @@ class MigrationParams:
             raise ConfigError("--page-size", "must be a positive integer")
         non_negative(self.device_state_bytes, "--device-state", "device state size")
         non_negative(self.resume_latency_ms, "--resume-latency", "resume latency")
+        non_negative(self.dirty_fault_us, "--dirty-fault-us", "dirty-tracking fault cost")
+        d = self.xbzrle_delta
+        if not (isinstance(d, int | float) and 0.0 < d <= 1.0):
+            raise ConfigError("--xbzrle-delta", f"must be within (0, 1], got {d!r}")
+        if self.xbzrle_cache is not None:
+            positive(self.xbzrle_cache, "--xbzrle-cache", "XBZRLE cache size")
+            pages = self.xbzrle_cache / self.page_size
+            if pages != int(pages) or int(pages) & (int(pages) - 1):
+                # QEMU migration/page_cache.c cache_init: "number of pages is not a power of two"
+                raise ConfigError("--xbzrle-cache", "must be a power of two number of pages")
 
     @property
     def working_set(self) -> float:
@@ -244,6 +280,7 @@ class Migration:
         dirty_rate: float,
         wws: float,
         sensitivity: float,
+        xbzrle_delta: float = 1.0,
         reuse: Migration | None = None,
     ) -> Migration:
         """A guest's migration in a cluster: ``template`` (:func:`params_array` of validated
@@ -263,7 +300,9 @@ class Migration:
             m = reuse
             m._events.clear()
             m._segments.clear()
-        K.start_guest(template, m._p, m._f, m._s, memory, resident, dirty_rate, wws, sensitivity)
+        K.start_guest(
+            template, m._p, m._f, m._s, memory, resident, dirty_rate, wws, sensitivity, xbzrle_delta
+        )
         return m
 
     # ------------------------------------------------------------------ read-only state
@@ -324,6 +363,21 @@ class Migration:
         if self._s[K.S_OUTCOME] != K.ABORTED_CODE:
             return ""
         return ABORT_MESSAGE.format(passes=self._f[K.F_ABORT_MEM] / self._p[K.P_M])
+
+    @property
+    def tracking_overhead_s(self) -> float:
+        """vCPU seconds the guest lost to dirty-tracking write faults so far."""
+        return float(self._f[K.F_TRACK_S])
+
+    @property
+    def xbzrle_cache_bytes(self) -> float:
+        """The XBZRLE cache in use (bytes; 0 when XBZRLE is off)."""
+        return float(self._p[K.P_XCACHE])
+
+    @property
+    def wire_cost(self) -> float:
+        """Wire bytes per byte of a dirty page now (1 without XBZRLE gains)."""
+        return float(self._f[K.F_XCOST])
 
     @property
     def throttle_integral(self) -> float:
@@ -394,11 +448,16 @@ class Migration:
         start unless constructed with ``record_timeline=True``."""
         b = float(self._p[K.P_B])
         out = [TimelineEntry(0.0, 0.0, float(self._p[K.P_M]), 0, float(self._p_td0()))]
-        for t0, t1, transferred, pending, pct, td_ms in self._segments:
+        for t0, t1, transferred, pending, pct, td_ms, bulk, cost in self._segments:
+            # the bulk rest goes whole, dirty pages at ``cost`` wire bytes per byte (XBZRLE)
+            need = pending if cost == 1.0 or pending <= bulk else bulk + (pending - bulk) * cost
             for sec in range(math.floor(t0) + 1, math.floor(t1) + 1):
-                sent = min(b * (sec - t0), pending)
+                sent = min(b * (sec - t0), need)
+                drained = sent if cost == 1.0 or sent <= bulk else bulk + (sent - bulk) / cost
                 out.append(
-                    TimelineEntry(float(sec), transferred + sent, pending - sent, int(pct), td_ms)
+                    TimelineEntry(
+                        float(sec), transferred + sent, max(pending - drained, 0.0), int(pct), td_ms
+                    )
                 )
         return out
 
@@ -459,7 +518,7 @@ _OUTCOMES: Final = (RUNNING, COMPLETED, ABORTED)  # by kernel outcome code
 # returns, so one pair serves all. Not thread-safe (only migrations that keep a log or timeline
 # write to them; pvegym parallelises with processes, never threads).
 _EVENTS: Final = np.empty((K.EV_CAP_ROWS, 3))
-_SEGMENTS: Final = np.empty((K.EV_CAP_ROWS, 6))
+_SEGMENTS: Final = np.empty((K.EV_CAP_ROWS, 8))
 
 
 def params_array(p: MigrationParams) -> NDArray[np.float64]:
@@ -488,7 +547,18 @@ def params_array(p: MigrationParams) -> NDArray[np.float64]:
     a[K.P_DEVICE] = p.device_state_bytes
     a[K.P_RESUME_MS] = p.resume_latency_ms
     a[K.P_CLASSIC] = p.classic_passes
+    if p.xbzrle:
+        a[K.P_XCACHE] = xbzrle_cache_size(p.memory) if p.xbzrle_cache is None else p.xbzrle_cache
+    a[K.P_XDELTA] = p.xbzrle_delta
+    a[K.P_FAULT_S] = p.dirty_fault_us * 1e-6
+    a[K.P_PAGE] = p.page_size
     return a
+
+
+def xbzrle_cache_size(memory: float) -> float:
+    """qemu-server's XBZRLE cache for a guest of ``memory`` bytes (``QemuMigrate.pm``: 10 % of the
+    memory, ``round_powerof2``): 24 GiB → 4 GiB, 8 GiB → 1 GiB, 4 GiB → 512 MiB (F.1)."""
+    return float(K.xbzrle_cache_size(float(memory)))
 
 
 def _render_bytes(value: float) -> str:

@@ -13,9 +13,9 @@ State lives in flat arrays so that the call has few arguments and nothing is box
 * ``f`` (float64, ``F_*``) and ``s`` (int64, ``S_*``): the mutable state;
 * ``ev`` (float64, ``(EV_CAP_ROWS, 3)``: tick, ``EV_*`` code, value): what qemu-server logs and the
   diagnostics lists, drained by the wrapper after each call;
-* ``tl`` (float64, ``(EV_CAP_ROWS, 6)``: t0, t1, transferred, pending, throttle percent, downtime
-  limit ms) when ``s[S_RECORD]`` is set: the closed-form segments the wrapper expands into the
-  per-second timeline.
+* ``tl`` (float64, ``(EV_CAP_ROWS, 8)``: t0, t1, transferred, pending, throttle percent, downtime
+  limit ms, bulk rest, wire bytes per dirty page byte) when ``s[S_RECORD]`` is set: the
+  closed-form segments the wrapper expands into the per-second timeline.
 
 :func:`advance` returns flags and the outcome code in one int (:func:`_result`): whether a buffer
 is nearly full (:data:`NEED_DRAIN`: the caller drains them and calls again with the same target)
@@ -77,7 +77,11 @@ P_BOOST_MAX: Final = 19  # max throttle after the boost (percent)
 P_DEVICE: Final = 20  # device state (bytes)
 P_RESUME_MS: Final = 21  # resume latency (ms)
 P_CLASSIC: Final = 22  # 1 = classic geometric passes
-N_P: Final = 23
+P_XCACHE: Final = 23  # XBZRLE cache (bytes), 0 = XBZRLE off
+P_XDELTA: Final = 24  # XBZRLE encoded size of a cache hit / page size (0-1]
+P_FAULT_S: Final = 25  # vCPU seconds per dirty-tracking write fault
+P_PAGE: Final = 26  # page size (bytes)
+N_P: Final = 27
 
 # --- float state slots (f) -------------------------------------------------------------------
 F_T: Final = 0  # s since the migrate command
@@ -97,7 +101,10 @@ F_T_END: Final = 13  # s, end of the switchover copy (inf before)
 F_DOWNTIME: Final = 14  # QEMU downtime (s)
 F_PAUSE: Final = 15  # guest-visible pause (s)
 F_ABORT_MEM: Final = 16  # transferred when aborted (bytes)
-N_F: Final = 17
+F_XSENT: Final = 17  # page bytes sent after the bulk round (XBZRLE's cache fills from these)
+F_XCOST: Final = 18  # wire bytes per page byte of a dirty page (1 without XBZRLE gain)
+F_TRACK_S: Final = 19  # vCPU seconds lost to dirty-tracking write faults
+N_F: Final = 20
 
 # --- int state slots (s) ---------------------------------------------------------------------
 S_K: Final = 0  # last tick whose events were processed
@@ -141,6 +148,26 @@ NEED_DRAIN: Final = 1  # stopped early: a buffer is nearly full, drain and call 
 HAS_OUTPUT: Final = 2  # the buffers hold events or segments
 
 
+@njit(cache=True, inline="always")
+def _wire_for(f: np.ndarray, drop: float) -> float:
+    """Wire bytes that drain ``drop`` bytes of pending pages: the bulk rest first (sent whole),
+    then dirty pages at :data:`F_XCOST` wire bytes per page byte (XBZRLE hits)."""
+    c = f[F_XCOST]
+    if c == 1.0 or drop <= f[F_BULK]:
+        return drop
+    return f[F_BULK] + (drop - f[F_BULK]) * c
+
+
+@njit(cache=True, inline="always")
+def _drained(f: np.ndarray, wire: float) -> float:
+    """Bytes of pending pages that ``wire`` bytes on the stream drain (inverse of
+    :func:`_wire_for`, not capped at the pending amount)."""
+    c = f[F_XCOST]
+    if c == 1.0 or wire <= f[F_BULK]:
+        return wire
+    return f[F_BULK] + (wire - f[F_BULK]) / c
+
+
 @njit(cache=True)
 def _next_check(f: np.ndarray, s: np.ndarray, p: np.ndarray) -> int:
     """First tick after ``S_K`` whose iteration check finds ``remaining < threshold`` (classic:
@@ -150,10 +177,10 @@ def _next_check(f: np.ndarray, s: np.ndarray, p: np.ndarray) -> int:
     limit = 0.0 if classic else p[P_B] * f[F_TD_MS] / 1000.0
     k = s[S_K]
     if classic:
-        return k + max(1, math.ceil(pending / p[P_BH]))
+        return k + max(1, math.ceil(_wire_for(f, pending) / p[P_BH]))
     if pending < limit:
         return k + 1
-    return k + int((pending - limit) // p[P_BH]) + 1
+    return k + int(_wire_for(f, pending - limit) // p[P_BH]) + 1
 
 
 @njit(cache=True)
@@ -169,6 +196,7 @@ def init_state(p: np.ndarray, f: np.ndarray, s: np.ndarray, record: bool, log: b
     f[F_PASS1_END] = np.nan
     f[F_TD_MS] = min(p[P_TD0], p[P_TD_MAX])
     f[F_T_END] = np.inf
+    f[F_XCOST] = 1.0
     s[S_INCREMENT] = int(p[P_INCREMENT])
     s[S_MAX_PCT] = int(p[P_MAX_PCT])
     s[S_SYNC_COUNT] = 1  # the setup sync (ram_init_bitmaps) starts the first rate period
@@ -192,16 +220,33 @@ def start_guest(
     dirty_rate: float,
     wws: float,
     sensitivity: float,
+    xbzrle_delta: float,
 ) -> None:
     """A cluster's migration in one call: ``p`` = ``template`` with the guest's values, state
-    initialised, neither events nor timeline written (the cluster reads neither)."""
+    initialised, neither events nor timeline written (the cluster reads neither). The XBZRLE
+    cache follows the guest's memory as qemu-server sizes it (:func:`xbzrle_cache_size`) when
+    the template enables XBZRLE (``P_XCACHE`` > 0)."""
     p[:] = template
     p[P_M] = memory
     p[P_RESIDENT] = resident
     p[P_RAW] = dirty_rate
     p[P_W] = wws
     p[P_SENS] = sensitivity
+    p[P_XDELTA] = xbzrle_delta
+    if template[P_XCACHE] > 0.0:
+        p[P_XCACHE] = xbzrle_cache_size(memory)
     init_state(p, f, s, False, False)
+
+
+@njit(cache=True)
+def xbzrle_cache_size(memory: float) -> float:
+    """qemu-server ``QemuMigrate.pm`` ``phase2_start_local_cluster``: ``xbzrle-cache-size`` = 10 %
+    of the guest memory, ``round_powerof2`` = ``2 << int(log2(x − 1))`` (bytes; 24 GiB → 4 GiB,
+    8 GiB → 1 GiB, 4 GiB → 512 MiB). Memory is configured in MiB, so ``int(MiB × 1048576 / 10)``."""
+    x = float(int(math.floor(memory / 1048576.0) * 1048576 / 10))
+    if x < 2.0:
+        return 1.0
+    return float(2 << int(math.log(x - 1.0) / math.log(2.0)))
 
 
 @njit(cache=True)
@@ -234,17 +279,35 @@ def _evolve(f: np.ndarray, s: np.ndarray, p: np.ndarray, t1: float, tl: np.ndarr
         tl[n, 3] = pending
         tl[n, 4] = s[S_PCT]
         tl[n, 5] = f[F_TD_MS]
+        tl[n, 6] = f[F_BULK]
+        tl[n, 7] = f[F_XCOST]
         s[S_TL_N] = n + 1
-    sent = min(b * dt, pending)
-    f[F_TRANSFERRED] += sent
-    from_bulk = min(sent, f[F_BULK])  # the bulk rest lies just ahead of the scan cursor
-    f[F_BULK] -= from_bulk
-    f[F_DIRTY] -= sent - from_bulk
+    if f[F_XCOST] == 1.0:
+        sent = min(b * dt, pending)
+        f[F_TRANSFERRED] += sent
+        from_bulk = min(sent, f[F_BULK])  # the bulk rest lies just ahead of the scan cursor
+        f[F_BULK] -= from_bulk
+        dirty_sent = sent - from_bulk
+    else:  # XBZRLE hits cost F_XCOST wire bytes per page byte
+        wire = min(b * dt, _wire_for(f, pending))
+        f[F_TRANSFERRED] += wire
+        from_bulk = min(wire, f[F_BULK])
+        f[F_BULK] -= from_bulk
+        dirty_sent = (wire - from_bulk) / f[F_XCOST]
+    f[F_DIRTY] -= dirty_sent
+    f[F_XSENT] += dirty_sent
     if f[F_DIRTY] < 0.0:
         f[F_DIRTY] = 0.0
     if s[S_STOPPED] == 0:
         frac = s[S_PCT] / 100.0
-        f[F_WRITTEN] += p[P_RAW] * (1.0 - frac * p[P_SENS]) * dt
+        written = p[P_RAW] * (1.0 - frac * p[P_SENS]) * dt
+        w = p[P_W]
+        if p[P_FAULT_S] > 0.0 and w > 0.0 and written > 0.0:
+            # pages first written since the last sync fault once (write protection): the growth
+            # of the distinct log W (1 − e^(−R/W)) while R grows by ``written``
+            first = -w * math.exp(-f[F_WRITTEN] / w) * math.expm1(-written / w)
+            f[F_TRACK_S] += first / p[P_PAGE] * p[P_FAULT_S]
+        f[F_WRITTEN] += written
         f[F_THROTTLE_INTEGRAL] += frac * dt
     f[F_T] = t1
 
@@ -264,6 +327,25 @@ def _throttle_down(s: np.ndarray, p: np.ndarray, k: int, ev: np.ndarray) -> None
 
 
 @njit(cache=True)
+def _xbzrle_cost(f: np.ndarray, p: np.ndarray) -> float:
+    """Wire bytes per byte of a dirty page with XBZRLE (``ram.c`` ``save_xbzrle_page``).
+
+    After the bulk round every page sent goes through the cache (``xbzrle_started``): a miss is
+    inserted and sent whole, a hit is sent as the delta to the copy last sent, ``P_XDELTA`` of a
+    page (1 = whole pages rewritten: the encoder overflows and sends the page). The cache
+    (``page_cache.c``) is direct-mapped by page number and keeps a slot for its page while it is
+    used; with the hot set of W bytes scattered over the guest's memory, the pages that own a slot
+    are C (1 − e^(−W/C)) bytes of the C-byte cache (all of W when it fits sparsely, ≈ 63 % when
+    W = C). Of those, the ones sent at least once since the bulk round are cached: with sends
+    uniform over W, a fraction 1 − e^(−X/W) of X bytes sent. Evaluated at each sync."""
+    w, c = p[P_W], p[P_XCACHE]
+    owners = c * -math.expm1(-w / c)
+    cached = min(owners, w) * -math.expm1(-f[F_XSENT] / w)
+    hit = cached / w
+    return 1.0 - hit * (1.0 - p[P_XDELTA])
+
+
+@njit(cache=True)
 def _sync(f: np.ndarray, s: np.ndarray, p: np.ndarray, k: int, ev: np.ndarray) -> None:
     """``migration_bitmap_sync``: OR the log into the bitmap, count newly set pages, and close a
     rate period (>= 1 s) with the auto-converge trigger."""
@@ -279,6 +361,8 @@ def _sync(f: np.ndarray, s: np.ndarray, p: np.ndarray, k: int, ev: np.ndarray) -
         newly = 0.0
     f[F_DIRTY] += newly
     f[F_WRITTEN] = 0.0
+    if p[P_XCACHE] > 0.0 and p[P_XDELTA] < 1.0 and w > 0.0:
+        f[F_XCOST] = _xbzrle_cost(f, p)
     s[S_SYNC_COUNT] += 1
     f[F_PERIOD_DIRTY] += newly
     if s[S_SYNC_COUNT] == 2:
@@ -303,7 +387,7 @@ def _switchover(f: np.ndarray, s: np.ndarray, p: np.ndarray, k: int, pending: fl
     s[S_STOPPED] = 1
     s[S_SWITCHED] = 1
     s[S_SWITCH_TICK] = k
-    f[F_DOWNTIME] = (pending + p[P_DEVICE]) / p[P_B]
+    f[F_DOWNTIME] = (_wire_for(f, pending) + p[P_DEVICE]) / p[P_B]
     f[F_T_END] = k / TICKS_PER_S + f[F_DOWNTIME]
     # the throttle ends with the iteration phase (cpu_throttle_stop); the guest is paused
     s[S_PCT] = 0
@@ -406,10 +490,10 @@ def _skip_slow_polls(f: np.ndarray, s: np.ndarray, p: np.ndarray, target: float)
         if k >= limit or k > last_tick:
             return
         sent = b * (k / TICKS_PER_S - t)
-        if sent >= pending:
+        if sent >= _wire_for(f, pending):
             return  # remaining reaches 0: a downtime event, for _poll
         mem = tr + sent
-        rem = pending - sent
+        rem = pending - _drained(f, sent)
         lastrem = f[F_LASTREM]
         if round(mem) > thr or (lastrem != 0.0 and rem > lastrem):
             return  # a patch threshold or a sync since the last poll: _poll counts it

@@ -5,12 +5,17 @@ after the CRM round), and workers run one motion at a time: the HA balancer seri
 cluster-wide, and a live migration's single stream occupies the migration network.
 
 * A VM with a local resource (e.g. a CD-ROM) fails after the precheck (``precheck_s``), as
-  ``qm migrate`` refuses it.
-* Not enough free memory on the target (MemTotal minus what is in use there) fails after the
-  precheck too.
+  ``qm migrate`` refuses it (qemu-server ``QemuMigrate.pm`` ``prepare``:
+  ``check_local_resources``, local CD-ROMs and disks).
+* Free memory on the target is *not* checked (qemu-server's ``prepare``/``phase1`` do not): a
+  migration onto a full node proceeds and the target overcommits — memory pressure, and past its
+  swap an OOM kill. Only a guest backed by huge pages fails there, when the target's free memory
+  cannot hold them: starting it on the target allocates them (``QemuServer/Memory.pm``
+  ``hugepages_allocate``: "hugepage allocation failed").
 * Otherwise a VM live-migrates through :class:`pvegym.sim.migration.Migration`: the target holds its
-  memory from the start, auto-converge throttling takes CPU time from it, and it is paused for the
-  switchover downtime. qemu-server's non-convergence abort (the seed patch) fails the motion.
+  memory from the start, auto-converge throttling and dirty-tracking faults take CPU time from it,
+  the migration threads keep a core busy on the source and on the target while the stream sends
+  (``cpu_source_cores``/``cpu_target_cores``), and it is paused for the switchover downtime. qemu-server's non-convergence abort (the seed patch) fails the motion.
 * A container relocates: shutdown, move, start, down the whole time (``ct_shutdown_s + ct_start_s``).
 """
 
@@ -64,5 +69,7 @@ def migration_template(settings: MigrationSettings) -> NDArray[np.float64]:
             boost_factor=s.boost_factor,
             abort_factor=s.abort_factor,
             sync_timer=s.sync_timer,
+            xbzrle=s.xbzrle,
+            dirty_fault_us=s.dirty_fault_us,
         )
     )

@@ -6,11 +6,26 @@ decay constants ``EXP_10s = 1677``, ``EXP_60s = 1981``, ``EXP_300s = 2034`` over
 :class:`PsiAverages` keeps them for many resources at once (NumPy arrays); a stall that is constant
 over k periods is folded in closed form (``e**k``), exactly what k single updates give.
 
-Contention model (``reference/migration-psi.md`` §D.3/§D.4; these are modelling choices, not kernel
+Contention model (``docs/model.md``, *Contention and PSI*; these are modelling choices, not kernel
 code): a node's CPU *some* pressure blends a per-runqueue M/M/1 term (ρ²) and a pooled M/M/c term
 for random load, plus the kernel's deterministic hog term min(max(N − P, 0)/P, 1) for demand beyond
 the cores. Memory pressure rises once memory in use exceeds what the node has above its watermark.
 System-level CPU *full* is always 0, as the kernel prints it.
+
+Guest (cgroup) pressure (:func:`guest_pressure`) is the cgroup's own, as ``psi.c`` computes it: per
+CPU the states are tested on the cgroup's tasks only (``test_state``: CPU_SOME when
+``tasks[NR_RUNNING] > tasks[NR_ONCPU]``, CPU_FULL when ``tasks[NR_RUNNING] && !tasks[NR_ONCPU]``,
+MEM_FULL when every runnable task of the cgroup is memstalled), and the per-CPU times are averaged
+weighted by the cgroup's non-idle time. A vCPU thread that is runnable a share ``u`` of the time
+(its demand over its vCPUs; a throttled or paused vCPU sleeps) waits as often as a runnable thread
+on its node does — the node's stall per unit of busy CPU, ``node_some / ρ`` — so its guest sees
+``u`` of the node's figure per busy CPU, never the node's own value: a guest that barely runs
+barely waits. CPU *full* is the part of that wait behind other guests' tasks (the CPU runs another
+cgroup's thread): ``some × (1 − the guest's share of the node's busy CPU)`` — the 257 hogs of one
+cgroup on 256 CPUs have some = 1/256 and full = 0, as the kernel's own example. Memory stalls fall
+on the tasks that run (reclaim, refaults of their own pages), in the same proportion; with its
+vCPU threads on separate CPUs a stalled thread is its cgroup's only runnable task there, so a
+guest's memory full equals its some.
 """
 
 from __future__ import annotations
@@ -71,7 +86,7 @@ def mmc_some(cores: int, rho: float) -> float:
     """CPU some (fraction 0–1) of an M/M/c queue with ``cores`` servers at utilisation ``rho``.
 
     ``E[min((N − c)⁺, c)] / c``: the expected number of waiting tasks, at most one per CPU, per CPU
-    (``reference/migration-psi.md`` §D.3, item 3 — perfect global balancing, a lower bound).
+    (``docs/model.md``, *Contention and PSI* — perfect global balancing, a lower bound).
     """
     if rho <= 0.0:
         return 0.0
@@ -176,6 +191,31 @@ class CpuPressureModel:
         return np.minimum(out, 1.0)
 
 
+def guest_pressure(
+    node_cpu_some: NDArray[np.float64],
+    node_mem_some: NDArray[np.float64],
+    node_busy: NDArray[np.float64],
+    runnable: NDArray[np.float64],
+    vcpus: NDArray[np.float64],
+    own_share: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """A guest's own cpu some, cpu full, memory some and memory full (fractions 0–1), per guest,
+    from its node's (module docstring). ``node_busy``: the node's busy share of its cores (0–1,
+    i.e. min(demand/cores, 1)); ``runnable``: the guest's runnable cores (demand × run fraction);
+    ``vcpus``: its vCPU threads; ``own_share``: its share of the node's busy CPU (0–1). The round
+    kernel evaluates the same formulas."""
+    u = np.minimum(runnable / vcpus, 1.0)
+    busy = np.maximum(node_busy, 0.0)
+    idle = busy <= 0.0
+    # per busy CPU first, as the round kernel evaluates it
+    cpu_per_busy = np.divide(node_cpu_some, busy, out=np.zeros_like(u), where=~idle)
+    mem_per_busy = np.divide(node_mem_some, busy, out=np.zeros_like(u), where=~idle)
+    cpu = np.minimum(cpu_per_busy * u, 1.0)
+    full = cpu * (1.0 - own_share)
+    mem = np.minimum(mem_per_busy * u, 1.0)
+    return cpu, full, mem, mem.copy()
+
+
 def cpu_some(
     demand: NDArray[np.float64],
     cores: NDArray[np.float64],
@@ -191,7 +231,7 @@ def memory_some(
 ) -> NDArray[np.float64]:
     """Memory some pressure (fraction 0–1): 0 while ``used`` fits under ``total × (1 − watermark)``;
     above it, reclaim and refaults stall tasks in proportion to the overcommitted fraction × ``gain``
-    (``reference/migration-psi.md`` §D.4: a modelling proposal grounded in the memstall sources)."""
+    (``docs/model.md``: a modelling choice grounded in the memstall sources)."""
     avail = total * (1.0 - watermark)
     over = np.maximum(used - avail, 0.0)
     over *= gain / avail

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pvegym.config import field, load
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
 from pvegym.limits import (
     MAX_CORES,
     MAX_DURATION_S,
@@ -24,6 +24,7 @@ from pvegym.limits import (
     MAX_RATE,
 )
 from pvegym.sim.workload import Component, parse_signal
+from pvegym.units import GiB, MiB
 
 _SID = re.compile(r"^(vm|ct):\d+$")
 
@@ -39,7 +40,9 @@ def _mem_signal(value: Any, path: str) -> tuple[Component, ...]:
 @dataclass(frozen=True)
 class NodeSpec:
     """A cluster node. ``base_cpu``/``base_mem`` are load not attributable to HA guests (host
-    overhead, non-HA guests, ZFS ARC), as workload signals in cores / bytes."""
+    overhead, non-HA guests, ZFS ARC), as workload signals in cores / bytes. Memory in use beyond
+    ``maxmem`` is reclaim and swap (pressure); beyond ``maxmem + swap`` the kernel's OOM killer
+    kills a guest."""
 
     name: str
     maxcpu: int = field(ge=1, le=MAX_CORES)
@@ -47,6 +50,16 @@ class NodeSpec:
     base_cpu: tuple[Component, ...] = field((), parse=_cpu_signal)
     base_mem: tuple[Component, ...] = field((), parse=_mem_signal)
     online: bool = True
+    swap: float | None = field(None, ge=0.0, le=MAX_MEMORY_BYTES, unit="size")
+
+    @property
+    def swap_bytes(self) -> float:
+        """Swap space (bytes); default the PVE installer's for an LVM root (``swapsize``: the
+        installed memory, at least 4 GB and at most 8 GB — admin guide, advanced LVM options);
+        a ZFS root has none (``swap = 0``)."""
+        if self.swap is not None:
+            return self.swap
+        return min(max(self.maxmem, 4 * GiB), 8 * GiB)
 
 
 @dataclass(frozen=True)
@@ -57,8 +70,13 @@ class GuestSpec:
     memory footprint (bytes; demand above ``maxmem`` becomes guest memory pressure, never memory);
     ``mem_ratio`` is the balloon-reported guest view ``mem`` as a fraction of ``memhost`` (1 = no
     balloon stats, ``mem = memhost``). ``dirty_rate`` (bytes/s, raw guest writes), ``wws`` (bytes,
-    default all memory) and ``throttle_sensitivity`` (0–1) drive live migration.
-    ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck.
+    default all memory) and ``throttle_sensitivity`` (0–1) drive live migration; ``xbzrle_delta``
+    (0–1] is the share of a page that changed when it is sent again (XBZRLE's encoded size; 1 =
+    pages rewritten whole, no gain). ``balloon_min`` (bytes; PVE's ``balloon`` option) lets
+    auto-ballooning shrink the VM down to it, weighted by ``shares``; ``ksm_shareable`` (0–1) is the
+    share of its footprint KSM can merge with pages on its node (see :mod:`pvegym.sim.memory`).
+    ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck;
+    ``hugepages`` backs its memory with huge pages, which its target must have free to start it.
     """
 
     sid: str
@@ -71,17 +89,24 @@ class GuestSpec:
     dirty_rate: float = field(0.0, ge=0.0, le=MAX_RATE, unit="rate")
     wws: float | None = field(None, gt=0.0, le=MAX_MEMORY_BYTES, unit="size")
     throttle_sensitivity: float = field(1.0, ge=0.0, le=1.0)
+    xbzrle_delta: float = field(1.0, gt=0.0, le=1.0)
+    balloon_min: float | None = field(None, gt=0.0, le=MAX_MEMORY_BYTES, unit="size")
+    shares: int = field(1000, ge=0, le=50_000)  # qemu-server: shares 0–50000, default 1000
+    ksm_shareable: float = field(0.0, ge=0.0, lt=1.0)
     ha: bool = True
     local_resources: bool = False
+    hugepages: bool = False
     state: Literal["started", "stopped"] = "started"
 
     def validate(self, path: str) -> None:
         if not _SID.match(self.sid):
             raise ConfigError(
-                f"{path}.sid", f"{self.sid!r} is not a guest id (allowed: vm:<n> or ct:<n>)"
+                f"{path}.sid", f"{show(self.sid)} is not a guest id (allowed: vm:<n> or ct:<n>)"
             )
         if self.wws is not None and self.wws > self.maxmem:
             raise ConfigError(f"{path}.wws", "the writable working set cannot exceed maxmem")
+        if self.balloon_min is not None and self.balloon_min > self.maxmem:
+            raise ConfigError(f"{path}.balloon_min", "the balloon minimum cannot exceed maxmem")
 
     @property
     def kind(self) -> str:
@@ -117,7 +142,7 @@ class EventSpec:
 
 @dataclass(frozen=True)
 class PsiModel:
-    """Contention → pressure parameters (``reference/migration-psi.md`` §D.3/§D.4)."""
+    """Contention → pressure parameters (``docs/model.md``, *Contention and PSI*)."""
 
     cpu_blend: float = field(0.2, ge=0.0, le=1.0)  # weight of the per-runqueue ρ² term vs M/M/c
     cpu_hog_share: float = field(
@@ -141,12 +166,20 @@ class MigrationSettings:
     boost_factor: float = field(1.5, gt=0.0, le=1000.0)  # passes over guest memory
     abort_factor: float = field(4.0, gt=0.0, le=1000.0)
     sync_timer: bool = True  # QEMU ≥ 9.2: dirty sync every 5 s after pass 1 with auto-converge
-    precheck_s: float = field(
-        3.0, ge=0.0, le=MAX_DURATION_S, unit="duration"
-    )  # a local resource fails
-    lrm_delay_max_s: float = field(10.0, ge=0.0, le=3600.0, unit="duration")  # LRM start offset
+    precheck_s: float = field(3.0, ge=0.0, le=MAX_DURATION_S, unit="duration")  # local resource
+    # LRM loop: uniform start offset
+    lrm_delay_max_s: float = field(10.0, ge=0.0, le=3600.0, unit="duration")
     ct_shutdown_s: float = field(10.0, ge=0.0, le=MAX_DURATION_S, unit="duration")
     ct_start_s: float = field(5.0, ge=0.0, le=MAX_DURATION_S, unit="duration")
+    xbzrle: bool = True  # qemu-server set_migration_caps: xbzrle on (cache 10 % of memory)
+    # vCPU time of one dirty-tracking write fault (µs; estimate: a KVM fast-path fault, ~1 µs);
+    # at most a second per fault
+    dirty_fault_us: float = field(1.0, ge=0.0, le=1e6)
+    # cores busy on the source/target while the stream sends at its bandwidth: QEMU's migration
+    # thread and, for the datacenter default ``secure`` type, the ssh tunnel's cipher — one
+    # CPU-bound hop is what caps a single stream at a few hundred MiB/s (reference A.1; estimate)
+    cpu_source_cores: float = field(1.0, ge=0.0, le=MAX_CORES)
+    cpu_target_cores: float = field(1.0, ge=0.0, le=MAX_CORES)
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
@@ -158,12 +191,57 @@ class MigrationSettings:
             )
 
 
+#: the kernel's ``pages_to_scan`` is an unsigned int (mm/ksm.c, sysfs store: kstrtouint)
+_KSM_PAGES = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """Memory that moves (:mod:`pvegym.sim.memory`): PVE's auto-ballooning and KSM, each a switch.
+    Defaults are PVE's: pvestatd's ``ballooning-target`` (node config, 80 %) and ksmtuned's
+    (``ksm-control-daemon``: ``KSM_*`` in ``/etc/ksmtuned.conf``)."""
+
+    autoballoon: bool = True
+    ballooning_target_pct: float = field(80.0, gt=0.0, le=100.0)
+    ksm: bool = True
+    ksm_monitor_interval_s: float = field(
+        60.0, gt=0.0, le=MAX_DURATION_S, unit="duration"
+    )  # KSM_MONITOR_INTERVAL
+    ksm_sleep_ms: float = field(
+        10.0, gt=0.0, le=86_400_000.0
+    )  # KSM_SLEEP_MSEC (for a 16 GiB host, scaled)
+    ksm_npages_boost: int = field(300, ge=0, le=_KSM_PAGES)  # KSM_NPAGES_BOOST
+    ksm_npages_decay: int = field(50, ge=0, le=_KSM_PAGES)  # -KSM_NPAGES_DECAY
+    ksm_npages_min: int = field(64, ge=0, le=_KSM_PAGES)  # KSM_NPAGES_MIN
+    ksm_npages_max: int = field(1250, ge=0, le=_KSM_PAGES)  # KSM_NPAGES_MAX
+    ksm_thres_coef_pct: float = field(20.0, ge=0.0, le=100.0)  # KSM_THRES_COEF
+    ksm_thres_const: float = field(
+        2048 * MiB, ge=0.0, le=MAX_MEMORY_BYTES, unit="size"
+    )  # KSM_THRES_CONST (MiB)
+
+    def validate(self, path: str) -> None:
+        pre = f"{path}." if path else ""
+        if self.ksm_npages_min > self.ksm_npages_max:
+            raise ConfigError(
+                f"{pre}ksm_npages_min", f"must not exceed ksm_npages_max ({self.ksm_npages_max})"
+            )
+
+
 @dataclass(frozen=True)
 class TelemetrySettings:
     """pvestatd-like broadcast. ``disabled`` lists view fields that read NaN (fail-open tests),
-    e.g. ``["node_cpu_some", "node_mem_some", "node_mem_full"]``."""
+    e.g. ``["node_cpu_some", "node_mem_some", "node_mem_full"]``; ``timing``,
+    ``first_sample_zero`` and ``mode`` select how samples are taken (:mod:`pvegym.sim.telemetry`;
+    the defaults are PVE 9's)."""
 
     disabled: tuple[str, ...] = ()
+    # pvestatd's timing (pvegym.sim.telemetry): each node samples at its own phase (PVE) or
+    # every node exactly at the round time
+    timing: Literal["phased", "aligned"] = "phased"
+    # qemu-server vmstatus: a guest's first sample on a new node reports cpu 0
+    first_sample_zero: bool = True
+    # the latest sample (rrd_dump, what the HA manager reads) or the RRD's per-minute average
+    mode: Literal["point", "rrd"] = "point"
 
 
 @dataclass(frozen=True)
@@ -179,6 +257,7 @@ class Scenario:
     events: tuple[EventSpec, ...] = field((), max_items=MAX_EVENTS)
     psi: PsiModel = PsiModel()
     migration: MigrationSettings = MigrationSettings()
+    memory: MemorySettings = MemorySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     crs_mode: Literal["dynamic", "static"] = "dynamic"
 

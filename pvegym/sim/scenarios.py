@@ -5,9 +5,9 @@ scenario file uses), so overrides and validation work the same for all; every lo
 scenario by name (named, family or file, with overrides) is :func:`pvegym.sim.catalog.resolve`.
 Randomness (workload noise, the LRM's timing) comes from the episode seed, not from here.
 
-``MODEL.md`` §10 describes the field scenarios; the figures they are built from are the seeds'
-(``../seeds/000_*``: a two-node PVE 9.2 cluster, an idle night with the imbalance metric near 49 %,
-pressure appearing on one node; ``../seeds/004_*``: a 24 GiB guest at ~430 MiB/s).
+``docs/model.md`` (*Targets*) lists the field scenarios' targets; the figures they are built from
+are the field report's (a two-node PVE 9.2 cluster, an idle night with the imbalance metric near
+49 %, pressure appearing on one node) and the convergence patch's (a 24 GiB guest at ~430 MiB/s).
 """
 
 from __future__ import annotations
@@ -88,14 +88,14 @@ def _vm(
 
 
 # --------------------------------------------------------------------------------------------
-# the field scenarios (MODEL.md §10), from the seeds
+# the field scenarios (docs/model.md, Targets), from the field report
 #
-# Shared setting: the seed's cluster ("a two-node PVE 9.2 cluster (pve-ha-manager 5.2.5)",
-# ``seeds/000``). The seed gives no hardware sizes; MODEL §10 asks for "a few tens of cores,
+# Shared setting: the field report's cluster ("a two-node PVE 9.2 cluster (pve-ha-manager
+# 5.2.5)"). The field report gives no hardware sizes; the targets ask for "a few tens of cores,
 # 64–256 GiB", so every field scenario uses two nodes of 32 cores and 128 GiB. Guests are VMs
-# (``vm:``, live migration) with the seed's migration network (~430 MiB/s, ``seeds/004``, the
+# (``vm:``, live migration) with the convergence patch's migration network (~430 MiB/s, the
 # scenario default). Memory signals are ``memhost`` (host footprint); ``mem_ratio`` < 1 is the
-# balloon-reported guest view (``mem``), which upstream uses (``migration-psi.md`` §E).
+# balloon-reported guest view (``mem``), which upstream uses (``docs/model.md``, *Cluster and workloads*).
 
 FIELD_CORES = 32  # cores per node ("a few tens of cores")
 FIELD_MEM_GIB = 128  # GiB per node (64–256 GiB)
@@ -121,14 +121,14 @@ def _field_node(name: str, base_cpu: Any, base_mem: Any) -> dict[str, Any]:
 
 @scenario("failure-loop")
 def failure_loop() -> ScenarioData:
-    """Seed 000 symptom 1: a rebalance migration that always fails (local CD-ROM) is the best move.
+    """The field report's symptom 1: a rebalance migration that always fails (local CD-ROM) is the best move.
 
-    Seed figures encoded: two nodes ("two-node PVE 9.2 cluster"); the guest whose move is the best
+    Field report figures encoded: two nodes ("two-node PVE 9.2 cluster"); the guest whose move is the best
     one has a local CD-ROM, so ``qm migrate`` fails after its precheck (``local_resources``);
     "deliberately stress-testing CRS": node1 runs ~29 of its 32 cores of stress load (real CPU
-    pressure, ~20–25 % PSI some), node2 is nearly idle; 20 minutes, in which the seed saw 25
+    pressure, ~20–25 % PSI some), node2 is nearly idle; 20 minutes, in which the field report saw 25
     identical failing attempts, "re-issued every ~40 seconds" (hold 3 rounds + the LRM's 10 s loop
-    + the round in which the CRM sees the failure). Target (MODEL §10): upstream 20–31 failed
+    + the round in which the CRM sees the failure). Target (docs/model.md): upstream 20–31 failed
     attempts, patched ≤ 6 (backoff 60 s, 120 s, …).
     """
     c1, m1 = _host()
@@ -179,7 +179,7 @@ def failure_loop() -> ScenarioData:
     }
 
 
-#: ``dominant-oscillation``: the seed's "~0.5 percentage points" of base-load difference (node load
+#: ``dominant-oscillation``: the field report's "~0.5 percentage points" of base-load difference (node load
 #: ``(cpu/maxcpu + mem/maxmem)/2``) that qualifies a move of the dominant VM under upstream's
 #: accounting and its 10 % relative margin.
 QUALIFYING_ASYMMETRY = 0.005
@@ -206,9 +206,9 @@ def _dominant_mem_ratio(margin: float = 0.1) -> float:
 
 @scenario("dominant-oscillation")
 def dominant_oscillation() -> ScenarioData:
-    """Seed 000 symptom 2: one dominant VM oscillates between two nodes of an otherwise idle cluster.
+    """The field report's symptom 2: one dominant VM oscillates between two nodes of an otherwise idle cluster.
 
-    Seed figures encoded: two nodes, nearly idle ("an otherwise idle cluster"); one dominant VM
+    Field report figures encoded: two nodes, nearly idle ("an otherwise idle cluster"); one dominant VM
     (48 GiB configured, 36 GiB host footprint ``memhost``, ~15 % of a node's load) whose balloon
     view ``mem`` is smaller ("the balloon-adjusted guest memory value is used instead of the
     host-side footprint") by just enough that, with upstream's accounting and 10 % margin, "a
@@ -216,7 +216,7 @@ def dominant_oscillation() -> ScenarioData:
     (:func:`_dominant_mem_ratio`); "sub-percent base load fluctuations": each node's base load
     stays within ±1 pp about 95 % of the time, i.e. σ ≈ 0.5 pp of node load (host CPU σ 0.25 cores
     with 30 s correlation — "the point-in-time usage samples are noisy" — and host memory σ
-    0.75 GiB over 5 min); 27 minutes, in which the seed saw 5 moves of that VM.
+    0.75 GiB over 5 min); 27 minutes, in which the field report saw 5 moves of that VM.
     The VM is the only HA resource (a second small VM would make its swap lopsided and end the
     oscillation after one move). Target: upstream 3–10 moves of the dominant VM, patched 0.
     """
@@ -249,17 +249,24 @@ def dominant_oscillation() -> ScenarioData:
     }
 
 
+#: ``idle-night``'s non-HA VM on node2 (cores).
+NON_HA_CPU = 0.05
+
+
 @scenario("idle-night")
 def idle_night() -> ScenarioData:
-    """Seed 000 symptom 3: an idle night with the imbalance metric at ~0.49 and nothing to gain.
+    """The field report's symptom 3: an idle night with the imbalance metric at ~0.49 and nothing to gain.
 
-    Seed figures encoded: "an idle night (imbalance metric standing at ~49% the whole time)" —
+    Field report figures encoded: "an idle night (imbalance metric standing at ~49% the whole time)" —
     with nothing moving, the normalized imbalance of the node loads is ≈ 0.49 for 8 hours; most of
     it is load no motion can remove: node1's ZFS ARC (22 GiB, counted as used memory since
     ``memused = MemTotal − MemAvailable``) on top of the host overhead; night-time noise (ARC σ
     0.5 GiB drifting over 15 min, host CPU σ 0.1 cores); a handful of small idle VMs whose moves
     barely qualify ("kept issuing barely-qualifying migrations with nothing to gain for any
-    workload"); no pressure anywhere. Target: upstream ≥ 3 moves in the night, patched 0.
+    workload"); no pressure anywhere; node2 also runs a VM that is not an HA resource (``vm:900``,
+    2 GiB, 0.05 cores: the seed's "non-HA guests" in the unattributable load) — it was 2 GiB and
+    0.05 cores of node2's base load before, so the nodes' figures the dynamic balancer reads are
+    the same, and no balancer may move it. Target: upstream ≥ 3 moves in the night, patched 0.
     """
     return {
         "name": "idle-night",
@@ -277,8 +284,8 @@ def idle_night() -> ScenarioData:
             ),
             _field_node(
                 "node2",
-                _noise(HOST_CPU, 0.08, 60.0),
-                [{"type": "constant", "level": HOST_MEM + 2 * GiB}, _noise(0.0, 0.2 * GiB, 900.0)],
+                _noise(HOST_CPU - NON_HA_CPU, 0.08, 60.0),
+                [{"type": "constant", "level": HOST_MEM}, _noise(0.0, 0.2 * GiB, 900.0)],
             ),
         ],
         "guests": [
@@ -290,6 +297,8 @@ def idle_night() -> ScenarioData:
             _vm("vm:105", "node1", 1, 2, _noise(0.08, 0.03), 1.5 * GiB, mem_ratio=0.8),
             _vm("vm:201", "node2", 2, 8, _noise(0.10, 0.04), 3 * GiB, mem_ratio=0.75),
             _vm("vm:202", "node2", 1, 4, _noise(0.05, 0.02), 2 * GiB, mem_ratio=0.8),
+            # not an HA resource: it loads node2, the HA manager's usage sees it, nothing moves it
+            _vm("vm:900", "node2", 1, 4, NON_HA_CPU, 2 * GiB, ha=False),
         ],
     }
 
@@ -298,12 +307,19 @@ def idle_night() -> ScenarioData:
 PRESSURE_ONSET_S = 600.0
 
 
+def _steady_vm(sid: str, node: str, cores: float) -> dict[str, Any]:
+    """A steady VM of ``pressure-evacuation``: 8 vCPUs, 16 GiB (12 GiB on the host), ``cores``
+    busy with a little noise, 30 MiB/s of dirtying."""
+    cpu = [{"type": "constant", "level": cores}, _noise(0.0, 0.3, 30.0)]
+    return _vm(sid, node, 8, 16, cpu, 12 * GiB, mem_ratio=0.85, dirty_rate=30 * MiB, wws=2 * GiB)
+
+
 @scenario("pressure-evacuation")
 def pressure_evacuation() -> ScenarioData:
-    """Seed 000 validation: "real node pressure leads to a single strongly qualifying evacuation
+    """The field report's validation: "real node pressure leads to a single strongly qualifying evacuation
     about two minutes after the pressure appears".
 
-    Seed figures encoded: two nodes; at t0 = 10 min a batch job in vm:101 on node1 ramps up over
+    Field report figures encoded: two nodes; at t0 = 10 min a batch job in vm:101 on node1 ramps up over
     ~90 s (2 → 12 cores in four steps of its workers), taking node1 from ~18 to ~28 of its 32 cores
     — real CPU pressure (~20 % PSI some avg10) — while node2 runs ~10 cores. The ``pressure-onset``
     event marks t0 (the ramp's first step lands in the round after it). One move of vm:101 or a
@@ -335,50 +351,10 @@ def pressure_evacuation() -> ScenarioData:
                 dirty_rate=50 * MiB,
                 wws=4 * GiB,
             ),
-            _vm(
-                "vm:102",
-                "node1",
-                8,
-                16,
-                [{"type": "constant", "level": 7.0}, _noise(0.0, 0.3, 30.0)],
-                12 * GiB,
-                mem_ratio=0.85,
-                dirty_rate=30 * MiB,
-                wws=2 * GiB,
-            ),
-            _vm(
-                "vm:103",
-                "node1",
-                8,
-                16,
-                [{"type": "constant", "level": 8.0}, _noise(0.0, 0.3, 30.0)],
-                12 * GiB,
-                mem_ratio=0.85,
-                dirty_rate=30 * MiB,
-                wws=2 * GiB,
-            ),
-            _vm(
-                "vm:201",
-                "node2",
-                8,
-                16,
-                [{"type": "constant", "level": 6.0}, _noise(0.0, 0.3, 30.0)],
-                12 * GiB,
-                mem_ratio=0.85,
-                dirty_rate=30 * MiB,
-                wws=2 * GiB,
-            ),
-            _vm(
-                "vm:202",
-                "node2",
-                8,
-                16,
-                [{"type": "constant", "level": 4.0}, _noise(0.0, 0.3, 30.0)],
-                12 * GiB,
-                mem_ratio=0.85,
-                dirty_rate=30 * MiB,
-                wws=2 * GiB,
-            ),
+            _steady_vm("vm:102", "node1", 7.0),
+            _steady_vm("vm:103", "node1", 8.0),
+            _steady_vm("vm:201", "node2", 6.0),
+            _steady_vm("vm:202", "node2", 4.0),
         ],
         "events": [{"t": t0, "type": "pressure-onset", "node": "node1"}],
     }
@@ -386,17 +362,20 @@ def pressure_evacuation() -> ScenarioData:
 
 @scenario("nonconverging-migration")
 def nonconverging_migration() -> ScenarioData:
-    """Seed 004: the best move is a 24 GiB guest that dirties memory faster than 430 MiB/s.
+    """The convergence patch's case: the best move is a 24 GiB guest that dirties memory faster than 430 MiB/s.
 
     Seed figures encoded: "a 24 GiB guest with ~430 MiB/s transfer speed and a 600-760 MiB/s
     dirty rate" (680 MiB/s raw over all 24 GiB, the bandwidth is the scenario default 430 MiB/s);
-    dirtying that auto-converge throttling cannot slow (``throttle_sensitivity`` 0, MODEL §6's
+    dirtying that auto-converge throttling cannot slow (``throttle_sensitivity`` 0, docs/model.md's
     non-converging case: the seed's guest kept dirtying at 600–760 MiB/s under throttling); the
     guest is the best move of a rebalance on a two-node cluster whose node1 is under CPU pressure
-    (~27 of 32 cores), so the patched balancer acts too. 15 minutes: unpatched qemu-server still
-    migrates after 10 min; patched qemu-server aborts at 4 passes (≈ 229 s), after which the
-    balancer backs off. Target: upstream (``--qemu-server unpatched``) still running after 10 min;
-    patched (``--qemu-server patched``) aborted at 4 passes, then backed off.
+    (~27 of 32 cores), so the patched balancer acts too. 15 minutes: with the unpatched
+    qemu-server and QEMU's 5 s sync timer the migration runs ≈ 300–320 s until qemu-server's
+    doubling of the downtime limit lets QEMU switch over with a ≈ 23 s guest pause (still running
+    after 10 min without the timer, ``migration.sync_timer = false``); the patched qemu-server
+    aborts at 4 passes (≈ 229 s), after which the balancer backs off. Target (MODEL §10): upstream
+    (``--qemu-server unpatched``) runs ≥ 280 s and ends with a guest pause ≥ 10 s; patched
+    (``--qemu-server patched``) aborted at 4 passes, then backed off.
     """
     c1, m1 = _host()
     c2, m2 = _host()
@@ -456,9 +435,9 @@ def nonconverging_migration() -> ScenarioData:
 
 @scenario("nonconverging-with-alternative")
 def nonconverging_with_alternative() -> ScenarioData:
-    """``nonconverging-migration`` where a cheaper adequate motion exists (beyond the seeds).
+    """``nonconverging-migration`` where a cheaper adequate motion exists (beyond the field report).
 
-    Seed 000's remaining gap: "the balancer prefers the largest imbalance improvement over the
+    The field report's remaining gap: "the balancer prefers the largest imbalance improvement over the
     cheapest adequate motion". Same cluster, same non-converging 24 GiB VM (``vm:120``, 680 MiB/s
     raw, not throttle-sensitive), but ``vm:121`` is a CPU-heavy VM with a small memory footprint
     (8 of 8 cores busy, 4 GiB host memory, 20 MiB/s of dirtying): moving it removes node1's
@@ -477,13 +456,78 @@ def nonconverging_with_alternative() -> ScenarioData:
     return data
 
 
-#: The field scenarios of MODEL §10, in the table's order.
+@scenario("overcommit-target")
+def overcommit_target() -> ScenarioData:
+    """Issue 17: upstream's move lands on a node without enough free memory.
+
+    qemu-server checks local resources and CD-ROMs before a migration, not the target's free
+    memory, so such a move does not fail: the target overcommits. Two nodes; node1 runs ~28 of
+    its 32 cores (CPU pressure, ~24 % some) and 96 of its 128 GiB; node2 is nearly idle but holds
+    a 96 GiB in-memory database VM (100 of 128 GiB in use, 28 GiB free). The best balancing move
+    is ``vm:101`` (8 cores; 32 GiB host footprint, of which its balloon statistics report half —
+    the ``mem`` upstream's dynamic usage counts): upstream expects node2 at 116 GiB, but it
+    receives 32 GiB and holds 132 GiB — 4 GiB past its memory (within the 8 GiB of swap the PVE
+    installer gives a 128 GiB node: no OOM kill), heavy memory pressure. The patched balancer
+    (``memhost``) sees the same move as the best; afterwards node1's CPU pressure is gone and the
+    only pressure left is node2's memory, which its pressure gate reacts to. 20 minutes.
+    Targets: no failed move, memory stall on the target (``stall_mem_s`` > 0), no OOM kill;
+    patched: its gate open on the target's memory pressure alone after the move.
+    """
+    c1, m1 = _host()
+    c2, m2 = _host()
+    return {
+        "name": "overcommit-target",
+        "description": "2 nodes; the best move lands on a node with 28 GiB free: it overcommits",
+        "duration": "20m",
+        "nodes": [_field_node("node1", c1, m1), _field_node("node2", c2, m2)],
+        "guests": [
+            _vm(
+                "vm:101",
+                "node1",
+                8,
+                48,
+                [{"type": "constant", "level": 8.0}, _noise(0.0, 0.2, 30.0)],
+                32 * GiB,
+                mem_ratio=0.5,
+                dirty_rate=50 * MiB,
+                wws=4 * GiB,
+            ),
+            _vm(
+                "vm:102",
+                "node1",
+                12,
+                32,
+                [{"type": "constant", "level": 11.0}, _noise(0.0, 0.3, 30.0)],
+                30 * GiB,
+                mem_ratio=0.9,
+                dirty_rate=40 * MiB,
+                wws=2 * GiB,
+            ),
+            _vm(
+                "vm:103",
+                "node1",
+                10,
+                32,
+                [{"type": "constant", "level": 9.0}, _noise(0.0, 0.3, 30.0)],
+                30 * GiB,
+                mem_ratio=0.9,
+                dirty_rate=40 * MiB,
+                wws=2 * GiB,
+            ),
+            # the in-memory database: idle CPU, its memory all resident
+            _vm("vm:201", "node2", 4, 100, _noise(0.5, 0.05, 30.0), 96 * GiB, mem_ratio=1.0),
+        ],
+    }
+
+
+#: The field scenarios of MODEL §10, in the table's order, and issue 17's ``overcommit-target``.
 FIELD_SCENARIOS = (
     "failure-loop",
     "dominant-oscillation",
     "idle-night",
     "pressure-evacuation",
     "nonconverging-migration",
+    "overcommit-target",
 )
 
 

@@ -1,7 +1,7 @@
 """One simulated cluster under the HA manager: physics, the CRM round and the motion pipeline.
 
-Time advances in CRM rounds of ``round_s`` (10 s). One round, in order (``MODEL.md`` §2,
-``pve-ha-manager.md`` §1):
+Time advances in CRM rounds of ``round_s`` (10 s). One round, in order (``docs/model.md``, *Time*;
+``Manager.pm`` ``manage``):
 
 1. ``advance()`` — physics of the interval ``(t, t + round_s]``: the LRM runs queued motions
    (:mod:`pvegym.sim.motions`), then :class:`~pvegym.sim.cluster.ClusterState` computes demand,
@@ -31,10 +31,12 @@ import numpy as np
 from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
+from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.migration import COMPLETED, RUNNING, Migration
 from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_template
 from pvegym.sim.scenario import Scenario
+from pvegym.sim.telemetry import Telemetry
 from pvegym.sim.view import (
     STARTED,
     STOPPED,
@@ -47,7 +49,9 @@ from pvegym.sim.view import (
     Rules,
 )
 
-CHURN_PRESSURE_PCT = 10.0  # MODEL.md §9: churn_pressure_pct
+CHURN_PRESSURE_PCT = 10.0  # docs/metrics.md: churn_moves
+#: qemu-server ``QemuServer/Memory.pm`` ``hugepages_allocate``: the target cannot start the guest.
+HUGEPAGES_FAILED = "hugepage allocation failed"
 
 
 class Simulation:
@@ -76,11 +80,17 @@ class Simulation:
     def _build(self, seed: int) -> None:
         self.seed = seed
         root = np.random.SeedSequence(seed)
-        phys_seed, lrm_seed = root.spawn(2)
+        phys_seed, lrm_seed, telemetry_seed = root.spawn(3)  # the first two as spawn(2) gives
         self.cluster = cl = ClusterState(self.scenario, np.random.default_rng(phys_seed))
+        self.telemetry = Telemetry(
+            cl, self.scenario.telemetry, self.round_s, np.random.default_rng(telemetry_seed)
+        )
+        self.memory = GuestMemory(cl, self.scenario.memory)
+        self._memory_moves = self.memory.ballooning or self.memory.merging
         self._lrm_rng = np.random.default_rng(lrm_seed)
         self.guests = cl.guests
         self.ha_idx = np.array([i for i, g in enumerate(cl.guests) if g.ha], dtype=np.int64)
+        self._other_idx = np.array([i for i, g in enumerate(cl.guests) if not g.ha], dtype=np.int64)
         self.ha_sids = tuple(cl.sids[i] for i in self.ha_idx)
         self._is_ha = np.zeros(cl.n_guests, dtype=bool)
         self._is_ha[self.ha_idx] = True
@@ -119,6 +129,8 @@ class Simulation:
     def _reset_state(self) -> None:
         cl = self.cluster
         cl.reset()
+        self.memory.reset()
+        self.telemetry.reset()
         self.t = 0.0
         self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
@@ -146,6 +158,8 @@ class Simulation:
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
         self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
         self._ended_migration: Migration | None = None  # its arrays serve the next migration
+        self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
+        self._killed: set[int] = set()  # guests the OOM killer killed
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -193,22 +207,78 @@ class Simulation:
         t0, dt = self.t, self.round_s
         t1 = t0 + dt
         cl.run_fraction.fill(1.0)
-        cl.reserved_mem.fill(0.0)
+        if self._killed:  # killed by the OOM killer: down (their work is shortfall)
+            for g in self._killed:
+                cl.run_fraction[g] = 0.0
+        if self._motion_rows_set:  # the node inputs the motions wrote last round
+            cl.reserved_mem.fill(0.0)
+            cl.motion_cpu.fill(0.0)
+            self._motion_rows_set = False
         if self._pause_left:
             self._carry_pauses(dt)
         if self.jobs:
+            self._motion_rows_set = True
             self._lrm(t0, t1)
+        if self._memory_moves:
+            self.memory.round(t0, dt, self._migrating())
+        tel = self.telemetry
+        if tel.arrivals:  # moved guests whose samples are held back or report cpu 0
+            tel.before_round(t1)
         cl.advance(t1, dt)  # clips run_fraction at 0: the pipeline may take more than a round
-        tot = cl.totals
+        if tel.rrd:  # the kernel took pvestatd's samples: the RRD's minute averages
+            tel.after_round(t1)
+        tot = cl.totals.tolist()  # one conversion: numpy scalar indexing costs ~100 ns a read
+        if tot[L.T_OOM]:  # a node's memory in use went past MemTotal + swap
+            self._oom_kill(t1)
         self.metrics.add_round(
             dt,
-            float(tot[L.T_STALL_CPU]),
-            float(tot[L.T_STALL_MEM]),
-            float(tot[L.T_GUEST_STALL]),
-            float(tot[L.T_SHORTFALL]),
-            float(tot[L.T_IMBALANCE]),
+            tot[L.T_STALL_CPU],
+            tot[L.T_STALL_MEM],
+            tot[L.T_GUEST_STALL],
+            tot[L.T_SHORTFALL],
+            tot[L.T_IMBALANCE],
         )
         self.t = t1
+
+    def _oom_kill(self, t: float) -> None:
+        """The kernel's OOM killer on each node whose memory in use exceeds MemTotal + swap
+        (``mm/oom_kill.c``): it kills the task with the highest ``oom_badness`` — resident and
+        swapped memory, qemu-server sets no ``oom_score_adj`` — i.e. the QEMU (``kvm``) process of
+        the guest with the largest footprint, until the rest fits. The guest is down from the next
+        round (its memory freed, its work shortfall); restarting an HA guest is the LRM's."""
+        cl = self.cluster
+        for n in np.flatnonzero(cl.mem_wanted > cl.oom_limit).tolist():
+            if not cl.node_online[n]:
+                continue
+            over = float(cl.mem_wanted[n] - cl.oom_limit[n])
+            while over > 0.0:
+                alive = [
+                    g
+                    for g in np.flatnonzero((cl.node == n) & cl.running).tolist()
+                    if g not in self._killed and cl.memhost[g] > 0.0
+                ]
+                if not alive:
+                    break
+                g = max(alive, key=lambda i: (float(cl.memhost[i]), -i))
+                rss = float(cl.memhost[g])
+                self._killed.add(g)
+                cl.balloon[g] = 0.0  # the process is gone: no memory, no work
+                over -= rss
+                self.metrics.oom_kills += 1
+                self._log.append(
+                    (
+                        t,
+                        f"{cl.node_names[n]}: Out of memory: Killed process (kvm) of {cl.sids[g]}"
+                        f" anon-rss:{rss / 1024:.0f}kB oom_score_adj:0",
+                    )
+                )
+
+    def _migrating(self) -> int:
+        """The guest whose live migration runs now (qemu-server holds ``lock migrate``), or −1."""
+        for job in self.jobs:
+            if job.phase == "transfer":
+                return job.guest
+        return -1
 
     def _carry_pauses(self, dt: float) -> None:
         """The part of a switchover pause that did not fit in the round it started in."""
@@ -251,19 +321,22 @@ class Simulation:
                 if not self._migratable_list[g]:
                     self._finish(job, t, ok=False, reason="local resource")
                     continue
-                free = cl.node_maxmem[job.target] - cl.node_mem[job.target]
-                if free < cl.memhost[g]:
-                    self._finish(job, t, ok=False, reason="not enough memory on target")
-                    continue
                 spec = self.guests[g]
+                if spec.hugepages and (
+                    cl.node_maxmem[job.target] - cl.node_mem[job.target] < spec.maxmem
+                ):  # qemu-server Memory.pm hugepages_allocate, when the target starts the guest
+                    self._finish(job, t, ok=False, reason=HUGEPAGES_FAILED)
+                    continue
                 memory = spec.maxmem
+                footprint = self.memory.footprint(g)  # KSM-merged pages are sent whole
                 job.migration = Migration.for_guest(
                     self._migration_template,
                     memory,
-                    min(max(float(cl.memhost[g]), 1.0), memory),
+                    min(max(footprint, 1.0), memory),
                     spec.dirty_rate,
                     spec.wws if spec.wws is not None else memory,
                     spec.throttle_sensitivity,
+                    spec.xbzrle_delta,
                     reuse=self._ended_migration,
                 )
                 self._ended_migration = None
@@ -273,10 +346,12 @@ class Simulation:
                 mig = job.migration
                 assert mig is not None
                 before = mig.throttle_integral
+                faults, wire = mig.tracking_overhead_s, mig.transferred
                 outcome = mig.advance(t1 - t)
                 run_fraction[g] -= (mig.throttle_integral - before) / dt
-                if outcome == RUNNING:  # the target holds the incoming guest's memory
-                    cl.reserved_mem[job.target] += cl.memhost[g]
+                self._migration_costs(job, mig.tracking_overhead_s - faults, mig.transferred - wire)
+                if outcome == RUNNING:  # the target holds the incoming guest's memory, unmerged
+                    cl.reserved_mem[job.target] += self.memory.footprint(g)
                     return
                 t = job.t_transfer_start + mig.t
                 self.metrics.migration_bytes += mig.transferred
@@ -290,9 +365,11 @@ class Simulation:
                         self._pause_left[g] = down - (t1 - t)
                     self.metrics.downtime_s += down
                     cl.node[g] = job.target
-                    self._finish(job, t, ok=True)
+                    self.memory.arrived(g)
+                    self.telemetry.arrived(g, t + down, job.source)  # runs there after the pause
+                    self._finish(job, t, ok=True, pause_s=down)
                 else:
-                    cl.reserved_mem[job.target] += cl.memhost[g]
+                    cl.reserved_mem[job.target] += self.memory.footprint(g)
                     self._finish(
                         job, t, ok=False, aborted=True, reason=mig.error or "no convergence"
                     )
@@ -303,18 +380,39 @@ class Simulation:
                 if job.t_phase_end >= t1:
                     return
                 t = job.t_phase_end
-                self.metrics.downtime_s += job.t_phase_end - job.t_transfer_start
+                down = job.t_phase_end - job.t_transfer_start
+                self.metrics.downtime_s += down
                 cl.node[g] = job.target
-                self._finish(job, t, ok=True)
+                self.memory.arrived(g)
+                self.telemetry.arrived(g, t, job.source)
+                self._finish(job, t, ok=True, pause_s=down)
+
+    def _migration_costs(self, job: Job, fault_s: float, wire: float) -> None:
+        """What a live migration's round costs the hosts: the guest's dirty-tracking faults
+        (vCPU seconds, spread over its vCPUs) and the migration threads' cores on the source and
+        the target in proportion to the stream's duty (``wire`` bytes sent of what the bandwidth
+        allows in a round)."""
+        cl, ms, dt = self.cluster, self.scenario.migration, self.round_s
+        cl.run_fraction[job.guest] -= fault_s / (cl.guest_maxcpu[job.guest] * dt)
+        duty = wire / (ms.bandwidth * dt)
+        cl.motion_cpu[job.source] += ms.cpu_source_cores * duty
+        cl.motion_cpu[job.target] += ms.cpu_target_cores * duty
 
     def _finish(
-        self, job: Job, t: float, ok: bool, aborted: bool = False, reason: str = ""
+        self,
+        job: Job,
+        t: float,
+        ok: bool,
+        aborted: bool = False,
+        reason: str = "",
+        pause_s: float = 0.0,
     ) -> None:
         job.phase, job.t_end, job.ok, job.aborted, job.reason = "done", t, ok, aborted, reason
         self.jobs.pop(0)
         self.finished.append(job)
         if job.move_id is not None:
-            self.metrics.move_ended(self.metrics.moves[job.move_id], ok, aborted, reason, t)
+            rec = self.metrics.moves[job.move_id]
+            self.metrics.move_ended(rec, ok, aborted, reason, t, pause_s)
         self._log.append((t, job))  # rendered by :attr:`log` when read
 
     @property
@@ -355,6 +453,19 @@ class Simulation:
         ok = any(j.ok for j in self._results if is_ha[j.guest])
         failed = any(not j.ok for j in self._results if is_ha[j.guest])
         return ok, failed
+
+    def ended_motions(self) -> list[tuple[int, int, int, bool, float, float]]:
+        """The HA motions whose result the CRM sees this round (what ``view.results`` shows):
+        ``(guest, source, target, ok, t_issued, t_end)`` with cluster guest and node indices and
+        times in s. An environment's motion memory reads them without building the view."""
+        if not self._results:
+            return []
+        is_ha = self._is_ha_list
+        return [
+            (j.guest, j.source, j.target, j.ok, j.t_issued, float(j.t_end or 0.0))
+            for j in self._results
+            if is_ha[j.guest]
+        ]
 
     def commit(self, motion: Motion | None) -> bool:
         """Queue the balancer's motion (if valid) and run the service state machine.
@@ -511,7 +622,7 @@ class Simulation:
         """What :meth:`_build_view` reads, bound once per episode: the telemetry rows it copies
         in one ``take`` each (node: cpu, mem, the three avg10 series; HA guests: mem ratio, run
         fraction, cpu received, memhost, the four avg10 series) and the per-guest constants."""
-        cl, idx = self.cluster, self.ha_idx
+        cl, idx, tel = self.cluster, self.ha_idx, self.telemetry
         n_avg10 = L.N_AVG + L.AVG10 * L.N_SERIES
         g_avg10 = L.G_AVG + L.AVG10 * L.G_SERIES
         node_rows = np.array(
@@ -521,8 +632,10 @@ class Simulation:
             [L.G_MEM_RATIO, L.G_RUN_FRACTION, L.G_RECEIVED, L.G_MEMHOST]
             + [g_avg10 + k for k in (L.G_CPU_SOME, L.G_CPU_FULL, L.G_MEM_SOME, L.G_MEM_FULL)]
         )
-        self._node_flat = cl.node_rows.reshape(-1)  # views: the rows are updated in place
-        self._guest_flat = cl.guest_rows.reshape(-1)
+        # pvestatd's samples (:mod:`pvegym.sim.telemetry`; the true rows when aligned and point),
+        # as views: the rows are updated in place
+        self._node_flat = tel.node_rows.reshape(-1)
+        self._guest_flat = tel.guest_rows.reshape(-1)
         self._node_take = node_rows[:, None] * cl.n_nodes + np.arange(cl.n_nodes)[None, :]
         self._guest_take = guest_rows[:, None] * cl.n_guests + idx[None, :]
         self._view_running = cl.running[idx]
@@ -536,6 +649,7 @@ class Simulation:
             shared.flags.writeable = False
         self._view_migratable.flags.writeable = False
         self._all_ha = idx.size == cl.n_guests
+        self._other_running = cl.running[self._other_idx]
 
     def _build_view(self) -> ClusterView:
         cl, idx, off = self.cluster, self.ha_idx, self._disabled
@@ -548,6 +662,9 @@ class Simulation:
         if not self._all_running:
             running &= self._view_running
         guest_node, guest_target = self.svc_place.take(idx, axis=1)
+        other = self._other_idx[self._other_running]  # non-HA guests that run
+        if self._killed:  # the OOM killer's victims do not
+            other = np.array([g for g in other.tolist() if g not in self._killed], dtype=np.int64)
         if off:
             nan_n, nan_g = self._nan_nodes, self._nan_guests
             n_cpu = nan_n if "node_cpu" in off else n_cpu
@@ -612,6 +729,9 @@ class Simulation:
             results=results,
             motion_active=self.motion_active(),
             mode=self.scenario.crs_mode,
+            other_node=cl.node[other],
+            other_maxcpu=cl.guest_maxcpu[other],
+            other_maxmem=cl.guest_maxmem[other],
         )
 
     # ------------------------------------------------------------------ results

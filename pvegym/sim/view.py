@@ -1,7 +1,7 @@
 """What a balancer sees in one CRM round, and what it may answer.
 
 The HA manager's balancer never reads ground truth. It reads what pvestatd broadcast (point samples
-every 10 s, see ``MODEL.md`` §3 and ``pve-ha-manager.md`` §5.3), the manager's own service states,
+every 10 s, see ``docs/model.md``, *Telemetry*, and ``PVE/HA/Env/PVE2.pm``), the manager's own service states,
 the configured rules and the results of finished motions (the LRM's exit). :class:`ClusterView` is
 that view, as arrays (struct of arrays) so that a policy over 2,000 guests stays cheap. A field
 whose telemetry is switched off reads NaN: policies must fail open on it.
@@ -49,7 +49,7 @@ class MotionResult:
     target: str
     ok: bool
     reason: (
-        str  # "" on success; e.g. "local resource", "not enough memory on target", "no convergence"
+        str  # "" on success; e.g. "local resource", "hugepage allocation failed", "no convergence"
     )
     t_issued: float  # seconds, simulated time of the CRM round that queued it
     t_ended: float  # seconds, when the LRM's worker finished
@@ -122,6 +122,12 @@ class ClusterView:
     results: tuple[MotionResult, ...] = ()  # LRM exits the CRM processes in this round
     motion_active: bool = False  # a motion is queued or running anywhere (the pipeline is busy)
     mode: str = "dynamic"  # CRS scheduler mode: "dynamic" or "static"
+    # running guests that are not HA resources (Manager.pm recompute_online_node_usage adds them
+    # to the usage from Env/PVE2.pm's cluster-wide guest list): where they run and their
+    # configured size; never moved by the HA manager
+    other_node: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    other_maxcpu: FloatArray = field(default_factory=lambda: np.zeros(0))  # vCPUs
+    other_maxmem: FloatArray = field(default_factory=lambda: np.zeros(0))  # bytes
 
     def node_index(self, name: str) -> int:
         return self.node_names.index(name)

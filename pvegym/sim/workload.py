@@ -11,7 +11,7 @@ the sum of components, each one of:
 * ``bursts``    — Poisson arrivals at ``rate_per_hour``; each adds ``height`` for ``duration`` s.
 * ``steps``     — piecewise-constant level: ``at = [[t0, v0], [t1, v1], ...]`` adds ``v_i`` from
   ``t_i`` on (0 before the first step).
-* ``trace``     — replay of a real per-VM series (``MODEL.md`` §3), see :func:`load_trace`:
+* ``trace``     — replay of a real per-VM series (``docs/model.md``), see :func:`load_trace`:
   ``{type = "trace", source = "planetlab/<file>" | "bitbrains/<vm-id>" | "rrd/<name>",
   field = "cpu" | "mem",
   scale = ..., offset = "2h", loop = true}`` adds ``scale · u(t + offset)``, where ``u`` is the

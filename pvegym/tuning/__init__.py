@@ -1,4 +1,4 @@
-"""Optuna tuning of a balancer's constants and of the migration patch's factors (``MODEL.md`` §11).
+"""Optuna tuning of a balancer's constants and of the migration patch's factors (``docs/experiments.md``).
 
 * :mod:`~pvegym.tuning.study_config` — the study file (TOML in ``experiments/``): search space,
   disjoint train/test suites, objectives, constraints, sampler, pruner, budget.

@@ -23,7 +23,6 @@ also kept in the trial's user attrs. A trial that raises is marked FAILED by Opt
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import socket
 import time
@@ -37,6 +36,7 @@ import optuna
 
 from pvegym.experiments.config import build_policy
 from pvegym.sim import catalog
+from pvegym.sim.cost import metric_value, weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.simulation import Simulation
@@ -95,18 +95,10 @@ def evaluate_instance(
     return metrics
 
 
-def metric_value(metrics: dict[str, Any], key: str) -> float:
-    """A metric as a number; a missing one (``evacuation_latency_s`` when nothing moved off the
-    hot node) counts as the whole episode (``sim_seconds``): "never" is as late as it gets."""
-    v = metrics.get(key)
-    if v is None:
-        return float(metrics.get("sim_seconds", math.nan))
-    return float(v)
-
-
 def instance_value(obj: ObjectiveSpec, metrics: dict[str, Any]) -> float:
-    """Per-instance value of one objective: ``Σ weight × metric``."""
-    return float(sum(w * metric_value(metrics, m) for m, w in obj.terms().items()))
+    """Per-instance value of one objective: ``Σ weight × metric`` (:func:`pvegym.sim.cost.weighted_cost`,
+    the definition the environment's reward shares)."""
+    return weighted_cost(obj.terms(), metrics)
 
 
 def suggest(trial: optuna.Trial, params: dict[str, ParamSpec]) -> dict[str, Any]:

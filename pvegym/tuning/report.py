@@ -579,7 +579,7 @@ def summary_text(
         ]
         for c in tuned:
             out.append(
-                f"**Verdict ({c.label} vs the seed's defaults, all test instances): "
+                f"**Verdict ({c.label} vs the field report's defaults, all test instances): "
                 f"{verdicts[c.label]}** — " + _verdict_sentence(verdicts[c.label], cmps[0], c.label)
             )
             out.append("")
@@ -607,7 +607,7 @@ def summary_text(
             out.append("")
         out += _headline_metrics(cfg, cands, rows, docs)
         out += [
-            "Every §9 metric per test scenario, with CIs and paired comparisons with upstream: "
+            "Every metric per test scenario, with CIs and paired comparisons with upstream: "
             "[`heldout/summary.md`](heldout/summary.md) (data: `heldout/metrics.csv`).",
             "",
         ]

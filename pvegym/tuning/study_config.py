@@ -1,4 +1,4 @@
-"""The study file: one TOML file in ``experiments/`` that fully determines an Optuna study (``MODEL.md`` §11).
+"""The study file: one TOML file in ``experiments/`` that fully determines an Optuna study (``docs/experiments.md``).
 
 ```toml
 name = "tune-patched"                     # default: the file's stem; results/<output or name>/
@@ -78,11 +78,11 @@ from pvegym.limits import (
     MAX_SEEDS,
     MAX_TIMELINES,
     MAX_TRIALS,
-    MAX_WEIGHT,
     check_number,
 )
 from pvegym.provenance import plain
 from pvegym.sim import catalog
+from pvegym.sim.cost import COSTS, check_weights
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import MigrationSettings
 
@@ -187,31 +187,38 @@ class ParamSpec:
 
 @dataclass(frozen=True)
 class ObjectiveSpec:
-    """One objective: a single §9 ``metric`` or a weighted sum (``weights``: metric → weight, in
-    the objective's unit per metric unit), minimized or maximized."""
+    """One objective: a single §9 ``metric``, a weighted sum (``weights``: metric → weight, in
+    the objective's unit per metric unit) or a named ``cost`` of :data:`pvegym.sim.cost.COSTS`
+    (``"balancer"``: the one the environment's reward defaults to), minimized or maximized."""
 
     name: str = ""
     metric: str | None = None
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    cost: str | None = None
     direction: Literal["minimize", "maximize"] = "minimize"
 
     @property
     def label(self) -> str:
-        return self.name or self.metric or "cost"
+        return self.name or self.metric or self.cost or "cost"
 
     def terms(self) -> dict[str, float]:
         """metric → weight (a single metric has weight 1)."""
-        return {self.metric: 1.0} if self.metric is not None else dict(self.weights)
+        if self.metric is not None:
+            return {self.metric: 1.0}
+        if self.cost is not None:
+            return dict(COSTS[self.cost])
+        return dict(self.weights)
 
     def validate(self, path: str) -> None:
-        if (self.metric is None) == (not self.weights):
-            raise ConfigError(path, "give exactly one of metric or weights")
+        if sum((self.metric is not None, bool(self.weights), self.cost is not None)) != 1:
+            raise ConfigError(path, "give exactly one of metric, weights or cost")
         if self.metric is not None and self.metric not in METRIC_KEYS:
             raise ConfigError(f"{path}.metric", _unknown_metric(self.metric))
-        for m, w in self.weights.items():
-            if m not in METRIC_KEYS:
-                raise ConfigError(f"{path}.weights.{m}", _unknown_metric(m))
-            check_number(w, f"{path}.weights.{m}", ge=-MAX_WEIGHT, le=MAX_WEIGHT)
+        if self.cost is not None and self.cost not in COSTS:
+            raise ConfigError(
+                f"{path}.cost", f"unknown cost {self.cost!r} (allowed: {', '.join(COSTS)})"
+            )
+        check_weights(self.weights, f"{path}.weights")
 
 
 def _unknown_metric(m: str) -> str:
@@ -237,7 +244,7 @@ class Constraint:
 _CONSTRAINT = re.compile(r"^\s*([a-z_0-9]+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*$")
 
 
-def _parse_constraints(value: Any, path: str) -> tuple[Constraint, ...]:
+def parse_constraints(value: Any, path: str) -> tuple[Constraint, ...]:
     if not isinstance(value, list):
         raise ConfigError(path, f'must be a list like ["failed_repeats <= 0"], not {value!r}')
     out = []
@@ -353,7 +360,7 @@ class StudyConfig:
     policy: PolicySpec = PolicySpec()
     description: str = ""
     extends: str | None = None
-    constraints: tuple[Constraint, ...] = field((), parse=_parse_constraints)
+    constraints: tuple[Constraint, ...] = field((), parse=parse_constraints)
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec = field(PrunerSpec(), parse=_parse_pruner)  # noqa: RUF009 (frozen, immutable)
     n_trials: int = field(100, ge=1, le=MAX_TRIALS)

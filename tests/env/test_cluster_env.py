@@ -8,17 +8,19 @@ import pytest
 from stable_baselines3.common.monitor import Monitor
 
 import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
+from policies.registry import make_policy
 from pvegym.env.cluster_env import (
-    DEFAULT_REWARD_WEIGHTS,
     GLOBAL_FEATURES,
     GUEST_FEATURES,
     NODE_FEATURES,
     ClusterEnv,
 )
 from pvegym.errors import ConfigError
+from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.scenarios import scenario_data
+from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import Motion
 from pvegym.units import GiB
 
@@ -140,22 +142,26 @@ def test_seed_picks_family_instance_and_options_override_it() -> None:
 
 
 def test_reward_is_minus_weighted_cost_delta() -> None:
-    weights = {"stall": 2.0, "shortfall": 0.5, "moves": 3.0, "failures": 7.0, "bytes": 0.25}
-    env = ClusterEnv("contended-3node", episode_seconds=900, reward_weights=weights)
-    w = {**DEFAULT_REWARD_WEIGHTS, **weights}
+    weights = {
+        "stall_cpu_s": 2.0,
+        "guest_stall_s": 1.0,
+        "cpu_shortfall_core_s": 0.5,
+        "moves": 3.0,
+        "moves_failed": 7.0,
+        "oscillations": 11.0,
+        "churn_moves": 5.0,
+        "migration_bytes": 0.25 / GiB,
+        "downtime_s": 13.0,
+    }
+    env = ClusterEnv(
+        "contended-3node", episode_seconds=900, reward_weights=weights, reward_scale=4.0
+    )
+    assert env.reward_weights == weights
     rng = np.random.default_rng(1)
     env.reset(seed=1)
 
     def cost() -> float:
-        m = env.sim.result()["metrics"]
-        return (
-            w["stall"] * (m["stall_cpu_s"] + m["stall_mem_s"])
-            + w["shortfall"] * m["cpu_shortfall_core_s"]
-            + w["moves"] * m["moves"]
-            + w["failures"] * m["moves_failed"]
-            + w["oscillations"] * m["oscillations"]
-            + w["bytes"] * m["migration_bytes"] / GiB
-        )
+        return weighted_cost(weights, env.sim.result()["metrics"]) / 4.0
 
     before, total = 0.0, 0.0
     while True:
@@ -170,9 +176,47 @@ def test_reward_is_minus_weighted_cost_delta() -> None:
     assert total == pytest.approx(-now)
 
 
-def test_unknown_reward_weight_is_a_config_error() -> None:
+def test_default_reward_weights_are_the_tuning_objective() -> None:
+    assert ClusterEnv("small").reward_weights == BALANCER_COST
+
+
+def test_noop_baseline_rewards_what_the_agent_changed() -> None:
+    """With a noop twin, rounds before the first motion reward exactly 0, and the return is minus
+    (the episode's cost − the noop episode's cost), the latter as the runner measures it."""
+    weights = dict(BALANCER_COST)
+    env = ClusterEnv(
+        "contended-3node", episode_seconds=900, reward_weights=weights, reward_baseline="noop"
+    )
+    env.reset(seed=4)
+    rewards = [float(env.step(0)[1]) for _ in range(5)]
+    assert rewards == [0.0] * 5
+    rng = np.random.default_rng(4)
+    total = sum(rewards)
+    while True:
+        valid = np.flatnonzero(env.action_masks())
+        _, r, _, trunc, info = env.step(int(valid[rng.integers(valid.size)]))
+        total += float(r)
+        if trunc:
+            break
+    assert info["moves"] > 0
+    scn = env.scenario
+    noop = Simulation(scn, 4).run(make_policy("noop"), 900)["metrics"]
+    assert info["baseline_cost"] == pytest.approx(weighted_cost(weights, noop), rel=1e-12)
+    assert total == pytest.approx(
+        -(weighted_cost(weights, info) - weighted_cost(weights, noop)), rel=1e-9, abs=1e-6
+    )
+
+
+def test_bad_reward_options_are_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"reward_weights\.latency"):
         ClusterEnv("small", reward_weights={"latency": 1.0})
+    # a mean has no per-round increment: not a reward term
+    with pytest.raises(ConfigError, match=r"reward_weights\.imbalance_mean"):
+        ClusterEnv("small", reward_weights={"imbalance_mean": 1.0})
+    with pytest.raises(ConfigError, match=r"reward_baseline"):
+        ClusterEnv("small", reward_baseline="upstream")
+    with pytest.raises(ConfigError, match=r"reward_scale"):
+        ClusterEnv("small", reward_scale=0.0)
 
 
 def test_skip_idle_rounds_covers_several_rounds_and_keeps_metrics() -> None:

@@ -57,7 +57,7 @@ def test_upstream_retries_the_cdrom_guest_and_patched_backs_off(
     """The field report's failure loop, found in the operator's own cluster: the stress VM with
     a local CD-ROM is upstream's best move, every attempt fails after the precheck, and upstream
     re-issues it about every 40 s (the hold of 3 rounds + the LRM + the round in which the CRM
-    sees the failure, MODEL §10) for as long as the stress lasts; patched backs off 60 s, 120 s,
+    sees the failure, docs/model.md) for as long as the stress lasts; patched backs off 60 s, 120 s,
     … (patch 1)."""
     _, doc = pve9
     start = doc["import"]["window"]["start"]

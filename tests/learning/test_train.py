@@ -144,6 +144,11 @@ def test_killed_run_resumes_from_its_latest_checkpoint(tmp_path: Path) -> None:
             {"env": {"scenario": "small", "reward_weights": {"stal": 1.0}}},
             "env.reward_weights.stal",
         ),
+        (
+            {"env": {"scenario": "small", "reward_weights": {"imbalance_mean": 1.0}}},
+            "env.reward_weights.imbalance_mean",
+        ),
+        ({"env": {"scenario": "small", "reward_baseline": "random"}}, "env.reward_baseline"),
         ({"n_envs": 0}, "n_envs"),
         (
             {"hyperparams": {"policy_kwargs": {"activation_fn": "gelu"}}},

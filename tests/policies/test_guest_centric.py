@@ -17,7 +17,7 @@ from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import MotionResult
 from pvegym.units import GiB
 
-LOCAL_FAILURES = {"local resource", "not enough memory on target"}
+LOCAL_FAILURES = {"local resource", "hugepage allocation failed"}
 
 
 def _run(scn: Scenario, policy: str = "guest-centric", seed: int = 0, **kw: Any) -> dict:

@@ -12,7 +12,7 @@ pytest.importorskip("sb3_contrib")
 import torch
 from stable_baselines3 import PPO
 
-from policies.learned import LearnedPolicy
+from policies.learned import LearnedPolicy, ModelInfo
 from policies.registry import make_policy
 from pvegym.env.cluster_env import ClusterEnv
 from pvegym.env.view_encoding import mask_from_view
@@ -87,7 +87,8 @@ def test_non_maskable_agent_maps_masked_actions_to_no_motion() -> None:
     """An untrained PPO picks masked actions often; each one becomes no motion and is counted."""
     env = ClusterEnv("small", episode_seconds=600.0)
     model = PPO("MlpPolicy", env, n_steps=64, seed=0, device="cpu")
-    policy = LearnedPolicy.from_model(model, "PPO", env.max_nodes, env.max_guests, 600.0)
+    info = ModelInfo(Path("unused.zip"), "PPO", env.max_nodes, env.max_guests, 600.0)
+    policy = LearnedPolicy.from_model(model, info)
     scn = catalog.scenario("small", 1_000_000)
     sim = Simulation(scn, 1_000_000)
     seen: list[bool] = []

@@ -1,4 +1,4 @@
-"""Unit tests of the upstream balancer's semantics (``reference/pve-ha-manager.md`` §3–§6)."""
+"""Unit tests of the upstream balancer's semantics (``Manager.pm`` ``load_balance``, ``Usage.pm``, the crate's scoring)."""
 
 from __future__ import annotations
 
@@ -335,3 +335,42 @@ def test_large_cluster_decides_over_every_candidate(benchmark) -> None:  # type:
     m = benchmark.pedantic(lambda: (p.reset(), p.decide(v))[1], rounds=1)
     assert m is not None
     assert len(p.candidates(v)) == 2000 * 63
+
+
+def test_static_usage_counts_running_non_ha_guests_at_their_configured_size():
+    """pve-ha-manager ``Manager.pm`` ``recompute_online_node_usage`` adds the remaining non-HA
+    guests (``Env/PVE2.pm`` ``get_cluster_service_stats``: every guest of the cluster, state
+    ``started`` when its RRD says running) to the usage; in static mode ``Usage/Static.pm``
+    ``add_service`` charges them at their configured size like HA resources (a ``maxcpu`` of 0
+    charges the node's cores). Two HA VMs of 2 vCPUs / 8 GiB on node1 and a non-HA VM of 4 vCPUs /
+    16 GiB on node2: both nodes carry (4/24 + 16/32)/2 — no imbalance, no move; without it node1
+    alone would be loaded (raw CV of (x, 0): 1)."""
+    placement = {"vm:101": "node1", "vm:102": "node1"}
+    base = view(placement, mode="static", nodes=("node1", "node2"))
+    with_other = ClusterView(
+        **{
+            **{f: getattr(base, f) for f in base.__slots__},
+            "other_node": np.array([1], dtype=np.int64),
+            "other_maxcpu": np.array([4.0]),
+            "other_maxmem": np.array([16 * GIB]),
+        }
+    )
+    p = raw()
+    stats = p.node_stats(with_other)
+    np.testing.assert_allclose(stats.cpu, [4.0, 4.0])
+    np.testing.assert_allclose(stats.mem, [16 * GIB, 16 * GIB])
+    assert p.imbalance(with_other, stats) == 0.0
+    assert p.imbalance(base, p.node_stats(base)) == pytest.approx(1.0)  # CV of (x, 0): 1
+    for _ in range(3):
+        assert p.decide(with_other) is None
+    zero = ClusterView(
+        **{**{f: getattr(with_other, f) for f in base.__slots__}, "other_maxcpu": np.zeros(1)}
+    )
+    assert p.node_stats(zero).cpu[1] == 24.0  # maxcpu 0: the node's cores
+    offline = ClusterView(
+        **{
+            **{f: getattr(with_other, f) for f in base.__slots__},
+            "node_online": np.array([True, False]),
+        }
+    )
+    assert p.node_stats(offline).cpu[1] == 0.0  # an offline node is not in the usage

@@ -1,12 +1,20 @@
 """A slow, page-level reference for :mod:`pvegym.sim.migration` (tests only).
 
-Implements the same rules (``MODEL.md`` §6, ``reference/migration-psi.md`` C.3) the straightforward
+Implements the same rules (``docs/model.md``, *Live migration*) the straightforward
 way: 4 KiB pages, a migration bitmap and a KVM dirty log as boolean arrays, guest writes as a Poisson
 number of uniformly random page writes over the writable working set (a random subset of the pages)
 per 50 ms tick, a sender that scans the bitmap in address order at the bandwidth, and QEMU's and
 qemu-server's rules evaluated at every tick (iteration check → sync timer → poll). It shares no code
 with the fast model, so agreement checks the closed forms (WWS saturation, overlap of the log with
 the pending set, poll skipping) against a direct simulation.
+
+XBZRLE (``xbzrle_delta`` < 1) is QEMU's page cache as written: qemu-server's size (10 % of the
+memory rounded up to a power of two, ``QemuMigrate.pm``), direct-mapped by page number, a slot
+taken over only when its page was not used in the last two syncs (``page_cache.c``), started after
+the first complete round (``ram.c`` ``find_dirty_block``); a hit costs ``xbzrle_delta`` of a page
+on the wire, a miss a whole page and is cached (not in the last stage). ``transferred`` counts
+wire bytes, as ``ram.transferred`` does. Dirty-tracking faults are the pages newly set in the
+KVM log, each costing ``dirty_fault_s``.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ class RefResult:
     pass1_end: float | None = None
     boost_t: float | None = None
     error: str = ""
+    track_s: float = 0.0
 
 
 def simulate_reference(
@@ -50,6 +59,8 @@ def simulate_reference(
     sync_timer: bool = True,
     duration: float = 600.0,
     seed: int = 0,
+    xbzrle_delta: float = 1.0,
+    dirty_fault_s: float = 0.0,
 ) -> RefResult:
     """Simulate one migration page by page for at most ``duration`` seconds."""
     rng = np.random.default_rng(seed)
@@ -63,6 +74,15 @@ def simulate_reference(
     cursor = 0
     credit = 0.0  # bytes the sender may still send (fractional pages)
     sent_pages = 0
+    wire = 0.0  # bytes on the stream (ram.transferred)
+    # XBZRLE page cache: qemu-server's size, cache_init's slots
+    raw_cache = int(int(memory // 2**20) * 1048576 / 10)
+    slots = (2 << int(math.log2(raw_cache - 1))) // PAGE if raw_cache >= 2 else 1
+    use_xbzrle = xbzrle_delta < 1.0
+    cache_addr = np.full(slots, -1, dtype=np.int64)
+    cache_age = np.zeros(slots, dtype=np.int64)
+    xbzrle_started = False
+    track_s = 0.0
     # QEMU state
     pct, inc, max_pct, high = 0, 10, 99, 0
     max_seen = 0
@@ -90,14 +110,45 @@ def simulate_reference(
         if sync_count == 2:
             pass1_end = k * DT
         if k - period_k > 20:  # period > 1000 ms
-            xfer = (sent_pages - period_xfer) * PAGE
+            xfer = wire - period_xfer
             if auto_converge and period_dirty * PAGE > xfer * 50 / 100:
                 high += 1
                 if high >= 2:
                     high = 0
                     pct = 20 if pct == 0 else min(pct + inc, max_pct)
                     max_seen = max(max_seen, pct)
-            period_k, period_xfer, period_dirty = k, sent_pages, 0
+            period_k, period_xfer, period_dirty = k, wire, 0
+
+    def scan(start: int, want: int) -> np.ndarray:
+        """The next ``want`` pending pages in address order from ``start``, wrapping around."""
+        chosen: list[np.ndarray] = []
+        got = 0
+        at = start
+        while got < want:
+            hi = min(n, at + max(8 * (want - got), 65536))
+            idx = np.flatnonzero(pending[at:hi])
+            if len(idx) >= want - got:
+                idx = idx[: want - got]
+            chosen.append(idx + at)
+            got += len(idx)
+            at = 0 if hi >= n and got < want else hi
+        return np.concatenate(chosen)
+
+    def xbzrle_costs(pages: np.ndarray) -> np.ndarray:
+        """Wire bytes of each page if sent now: a cache hit its delta, a miss the whole page."""
+        hit = cache_addr[pages & (slots - 1)] == pages  # cache_is_cached
+        return np.where(hit, xbzrle_delta * PAGE, float(PAGE))
+
+    def xbzrle_sent(pages: np.ndarray) -> None:
+        """The cache after sending ``pages`` in order (save_xbzrle_page, not the last stage):
+        a hit refreshes its slot's age, a miss takes an empty or stale slot (cache_insert)."""
+        gen = sync_count
+        for pg, sl in zip(pages.tolist(), (pages & (slots - 1)).tolist(), strict=True):
+            if cache_addr[sl] == pg:
+                cache_age[sl] = gen
+            elif not (cache_addr[sl] >= 0 and cache_age[sl] + 2 > gen):
+                cache_addr[sl] = pg
+                cache_age[sl] = gen
 
     k = 0
     max_k = round(duration * TICKS_PER_S)
@@ -105,29 +156,34 @@ def simulate_reference(
         # --- one tick of guest writes and sending
         writes = rng.poisson(dirty_rate * (1 - pct / 100 * sensitivity) * DT / PAGE)
         if writes and nw:
-            log[wws_pages[rng.integers(0, nw, size=writes)]] = True
+            hit = wws_pages[rng.integers(0, nw, size=writes)]
+            if dirty_fault_s:  # first writes since the last sync fault once
+                track_s += np.unique(hit[~log[hit]]).size * dirty_fault_s
+            log[hit] = True
         credit += bandwidth * DT
-        want = int(credit // PAGE)
-        want = min(want, n_pending)
+        xb = use_xbzrle and xbzrle_started
+        want = min(int(credit // (xbzrle_delta * PAGE if xb else PAGE)), n_pending)
         if want:
-            chosen: list[np.ndarray] = []
-            got = 0
-            while got < want:  # address-order scan from the cursor, wrapping around
-                hi = min(n, cursor + max(8 * (want - got), 65536))
-                idx = np.flatnonzero(pending[cursor:hi])
-                if len(idx) >= want - got:
-                    idx = idx[: want - got]
-                    nxt = cursor + int(idx[-1]) + 1
-                else:
-                    nxt = hi
-                chosen.append(idx + cursor)
-                got += len(idx)
+            sel = scan(cursor, want)
+            if xb:  # pages cost their encoded size: take as many as the credit pays for
+                costs = xbzrle_costs(sel)
+                take = int(np.searchsorted(np.cumsum(costs), credit, side="right"))
+                sel, cost = sel[:take], float(costs[:take].sum())
+                xbzrle_sent(sel)
+            else:
+                cost = float(len(sel) * PAGE)
+                if use_xbzrle and xbzrle_started:
+                    xbzrle_sent(sel)
+            if len(sel):
+                pending[sel] = False
+                n_pending -= len(sel)
+                sent_pages += len(sel)
+                credit -= cost
+                wire += cost
+                nxt = int(sel[-1]) + 1
+                if nxt >= n or np.any(np.diff(sel) < 0):
+                    xbzrle_started = True  # the first round is complete
                 cursor = 0 if nxt >= n else nxt
-            sel = np.concatenate(chosen)
-            pending[sel] = False
-            n_pending -= want
-            sent_pages += want
-            credit -= want * PAGE
         if not n_pending:
             credit = 0.0  # the stream idles until the next iteration
         k += 1
@@ -136,17 +192,23 @@ def simulate_reference(
         if n_pending * PAGE < threshold:
             do_sync(k)
             if n_pending == 0 or n_pending * PAGE < threshold:
-                downtime = n_pending * PAGE / bandwidth
+                tail = np.flatnonzero(pending)
+                if use_xbzrle and xbzrle_started:
+                    tail_bytes = float(xbzrle_costs(tail).sum())
+                else:
+                    tail_bytes = float(len(tail) * PAGE)
+                downtime = tail_bytes / bandwidth
                 return RefResult(
                     "completed",
                     k * DT + downtime,
-                    (sent_pages + n_pending) * PAGE,
+                    wire + tail_bytes,
                     td,
                     doublings,
                     downtime,
                     max_seen,
                     pass1_end,
                     boost_t,
+                    track_s=track_s,
                 )
         # --- QEMU dirty-sync timer (every 5 s, not during pass 1, not if a sync happened since)
         if auto_converge and sync_timer and k % 100 == 0:
@@ -157,7 +219,7 @@ def simulate_reference(
         if k == poll_next:
             poll_i += 1
             avg = last_mem / poll_i if last_mem else 0
-            mem = sent_pages * PAGE
+            mem = wire
             if mem != last_mem:
                 rem = n_pending * PAGE
                 if avg and rem < avg:
@@ -174,6 +236,7 @@ def simulate_reference(
                         pass1_end,
                         boost_t,
                         f"transferred {mem / m_bytes:.1f}x",
+                        track_s,
                     )
                 if patched and not boosted and mem > boost_factor * m_bytes:
                     boosted, boost_t, inc, max_pct = True, k * DT, 20, 99
@@ -189,13 +252,14 @@ def simulate_reference(
     return RefResult(
         "running",
         duration,
-        sent_pages * PAGE,
+        wire,
         td,
         doublings,
         0.0,
         max_seen,
         pass1_end,
         boost_t,
+        track_s=track_s,
     )
 
 

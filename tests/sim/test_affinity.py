@@ -1,4 +1,4 @@
-"""Node affinity on motion targets (pve-ha-manager.md §4.2), in the model, the env and the view."""
+"""Node affinity on motion targets (``Manager.pm`` ``get_resource_migration_candidates``), in the model, the env and the view."""
 
 import numpy as np
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pvegym.sim.cluster import ClusterState
-from pvegym.sim.psi import EXP_10S
+from pvegym.sim.psi import EXP_10S, guest_pressure
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.units import GiB
 
@@ -115,3 +115,35 @@ def test_round_kernel_cpu_pressure_is_the_psi_models(demands: list[float], cores
     np.testing.assert_allclose(
         cl.node_cpu_some, cl.cpu_pressure(cl.node_demand), rtol=1e-12, atol=1e-15
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 12.0, allow_subnormal=False), min_size=1, max_size=12),
+    st.integers(1, 32),
+    st.lists(st.floats(0.0, 1.0), min_size=12, max_size=12),
+)
+def test_round_kernel_guest_pressure_is_the_psi_models(
+    demands: list[float], cores: int, fractions: list[float]
+) -> None:
+    """The compiled round evaluates :func:`pvegym.sim.psi.guest_pressure` (a guest's own PSI, as
+    ``psi.c`` aggregates a cgroup's per-CPU states), throttled run fractions included."""
+    cl = _cluster(demands, cores, mem=[20.0] * len(demands), node_gib=64)
+    cl.run_fraction[:] = fractions[: len(demands)]
+    rf = cl.run_fraction.copy()
+    cl.advance(10.0, 10.0)
+    n = cl.node
+    busy = cl.node_cpu / cl.node_maxcpu
+    share = np.divide(
+        cl.received, cl.node_cpu[n], out=np.zeros(cl.n_guests), where=cl.node_cpu[n] > 0
+    )
+    expect = guest_pressure(
+        cl.node_cpu_some[n],
+        cl.node_mem_some[n],
+        busy[n],
+        cl.demand * rf,
+        cl.guest_maxcpu,
+        share,
+    )
+    for got, want in zip(cl.guest_inst, expect, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)

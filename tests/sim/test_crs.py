@@ -1,4 +1,4 @@
-"""The Rust unit vectors of proxmox-resource-scheduling (``reference/pve-ha-manager.md`` §12)."""
+"""The Rust unit vectors of proxmox-resource-scheduling (crate ``tests/scheduler.rs``, ``tests/topsis.rs``)."""
 
 from __future__ import annotations
 

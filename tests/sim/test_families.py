@@ -33,9 +33,9 @@ def test_max_sizes() -> None:
 
 
 def test_same_seed_same_instance_and_seeds_differ() -> None:
-    assert families.small(5) == families.small(5)
-    assert families.small(5) != families.small(6)
-    assert families.medium(1) == families.family_data("medium", 1)
+    assert families.family_data("small", 5) == families.family_data("small", 5)
+    assert families.family_data("small", 5) != families.family_data("small", 6)
+    assert families.family_data("medium", 1) == families.family_data("medium", 1)
 
 
 @pytest.mark.parametrize("name", ["small", "medium", "bench-small"])

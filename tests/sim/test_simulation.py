@@ -7,10 +7,11 @@ import pytest
 
 from policies.upstream import UpstreamPolicy
 from pvegym.sim import crs
+from pvegym.sim.psi import memory_some
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import MIGRATE, STARTED, ClusterView, Motion
-from pvegym.units import GiB
+from pvegym.units import GiB, MiB
 
 
 def _two_nodes(**extra: Any) -> dict[str, Any]:
@@ -137,13 +138,79 @@ def test_container_relocates_with_downtime() -> None:
     assert sim.cluster.node[g] == 1
 
 
-def test_not_enough_memory_on_target_fails() -> None:
-    data = _two_nodes(migration={"lrm_delay_max_s": 0})
-    data["nodes"][1]["base_mem"] = 63 * GiB
+def _full_node2(base_gib: float, **node2: Any) -> Simulation:
+    """node2 (64 GiB) holds ``base_gib`` of host load and vm:102's 2 GiB; vm:101 (2 GiB) moves
+    there."""
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 1})
+    data["nodes"][1].update(base_mem=base_gib * GiB, **node2)
+    return Simulation(scenario_from_dict(data), seed=0)
+
+
+def test_a_migration_onto_a_full_node_overcommits_it_instead_of_failing() -> None:
+    """qemu-server ``QemuMigrate.pm`` ``prepare``/``phase1`` check local resources and CD-ROMs,
+    not the target's free memory: with 61 of node2's 64 GiB in use a 2 GiB guest still moves, and
+    what follows is memory pressure — the model's reclaim curve (``psi.memory_some``) at 65 GiB
+    in use: min((65 − 0.98 × 64) / (0.98 × 64) × 10, 1) = 0.36."""
+    sim = _full_node2(61.0)
+    sim.reset()
+    view = sim.step(Motion("vm:101", "node2"))  # 2 GiB at 430 MiB/s: done within the round
+    assert [(r.ok, r.reason) for r in view.results] == [(True, "")]
+    g = sim.cluster.guest_index["vm:101"]
+    assert sim.cluster.node[g] == 1
+    sim.step(None)
+    used = np.array([65.0 * GiB])
+    expect = memory_some(used, np.array([64.0 * GiB]), 0.02, 10.0)[0]
+    assert sim.cluster.node_mem_some[1] == pytest.approx(expect, rel=1e-9)
+    assert 0.3 < expect < 0.4
+    m = sim.result()["metrics"]
+    assert m["moves_failed"] == 0 and m["stall_mem_s"] > 0.0 and m["oom_kills"] == 0
+
+
+def test_past_swap_the_oom_killer_kills_the_largest_guest() -> None:
+    """``mm/oom_kill.c``: when memory in use exceeds MemTotal + swap the kernel kills the task with
+    the highest ``oom_badness`` (resident + swapped; qemu-server sets no ``oom_score_adj``). node2
+    without swap (a ZFS root) holds 60 GiB of host load and vm:102 (3 GiB): 63 of 64 GiB. vm:101's
+    2 GiB arrive (65 GiB): the largest QEMU process is the bystander vm:102's, which dies; its
+    memory is freed (62 GiB: nobody else is killed), its work is lost, the log says so."""
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 1})
+    data["nodes"][1].update(base_mem=60 * GiB, swap=0)
+    data["guests"][2]["memhost"] = 3 * GiB
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    assert sim.result()["metrics"]["oom_kills"] == 0
+    view = sim.step(Motion("vm:101", "node2"))
+    assert [(r.ok, r.reason) for r in view.results] == [(True, "")]
+    sim.step(None)
+    assert sim.result()["metrics"]["oom_kills"] == 1
+    (line,) = [text for _, text in sim.log if "Out of memory" in text]
+    assert line.startswith(
+        "node2: Out of memory: Killed process (kvm) of vm:102 anon-rss:3145728kB"
+    )
+    victim = sim.cluster.guest_index["vm:102"]
+    for _ in range(3):
+        sim.step(None)
+    assert sim.cluster.memhost[victim] == 0.0 and sim.cluster.received[victim] == 0.0
+    assert sim.cluster.node_mem[1] == pytest.approx(62 * GiB)
+    m = sim.result()["metrics"]
+    assert m["oom_kills"] == 1 and m["cpu_shortfall_core_s"] > 0.0  # vm:102's lost work
+
+
+def test_hugepages_guest_keeps_the_free_memory_check() -> None:
+    """A guest backed by huge pages: starting it on the target allocates them from free memory
+    (qemu-server ``QemuServer/Memory.pm`` ``hugepages_allocate``), so the migration fails with
+    "hugepage allocation failed" when the target's free memory cannot hold its 4 GiB."""
+    data = _two_nodes(migration={"lrm_delay_max_s": 0, "precheck_s": 1})
+    data["nodes"][1]["base_mem"] = 59 * GiB  # 61 of 64 GiB in use: 3 GiB free
+    data["guests"][1]["hugepages"] = True
     sim = Simulation(scenario_from_dict(data), seed=0)
     sim.reset()
     view = sim.step(Motion("vm:101", "node2"))
-    assert view.results[0].reason == "not enough memory on target"
+    assert [(r.ok, r.reason) for r in view.results] == [(False, "hugepage allocation failed")]
+    data["nodes"][1]["base_mem"] = 50 * GiB  # 12 GiB free
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.reset()
+    view = sim.step(Motion("vm:101", "node2"))
+    assert [(r.ok, r.reason) for r in view.results] == [(True, "")]
 
 
 def test_motions_are_serialized_and_invalid_motions_dropped() -> None:
@@ -231,11 +298,16 @@ def test_reset_with_same_seed_reproduces_and_other_seed_differs() -> None:
     assert not np.array_equal(a, c)
 
 
-def _nonconverging(qemu_server: str) -> Simulation:
+def _nonconverging(qemu_server: str, **migration: Any) -> Simulation:
     """A 24 GiB guest whose writes throttling cannot slow, at 430 MiB/s (seed 004)."""
     data = _two_nodes(
         duration="10m",
-        migration={"lrm_delay_max_s": 0, "precheck_s": 2, "qemu_server": qemu_server},
+        migration={
+            "lrm_delay_max_s": 0,
+            "precheck_s": 2,
+            "qemu_server": qemu_server,
+            **migration,
+        },
         nodes=[
             {"name": "node1", "maxcpu": 32, "maxmem": 128 * GiB},
             {"name": "node2", "maxcpu": 32, "maxmem": 128 * GiB},
@@ -311,7 +383,7 @@ def test_a_long_switchover_pause_spans_rounds() -> None:
 
 def test_a_stopped_positive_partner_moves_offline_and_does_not_block() -> None:
     """queue_resource_motion commands every positive partner, stopped ones too; upstream's
-    next_state_stopped moves a stopped service's config at once (pve-ha-manager.md §7)."""
+    next_state_stopped moves a stopped service's config at once (``Manager.pm``)."""
     data = _two_nodes(
         resource_affinity=[
             {"name": "t", "resources": ["vm:101", "vm:102"], "affinity": "positive"}
@@ -351,3 +423,35 @@ def test_target_memory_is_not_counted_twice_when_the_migration_completes() -> No
     g = sim.cluster.guest_index["vm:101"]
     assert sim.cluster.node[g] == 1
     assert sim.cluster.node_mem[1] == pytest.approx(before + sim.cluster.memhost[g])
+
+
+def _migrating(**migration: Any) -> Simulation:
+    """The non-converging 24 GiB migration of :func:`_nonconverging` at t = 110 s (pass 1 over,
+    the 5 s sync timer running), with the given migration settings."""
+    sim = _nonconverging("unpatched", **migration)
+    sim.reset()
+    sim.step(Motion("vm:200", "node2"))
+    while sim.t < 110:
+        sim.step(None)
+    return sim
+
+
+def test_a_migration_costs_the_hosts_cpu() -> None:
+    """Issue 17 item 7: while the stream sends, the migration threads keep ``cpu_source_cores``
+    busy on the source and ``cpu_target_cores`` on the target (1 each by default: qemu-server's
+    ``secure`` type tunnels the single stream through ssh, one CPU-bound hop); the guest loses
+    vCPU time to dirty-tracking write faults: between the 5 s syncs it writes R = 5 s × 680 MiB/s
+    into its 24 GiB, W (1 − e^(−R/W)) ≈ 3.1 GiB of distinct pages, each faulting once (1 µs),
+    spread over its 4 vCPUs."""
+    costly = _migrating()
+    free = _migrating(cpu_source_cores=0.0, cpu_target_cores=0.0, dirty_fault_us=0.0)
+    g = costly.cluster.guest_index["vm:200"]
+    assert costly.cluster.node[g] == 0 and costly.jobs  # still migrating
+    # the stream never idles (the guest re-dirties faster than it sends): duty 1
+    extra = costly.cluster.node_cpu - free.cluster.node_cpu
+    lost_by_guest = free.cluster.received[g] - costly.cluster.received[g]
+    np.testing.assert_allclose(extra, [1.0 - lost_by_guest, 1.0], atol=1e-9)
+    w, written = 24 * GiB, 5.0 * 680 * MiB
+    faults_per_s = w * -np.expm1(-written / w) / 5.0 / 4096
+    expect = 2.0 * faults_per_s * 1e-6 / 4  # demand 2 cores × the share of vCPU time lost
+    assert lost_by_guest == pytest.approx(expect, rel=0.05)

@@ -7,7 +7,7 @@ RRD's base resolution (one 60 s PDP) and consolidated the way RRDtool consolidat
 The files are what ``scripts/pve-export.sh`` writes (after its filter: no secrets). Rebuild with
 ``python tests/data/pve-exports/build_fixtures.py`` (deterministic: same files, byte for byte).
 
-Sources (read at the snapshots named in ``spec/reference/*.md``):
+Sources (read at the snapshots named in ``docs/model.md``, *Upstream sources*):
 
 * RRD data sources and RRAs: pve-cluster ``src/pmxcfs/status.c`` (``rrd_def_node`` /
   ``rrd_def_vm`` for PVE 8's ``pve2-*``; ``rrd_def_node_pve9_0`` / ``rrd_def_vm_pve9_0``).
