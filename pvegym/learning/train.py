@@ -49,7 +49,9 @@ import numpy as np
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
+from policies import agent_spec
 from pvegym.config import check_out_dir
+from pvegym.env.observation_layout import Layout
 from pvegym.errors import ConfigError
 from pvegym.experiments.executor import ignore_interrupt
 from pvegym.learning.train_config import TrainConfig, algo_class
@@ -389,15 +391,19 @@ def train(
     try:
         # 3. model ------------------------------------------------------------------------------
         algo = algo_class(cfg.algo)
+        kwargs = cfg.algo_kwargs()
+        if cfg.policy in agent_spec.NAMED_POLICIES:  # built for the env's padded layout
+            layout = Layout(*cfg.env.sizes()).as_dict()
+            kwargs["policy_kwargs"] = {**kwargs.get("policy_kwargs", {}), "layout": layout}
         tb = tensorboard_dir(out)
         model = algo(
-            cfg.policy,
+            agent_spec.policy_class(cfg.algo, cfg.policy),
             venv,
             seed=cfg.seed,
             device="cpu",
             verbose=0,
             tensorboard_log=tb,
-            **cfg.algo_kwargs(),
+            **kwargs,
         )
         if found:
             restore_checkpoint(model, found[0])

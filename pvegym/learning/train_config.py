@@ -298,7 +298,7 @@ class TrainConfig:
     name: str
     algo: Algo
     total_timesteps: int = field(ge=0, le=MAX_TIMESTEPS)
-    policy: Literal["MlpPolicy", "PairScorer"] = "MlpPolicy"
+    policy: str = "MlpPolicy"  # a policy class name (policies.agent_spec: MlpPolicy, PairScorer, …)
     description: str = ""
     hyperparams: dict[str, Any] = dataclasses.field(default_factory=dict)
     env: EnvOptions = EnvOptions()
