@@ -10,7 +10,8 @@ runs in ``pvegym simulate``, in experiments (``params = {model = "train-maskable
 against any source of views.
 
 A model whose policy is not SB3's own (``policy = "PairScorer"`` in its train file) is loaded with
-its class resolved by that name (:data:`POLICY_MODULE`), not unpickled from the file.
+its class resolved by that name (:data:`policies.agent_spec.POLICY_MODULE`), not unpickled from
+the file.
 
 * Maskable algorithms (MaskablePPO) predict with the mask and never choose a masked action.
 * The others may choose a masked action (a guest that is not ``started``, its own node, a busy
@@ -27,39 +28,33 @@ its class resolved by that name (:data:`POLICY_MODULE`), not unpickled from the 
 
 ``model`` is a run name (``results/<name>/model.zip`` with its resolved ``config.json``), a run
 directory, or a path to a ``.zip`` (its ``config.json`` is looked up beside it and one directory
-up, which covers ``results/<name>/checkpoints/*.zip``). The config gives the algorithm, the padded
-space sizes and the training episode length (the ``time_frac`` feature divides by it).
+up, which covers ``results/<name>/checkpoints/*.zip``). The config gives the algorithm, the policy
+class (by name, :mod:`policies.agent_spec`), its ``policy_kwargs``, the padded space sizes and the
+training episode length (the ``time_frac`` feature divides by it).
+
+Loading never unpickles: the network is rebuilt from that config and only the weights are read
+from the archive (:mod:`policies.model_file`); a ``model.zip`` carrying a pickle that would call
+anything outside stable-baselines3's own classes is refused with one line.
 """
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from policies import agent_spec
+from pvegym import limits
+from pvegym.config import read_json
 from pvegym.env.observation_layout import Layout, MemoryOptions
 from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partners
 from pvegym.env.view_encoding_v1 import ViewEncoderV1
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
 from pvegym.sim.view import ClusterView, Motion
 
-#: algorithm name -> (module, class); the same table as ``pvegym.learning.train_config.ALGOS``
-#: (kept here so that the policies layer does not import the training code)
-ALGOS: dict[str, tuple[str, str]] = {
-    "PPO": ("stable_baselines3", "PPO"),
-    "A2C": ("stable_baselines3", "A2C"),
-    "DQN": ("stable_baselines3", "DQN"),
-    "MaskablePPO": ("sb3_contrib", "MaskablePPO"),
-}
-MASKABLE = frozenset({"MaskablePPO"})
-#: where named policy classes are registered (``POLICY_CLASSES``, ``policy_class``): the training
-#: layer; imported only when a model with such a policy is loaded
-POLICY_MODULE = "pvegym.learning.pair_policy"
 #: where run names are looked up (``results/`` of the working directory unless overridden)
 RESULTS_ENV = "PVEGYM_RESULTS"
 
@@ -75,7 +70,9 @@ class LearnedConfig:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What the policy needs besides the weights, from the run's resolved ``config.json``."""
+    """What rebuilds the agent besides its weights, from the run's resolved ``config.json``:
+    algorithm, policy class name, hyperparameters (``policy_kwargs``), padded space sizes and the
+    training episode length (s)."""
 
     path: Path
     algo: str
@@ -87,6 +84,7 @@ class ModelInfo:
     mask_unmigratable: bool = False
     memory: tuple[tuple[str, float], ...] = ()
     mask_headroom: float | None = None
+    hyperparams: dict[str, Any] = field(default_factory=dict)
 
     def memory_options(self) -> MemoryOptions:
         return MemoryOptions(**dict(self.memory))
@@ -100,52 +98,121 @@ def _find_config(zip_path: Path) -> Path | None:
 
 
 def resolve_model(model: str, path: str = "model") -> ModelInfo:
-    """Find a model's ``.zip`` and its resolved config; a missing one is a ConfigError."""
+    """Find a model's ``.zip`` and its resolved config; a missing or malformed one is a
+    one-line ConfigError at ``path``."""
     if not model:
         raise ConfigError(path, "is required (a run name under results/, a run dir or a .zip)")
+    if "\x00" in model:
+        raise ConfigError(path, f"{show(model)} is not a path (NUL byte)")
     p = Path(model)
     candidates = [
         p,
         p / "model.zip",
         Path(os.environ.get(RESULTS_ENV, "results")) / model / "model.zip",
     ]
-    zip_path = next((c for c in candidates if c.suffix == ".zip" and c.is_file()), None)
+    try:
+        zip_path = next((c for c in candidates if c.suffix == ".zip" and c.is_file()), None)
+    except OSError as err:  # e.g. a name too long for the file system
+        raise ConfigError(path, f"{show(model)} is not a usable path ({err.strerror})") from None
     if zip_path is None:
-        raise ConfigError(
-            path, f"no trained model {model!r} (looked for {', '.join(map(str, candidates[1:]))})"
-        )
+        looked = show(", ".join(map(str, candidates[1:])), 200, quote=False)
+        raise ConfigError(path, f"no trained model {show(model)} (looked for {looked})")
     cfg_path = _find_config(zip_path)
     if cfg_path is None:
         raise ConfigError(
-            path, f"{zip_path} has no config.json beside it (written by pvegym train)"
+            path,
+            f"{show(str(zip_path), 120)} has no config.json beside it (written by pvegym train)",
         )
+    where = show(str(cfg_path), 120)
+    cfg = read_json(cfg_path, path, "train config")
     try:
-        cfg = json.loads(cfg_path.read_text())
-        algo = str(cfg["algo"])
-        spaces = cfg["spaces"]
-        env = cfg.get("env", {})
-        seconds = env.get("episode_seconds")
-        if seconds is None:
-            seconds = _scenario_duration(str(env.get("scenario", "small")))
-        info = ModelInfo(
-            zip_path,
-            algo,
-            int(spaces["max_nodes"]),
-            int(spaces["max_guests"]),
-            float(seconds),
-            str(cfg.get("policy", "MlpPolicy")),
-            str(env.get("version", "v0")),
-            bool(env.get("mask_unmigratable", False)),
-            tuple(sorted((str(k), float(v)) for k, v in (env.get("memory") or {}).items())),
-            None if env.get("mask_headroom") is None else float(env["mask_headroom"]),
-        )
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ConfigError(path, f"{cfg_path} is not a pvegym train config: {err!r}") from None
-    if info.algo not in ALGOS:
-        raise ConfigError(path, f"{cfg_path}: unknown algo {info.algo!r}")
-    if info.version not in ("v0", "v1"):
-        raise ConfigError(path, f"{cfg_path}: unknown observation version {info.version!r}")
-    return info
+        return _model_info(zip_path, cfg, path)
+    except ConfigError as err:
+        raise ConfigError(path, f"{where}: {err}") from None
+    except (ValueError, KeyError, TypeError) as err:
+        raise ConfigError(
+            path, f"{where} is not a pvegym train config: {show(str(err), 120, quote=False)}"
+        ) from None
+
+
+def _model_info(zip_path: Path, cfg: Any, path: str) -> ModelInfo:
+    """Check the fields of a resolved train config that rebuild the agent."""
+    if not isinstance(cfg, dict):
+        raise ValueError("not a JSON object")
+    algo = cfg.get("algo")
+    if algo not in agent_spec.ALGOS:
+        raise ConfigError("algo", f"{show(algo)} is not allowed ({', '.join(agent_spec.ALGOS)})")
+    spaces = cfg.get("spaces")
+    if not isinstance(spaces, dict):
+        raise ConfigError("spaces", "is required (max_nodes, max_guests)")
+    sizes = []
+    for key, limit in (("max_nodes", limits.MAX_NODES), ("max_guests", limits.MAX_GUESTS)):
+        v = spaces.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= limit:
+            raise ConfigError(
+                f"spaces.{key}", f"must be a whole number in 1..{limit}, not {show(v)}"
+            )
+        sizes.append(v)
+    env = cfg.get("env", {})
+    if not isinstance(env, dict):
+        raise ConfigError("env", "must be a table")
+    seconds = env.get("episode_seconds")
+    if seconds is None:
+        seconds = _scenario_duration(str(env.get("scenario", "small")))
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise ConfigError("env.episode_seconds", f"must be a number, not {show(seconds)}")
+    limits.check_number(float(seconds), "env.episode_seconds", gt=0.0, le=limits.MAX_DURATION_S)
+    policy = cfg.get("policy", "MlpPolicy")
+    if not isinstance(policy, str):
+        raise ConfigError("policy", f"must be a policy class name, not {show(policy)}")
+    hyper = cfg.get("hyperparams", {})
+    if not isinstance(hyper, dict):
+        raise ConfigError("hyperparams", "must be a table")
+    agent_spec.check_policy_kwargs(
+        algo, policy, hyper.get("policy_kwargs"), "hyperparams.policy_kwargs"
+    )
+    version, mask_unmigratable, memory, headroom = _env_options(env)
+    return ModelInfo(
+        zip_path,
+        algo,
+        sizes[0],
+        sizes[1],
+        float(seconds),
+        policy,
+        version,
+        mask_unmigratable,
+        memory,
+        headroom,
+        dict(hyper),
+    )
+
+
+def _env_options(
+    env: dict[str, Any],
+) -> tuple[str, bool, tuple[tuple[str, float], ...], float | None]:
+    """The observation options of a resolved config's ``env`` (Cluster-v1's)."""
+    from pvegym.env.cluster_env_v1 import memory_options
+
+    version = env.get("version", "v0")
+    if version not in ("v0", "v1"):
+        raise ConfigError("env.version", f"{show(version)} is not allowed (allowed: v0, v1)")
+    mask = env.get("mask_unmigratable", False)
+    if not isinstance(mask, bool):
+        raise ConfigError("env.mask_unmigratable", f"must be true or false, not {show(mask)}")
+    raw = env.get("memory") or {}
+    if not isinstance(raw, dict):
+        raise ConfigError("env.memory", f"must be a table, not {show(raw)}")
+    try:
+        memory_options(raw)
+    except ConfigError as err:
+        raise ConfigError(f"env.{err.path}", err.message) from None
+    headroom = env.get("mask_headroom")
+    if headroom is not None:
+        if isinstance(headroom, bool) or not isinstance(headroom, int | float):
+            raise ConfigError("env.mask_headroom", f"must be a number, not {show(headroom)}")
+        headroom = limits.check_number(float(headroom), "env.mask_headroom", ge=0.0, lt=1.0)
+    memory = tuple(sorted((str(k), float(v)) for k, v in raw.items()))
+    return version, mask, memory, headroom
 
 
 def _scenario_duration(scenario: str) -> float:
@@ -154,11 +221,66 @@ def _scenario_duration(scenario: str) -> float:
     return catalog.duration(scenario)
 
 
+class Agent:
+    """A trained agent rebuilt for inference: the policy network of ``info``'s config with the
+    weights of its ``model.zip`` (read by :func:`policies.model_file.read_model_file`: nothing is
+    unpickled). ``predict`` and ``set_random_seed`` behave as the algorithm's (DQN: ε-greedy with
+    the saved exploration rate when not deterministic)."""
+
+    def __init__(self, info: ModelInfo) -> None:
+        from gymnasium import spaces
+
+        from policies.model_file import (
+            check_policy_class,
+            load_state,
+            plain_float,
+            plain_int,
+            read_model_file,
+        )
+        from pvegym.env.observation_layout import Layout
+        from pvegym.env.view_encoding import observation_size
+
+        mf = read_model_file(info.path, "params.model")
+        layout = Layout(info.max_nodes, info.max_guests)
+        size = layout.size if info.version == "v1" else observation_size(*astuple(layout))
+        obs_space = spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32)
+        act_space = spaces.Discrete(1 + info.max_nodes * info.max_guests)
+        cls = agent_spec.policy_class(info.algo, info.policy, "params.model")
+        check_policy_class(mf, cls, "params.model")
+        try:
+            self.policy = agent_spec.build_policy_network(
+                info.algo, info.policy, obs_space, act_space, info.hyperparams, layout.as_dict()
+            )
+        except ValueError as err:  # a network that does not fit the config's spaces
+            raise ConfigError("params.model", show(str(err), 200, quote=False)) from None
+        if "policy" not in mf.params:
+            raise ConfigError("params.model", f"{show(str(info.path), 120)} holds no policy.pth")
+        load_state(
+            self.policy, mf.params["policy"], f"{info.path.name}: policy.pth", "params.model"
+        )
+        self.policy.set_training_mode(False)
+        self.action_space = act_space
+        self.epsilon = plain_float(mf, "exploration_rate", 0.0) if info.algo == "DQN" else 0.0
+        self.num_timesteps = plain_int(mf, "num_timesteps")  # training steps behind the weights
+        self._rng = np.random.default_rng()
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True, **kwargs: Any) -> Any:
+        if not deterministic and self.epsilon > 0 and self._rng.random() < self.epsilon:
+            return np.int64(self._rng.integers(self.action_space.n)), None
+        return self.policy.predict(obs, deterministic=deterministic, **kwargs)
+
+    def set_random_seed(self, seed: int) -> None:
+        from stable_baselines3.common.utils import set_random_seed
+
+        set_random_seed(seed)
+        self._rng = np.random.default_rng(seed)
+
+
 _CACHE: dict[tuple[str, float, str], Any] = {}
 
 
-def load_model(info: ModelInfo) -> Any:
-    """The SB3 model on CPU, loaded once per process per file version (runners build the policy
+def load_model(info: ModelInfo) -> Agent:
+    """The agent on CPU, loaded once per process per file version (runners build the policy
     once per episode)."""
     key = (str(info.path.resolve()), info.path.stat().st_mtime, info.algo)
     model = _CACHE.get(key)
@@ -174,13 +296,7 @@ def load_model(info: ModelInfo) -> Any:
         # here would deadlock the workers the experiment runner forks after validating the
         # policy (OpenMP is not fork-safe), so the process stays single-threaded in torch.
         torch.set_num_threads(1)
-        module, attr = ALGOS[info.algo]
-        cls = getattr(importlib.import_module(module), attr)
-        custom: dict[str, Any] = {}
-        if info.policy != "MlpPolicy":
-            registry = importlib.import_module(POLICY_MODULE)
-            custom["policy_class"] = registry.policy_class(info.policy, info.algo in MASKABLE)
-        model = cls.load(str(info.path), device="cpu", custom_objects=custom)
+        model = Agent(info)
         _CACHE.clear()  # one model per process is what runners need; keep memory flat
         _CACHE[key] = model
     return model
@@ -230,7 +346,7 @@ class LearnedPolicy:
     def _bind(self, model: Any, info: ModelInfo) -> None:
         self.model = model
         self.algo = info.algo
-        self.maskable = info.algo in MASKABLE
+        self.maskable = info.algo in agent_spec.MASKABLE
         self.max_nodes, self.max_guests = info.max_nodes, info.max_guests
         self.episode_seconds = float(info.episode_seconds)
         self._info = info

@@ -40,6 +40,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+#: commands that load scenarios, so may read workload traces
+TRACE_COMMANDS = ("simulate", "run", "tune", "train", "replay")
+
+
 def build_parser() -> argparse.ArgumentParser:
     import pvegym
 
@@ -48,6 +52,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"pvegym.commands.{name}").register(sub)
+    for name in (n for n in TRACE_COMMANDS if n in sub.choices):
+        sub.choices[name].add_argument(
+            "--trace-dir",
+            action="append",
+            default=[],
+            metavar="DIR",
+            help="also read workload traces from DIR (a trace_dir relative to it, or inside it); "
+            "by default only the bundled traces and those beside the scenario file",
+        )
     return parser
 
 
@@ -55,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        for directory in getattr(args, "trace_dir", []):
+            from pvegym.sim.trace_source import add_user_root
+
+            add_user_root(directory)
         code: int = args.func(args)
     except ConfigError as err:
         print(f"pvegym {args.command}: error: {err}", file=sys.stderr)

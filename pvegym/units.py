@@ -1,14 +1,28 @@
-"""Parsing of human quantities: sizes (``24GiB``), rates (``430MiB/s``), durations (``20m``).
+"""Human quantities, parsed by one parser: sizes (``24GiB``), rates (``430MiB/s``), durations
+(``20m``, ``5 minutes``).
 
-Binary prefixes (KiB, MiB, GiB, TiB) are powers of 1024; decimal ones (kB, MB, GB, TB) powers of
-1000, as in IEC 80000-13. A bare number is bytes, bytes per second or seconds.
+**A string carries its unit.** ``"20m"``, ``"5 minutes"``, ``"100ms"``, ``"24 GiB"``,
+``"430MiB/s"``; a string without one (``"5"``) is refused — ``--duration 5`` is an error, not five
+seconds. Every command-line value is a string, so flags always take a unit.
+**A plain number is the field's unit**: seconds, bytes or bytes per second, as each field's
+docstring says. That is what TOML/JSON numbers (``duration = 1200``, ``maxmem = 137438953472``)
+and resolved configs (manifests) hold, and a ``--set`` value is a TOML value (``--set
+duration=1200``: seconds; ``--set duration=20m``: a string with its unit).
+
+Units: durations ``ms``, ``s``, ``m``/``min``, ``h``, ``d`` and their words (``millisecond(s)``,
+``sec``/``second(s)``, ``minute(s)``, ``hr``/``hour(s)``, ``day(s)``); sizes ``B``
+(``byte(s)``), binary ``KiB``–``PiB`` (powers of 1024) and decimal ``kB``–``PB`` (powers of 1000,
+IEC 80000-13); rates a size unit per second (``/s``). Case does not matter; a space may separate
+number and unit. NaN, infinity and numbers that overflow are refused (:func:`parse_quantity`).
+Ranges (≥ 0, at most a bound) are the caller's: :mod:`pvegym.limits`.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
 
 #: Binary size units in bytes: the one definition the project uses (``from pvegym.units import
 #: GiB``).
@@ -17,70 +31,100 @@ MiB = 1 << 20
 GiB = 1 << 30
 TiB = 1 << 40
 
-_SIZE_UNITS: dict[str, int] = {
-    "": 1,
+PiB = 1 << 50
+
+_SIZE_UNITS: dict[str, float] = {
     "b": 1,
+    "byte": 1,
+    "bytes": 1,
     "kib": KiB,
     "mib": MiB,
     "gib": GiB,
     "tib": TiB,
+    "pib": PiB,
     "kb": 10**3,
     "mb": 10**6,
     "gb": 10**9,
     "tb": 10**12,
+    "pb": 10**15,
 }
 _TIME_UNITS: dict[str, float] = {
-    "": 1.0,
-    "s": 1.0,
     "ms": 1e-3,
+    "millisecond": 1e-3,
+    "milliseconds": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "secs": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
     "m": 60.0,
     "min": 60.0,
+    "mins": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
     "h": 3600.0,
+    "hr": 3600.0,
+    "hrs": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
     "d": 86400.0,
+    "day": 86400.0,
+    "days": 86400.0,
+}
+_KINDS = {
+    "size": ("size", "24GiB", "B, KiB, MiB, GiB, TiB, PiB, kB, MB, GB, TB, PB"),
+    "rate": ("rate", "430MiB/s", "B/s, KiB/s … PiB/s, kB/s … PB/s"),
+    "duration": ("duration", "20m", "ms, s, m (min), h, d, or minutes, hours, …"),
 }
 _NUMBER = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z/]*)\s*$")
+_MAX_TEXT = 64  # characters of a quantity: anything longer is not one
 
 
-def _split(text: str, path: str, what: str) -> tuple[float, str]:
-    match = _NUMBER.match(str(text))
+def parse_quantity(kind: str, value: str | float | int, path: str) -> float:
+    """``value`` as a number in the base unit of ``kind`` (``"size"``: bytes, ``"rate"``: bytes per
+    second, ``"duration"``: seconds), by the rules of the module docstring. Errors are one-line
+    :class:`ConfigError`\\s at ``path`` saying what is allowed."""
+    what, example, units = _KINDS[kind]
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ConfigError(path, f"must be a {what} (e.g. {example}), not {show(value)}")
+    if not isinstance(value, str):
+        number = float(value)
+        if not math.isfinite(number):
+            raise ConfigError(path, f"must be a finite {what}, not {show(value)}")
+        return number
+    match = _NUMBER.match(value) if len(value) <= _MAX_TEXT else None
     if not match:
-        raise ConfigError(path, f"{text!r} is not a {what}")
-    return float(match.group(1)), match.group(2).lower()
+        raise ConfigError(path, f"{show(value)} is not a {what} (e.g. {example})")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    if not unit:
+        raise ConfigError(
+            path,
+            f"{show(value)} needs a unit (e.g. {example}; a plain number, not a string, is "
+            f"{'seconds' if kind == 'duration' else 'bytes' if kind == 'size' else 'bytes/s'})",
+        )
+    if kind == "rate":
+        if not unit.endswith("/s"):
+            raise ConfigError(path, f"rate {show(value)} needs a '/s' unit (e.g. {example})")
+        unit = unit[:-2]
+    table = _TIME_UNITS if kind == "duration" else _SIZE_UNITS
+    if unit not in table:
+        raise ConfigError(path, f"unknown {what} unit in {show(value)} (allowed: {units})")
+    out = number * table[unit]
+    if not math.isfinite(out):
+        raise ConfigError(path, f"{show(value)} is too large a {what}")
+    return out
 
 
 def parse_size(text: str | float | int, path: str = "size") -> float:
-    """Bytes from ``24GiB``, ``512MiB``, ``4096`` (bytes). Allowed units: B, KiB..TiB, kB..TB."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return float(text)
-    value, unit = _split(str(text), path, "size (e.g. 24GiB)")
-    if unit not in _SIZE_UNITS:
-        raise ConfigError(
-            path, f"unknown size unit {unit!r} (allowed: B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
-        )
-    return value * _SIZE_UNITS[unit]
+    """Bytes from ``24GiB``, ``512 MiB``, or a plain number of bytes (:func:`parse_quantity`)."""
+    return parse_quantity("size", text, path)
 
 
 def parse_rate(text: str | float | int, path: str = "rate") -> float:
-    """Bytes per second from ``430MiB/s`` or ``1GiB/s``; a bare number is bytes per second."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return float(text)
-    value, unit = _split(str(text), path, "rate (e.g. 430MiB/s)")
-    if unit.endswith("/s"):
-        unit = unit[:-2]
-    elif unit:
-        raise ConfigError(path, f"rate {text!r} needs a '/s' unit (e.g. 430MiB/s)")
-    if unit not in _SIZE_UNITS:
-        raise ConfigError(
-            path, f"unknown rate unit {unit!r}/s (allowed: B/s, KiB/s..TiB/s, kB/s..TB/s)"
-        )
-    return value * _SIZE_UNITS[unit]
+    """Bytes per second from ``430MiB/s``, ``1 GiB/s``, or a plain number of bytes per second."""
+    return parse_quantity("rate", text, path)
 
 
 def parse_duration(text: str | float | int, path: str = "duration") -> float:
-    """Seconds from ``20m``, ``100ms``, ``8h``, ``1d``; a bare number is seconds."""
-    if isinstance(text, int | float) and not isinstance(text, bool):
-        return float(text)
-    value, unit = _split(str(text), path, "duration (e.g. 20m, 100ms)")
-    if unit not in _TIME_UNITS:
-        raise ConfigError(path, f"unknown time unit {unit!r} (allowed: ms, s, m, min, h, d)")
-    return value * _TIME_UNITS[unit]
+    """Seconds from ``20m``, ``100ms``, ``8h``, ``5 minutes``, or a plain number of seconds."""
+    return parse_quantity("duration", text, path)

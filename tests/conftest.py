@@ -22,3 +22,24 @@ def cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
         return code, out, err
 
     return run
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fuzz", "the fuzz suite (tests/fuzz)")
+    group.addoption(
+        "--fuzz",
+        action="store_true",
+        help="long fuzz run: 10× the CI cases per input kind, random (not derandomized) draws",
+    )
+    group.addoption(
+        "--fuzz-scale",
+        type=float,
+        default=None,
+        help="cases per kind as a multiple of the CI counts (default 1, or 10 with --fuzz)",
+    )
+    group.addoption(
+        "--fuzz-jobs",
+        type=int,
+        default=None,
+        help="cases run at once (default: 2, or 1 on a one-core machine)",
+    )

@@ -33,6 +33,7 @@ FORBIDDEN = {
     "pvegym/config.py": _MODEL_FORBIDS,
     "pvegym/units.py": _MODEL_FORBIDS,
     "pvegym/errors.py": _MODEL_FORBIDS,
+    "pvegym/limits.py": _MODEL_FORBIDS,
     "pvegym/env": ("policies", *_EXPERIMENT_LAYER),
     "pvegym/vector": ("policies", *_EXPERIMENT_LAYER),  # the environment layer, batched
     "policies": _EXPERIMENT_LAYER,

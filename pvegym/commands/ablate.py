@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from pvegym.errors import ConfigError
+from pvegym.config import check_out_file
+from pvegym.limits import MAX_SEEDS, whole_number
 from pvegym.sim.scenarios import FIELD_SCENARIOS
 
 
@@ -31,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pvegym.experiments.ablation import ablate, markdown
 
-    if args.seeds < 1:
-        raise ConfigError("--seeds", "must be at least 1")
+    whole_number(args.seeds, "--seeds", ge=1, le=MAX_SEEDS)
+    if args.out:
+        check_out_file(args.out, "--out")
     scenarios = tuple(args.scenario) if args.scenario else FIELD_SCENARIOS
     rows = ablate(args.seeds, scenarios)
     table = markdown(rows)

@@ -21,12 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pvegym.experiments.bench import bench, provenance
 
+    if args.out:
+        from pvegym.config import check_out_file
+
+        check_out_file(args.out, "--out")  # before minutes of measuring
     doc = bench(quick=args.quick)
     doc["provenance"] = provenance()
     if args.out:
         from pathlib import Path
 
-        from pvegym.experiments.record import write_json_atomic
+        from pvegym.experiments.files import write_json_atomic
 
         write_json_atomic(Path(args.out), doc)
     if args.json:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
+from pvegym.limits import MAX_DURATION_S, MAX_MEMORY_BYTES, MAX_RATE, check_number
 from pvegym.sim.migration import Migration, MigrationParams
 from pvegym.units import GiB, parse_duration, parse_rate, parse_size
 
@@ -46,30 +46,56 @@ def _number(text: str, flag: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ConfigError(flag, f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise ConfigError(flag, f"{text!r} is not a finite number")
-    return value
+        raise ConfigError(flag, f"{show(text)} is not a number") from None
+    return check_number(value, flag)
 
 
 def params_from_args(args: argparse.Namespace) -> MigrationParams:
     """Parse and validate the flags; every error names its flag."""
     patched_text = str(args.qemu_server).lower()
     if patched_text not in ("patched", "unpatched"):
-        raise ConfigError("--qemu-server", f"{args.qemu_server!r}: allowed are patched, unpatched")
+        raise ConfigError(
+            "--qemu-server", f"{show(args.qemu_server)}: allowed are patched, unpatched"
+        )
+    memory = check_number(
+        parse_size(args.memory, "--memory"), "--memory", gt=0.0, le=MAX_MEMORY_BYTES
+    )
     return MigrationParams(
-        memory=parse_size(args.memory, "--memory"),
-        bandwidth=parse_rate(args.bandwidth, "--bandwidth"),
-        dirty_rate=parse_rate(args.dirty_rate, "--dirty-rate"),
-        wws=None if args.wws is None else parse_size(args.wws, "--wws"),
-        throttle_sensitivity=_number(args.throttle_sensitivity, "--throttle-sensitivity"),
-        downtime_limit_ms=parse_duration(args.downtime_limit, "--downtime-limit") * 1000.0,
+        memory=memory,
+        bandwidth=check_number(
+            parse_rate(args.bandwidth, "--bandwidth"), "--bandwidth", gt=0.0, le=MAX_RATE
+        ),
+        dirty_rate=check_number(
+            parse_rate(args.dirty_rate, "--dirty-rate"), "--dirty-rate", ge=0.0, le=MAX_RATE
+        ),
+        wws=None
+        if args.wws is None
+        else check_number(parse_size(args.wws, "--wws"), "--wws", gt=0.0, le=memory),
+        throttle_sensitivity=check_number(
+            _number(args.throttle_sensitivity, "--throttle-sensitivity"),
+            "--throttle-sensitivity",
+            ge=0.0,
+            le=1.0,
+        ),
+        downtime_limit_ms=check_number(
+            parse_duration(args.downtime_limit, "--downtime-limit"),
+            "--downtime-limit",
+            gt=0.0,
+            le=86400.0,
+        )
+        * 1000.0,
         qemu_server_patched=patched_text == "patched",
         sync_timer=not args.no_sync_timer,
-        boost_factor=_number(args.boost_factor, "--boost-factor"),
-        abort_factor=_number(args.abort_factor, "--abort-factor"),
+        boost_factor=check_number(
+            _number(args.boost_factor, "--boost-factor"), "--boost-factor", gt=0.0, le=1000.0
+        ),
+        abort_factor=check_number(
+            _number(args.abort_factor, "--abort-factor"), "--abort-factor", gt=0.0, le=1000.0
+        ),
         xbzrle=not args.no_xbzrle,
-        xbzrle_delta=_number(args.xbzrle_delta, "--xbzrle-delta"),
+        xbzrle_delta=check_number(
+            _number(args.xbzrle_delta, "--xbzrle-delta"), "--xbzrle-delta", gt=0.0, le=1.0
+        ),
     )
 
 
@@ -98,9 +124,9 @@ def result_json(m: Migration) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     params = params_from_args(args)
-    duration = parse_duration(args.duration, "--duration")
-    if not (math.isfinite(duration) and duration > 0):
-        raise ConfigError("--duration", "must be a positive duration")
+    duration = check_number(
+        parse_duration(args.duration, "--duration"), "--duration", gt=0.0, le=MAX_DURATION_S
+    )
     m = Migration(params).run(duration)
     if args.json:
         print(json.dumps(result_json(m)))

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pvegym.errors import ConfigError
+from pvegym.limits import MAX_WORKERS, whole_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from pvegym.experiments.executor import parse_executor
     from pvegym.experiments.runner import rerender, run_experiment
 
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError("--workers", f"must be ≥ 1, not {args.workers}")
+    if args.workers is not None:
+        whole_number(args.workers, "--workers", ge=1, le=MAX_WORKERS)
     executor = parse_executor(args.executor, args.workers)
     exp = load_experiment(args.experiment)
     if args.report_only:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from pvegym.errors import ConfigError
+from pvegym.limits import MAX_DURATION_S, MAX_SEED, check_number, whole_number
 from pvegym.sim import catalog
 from pvegym.sim.metrics import metric_specs
 from pvegym.sim.simulation import Simulation
@@ -73,9 +74,12 @@ def simulate(
         sets["migration.qemu_server"] = qemu_server
     scn = catalog.resolve(scenario, seed, sets, name_key="--scenario", set_key="--set").scenario
     pol = make_policy(policy, "--policy", **(params or {}))
-    seconds = None if duration is None else parse_duration(duration, "--duration")
-    if seconds is not None and seconds <= 0:
-        raise ConfigError("--duration", "must be positive")
+    whole_number(seed, "--seed", ge=0, le=MAX_SEED)
+    seconds = None
+    if duration is not None:
+        seconds = check_number(
+            parse_duration(duration, "--duration"), "--duration", gt=0.0, le=MAX_DURATION_S
+        )
     sim = Simulation(scn, seed)
     rounds = round((scn.duration if seconds is None else seconds) / sim.round_s)
     # a bar (stderr, on a terminal) for episodes longer than an hour; gone when done

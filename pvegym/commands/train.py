@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pvegym.errors import ConfigError
+from pvegym.limits import MAX_TIMESTEPS, whole_number
 
 if TYPE_CHECKING:
     from pvegym.learning.train_config import TrainConfig
@@ -59,6 +60,7 @@ RL_EXTRA = "needs the rl extra (PyTorch, stable-baselines3): .venv/bin/pip insta
 def run(args: argparse.Namespace) -> int:
     if find_spec("torch") is None or find_spec("stable_baselines3") is None:
         raise ConfigError("train", RL_EXTRA)
+    from pvegym.config import check_out_dir
     from pvegym.experiments.rundir import choose
     from pvegym.learning.train import train
     from pvegym.learning.train_config import parse_train_config, train_data
@@ -66,11 +68,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.fresh and args.out is None:
         raise ConfigError("--fresh", "needs --out DIR (a new run gets a fresh directory anyway)")
+    if args.out is not None:
+        check_out_dir(Path(args.out))
     data = train_data(args.experiment)
     if args.total_timesteps is not None:
-        if args.total_timesteps < 1:
-            raise ConfigError("--total-timesteps", f"must be ≥ 1, not {args.total_timesteps}")
-        data = {**data, "total_timesteps": args.total_timesteps}
+        steps = whole_number(args.total_timesteps, "--total-timesteps", ge=1, le=MAX_TIMESTEPS)
+        data = {**data, "total_timesteps": steps}
     cfg = parse_train_config(data)
     run_dir = choose("train", cfg.out_name, sha256_json(cfg.resolved()), args.out, args.fresh)
     print(f"{cfg.name}: {'resuming' if run_dir.resumed else 'new run in'} {run_dir.path}/")

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from pvegym.errors import ConfigError
+from pvegym.limits import MAX_TRIALS, MAX_WORKERS, whole_number
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -56,8 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--worker-id",
         type=int,
-        default=0,
-        help="distinct per machine when several start at once (sampler seed; default: 0)",
+        default=None,
+        help="a fixed sampler seed component: with one worker, --worker-id 0 reproduces a study "
+        "trial by trial (default: unique per process, so concurrent workers never repeat samples)",
     )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--report-only", action="store_true", help="only (re)write the report")
@@ -67,29 +70,38 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from pvegym.config import check_out_dir
     from pvegym.experiments.executor import RayExecutor, parse_executor
     from pvegym.experiments.rundir import choose
+    from pvegym.tuning.study import storage_error
     from pvegym.tuning.study_config import load_study_config
 
-    if args.workers < 1:
-        raise ConfigError("--workers", f"must be ≥ 1, not {args.workers}")
-    if args.n_trials is not None and args.n_trials < 0:
-        raise ConfigError("--n-trials", f"must be ≥ 0, not {args.n_trials}")
-    if args.worker_id < 0:
-        raise ConfigError("--worker-id", f"must be ≥ 0, not {args.worker_id}")
+    whole_number(args.workers, "--workers", ge=1, le=MAX_WORKERS)
+    if args.n_trials is not None:
+        whole_number(args.n_trials, "--n-trials", ge=0, le=MAX_TRIALS)
+    if args.worker_id is not None:
+        whole_number(args.worker_id, "--worker-id", ge=0, le=2**31 - 1)
     if args.fresh and args.out is None:
         raise ConfigError("--fresh", "needs --out DIR (a new run gets a fresh directory anyway)")
+    if args.out is not None:
+        check_out_dir(Path(args.out))
     executor = parse_executor(args.executor, None)
     if isinstance(executor, RayExecutor) and executor.address is None:
         # a local instance: room for every actor, and the whole machine for the held-out cells
         executor.num_cpus = max(args.workers, os.cpu_count() or 1)
     cfg = load_study_config(args.experiment)
     run_dir = choose("tune", cfg.out_name, cfg.study_hash(), args.out, args.fresh)
-    url = args.storage or f"sqlite:///{run_dir.path / 'study.db'}"
+    url = args.storage if args.storage is not None else f"sqlite:///{run_dir.path / 'study.db'}"
     print(f"{cfg.name}: {'resuming' if run_dir.resumed else 'new run in'} {run_dir.path}/")
-    with executor:
-        ray = executor if isinstance(executor, RayExecutor) else None
-        return _run(args, cfg, url, run_dir.path, ray)
+    try:
+        with executor:
+            ray = executor if isinstance(executor, RayExecutor) else None
+            return _run(args, cfg, url, run_dir.path, ray)
+    except (SQLAlchemyError, optuna.exceptions.StorageInternalError) as err:
+        raise storage_error(url, err) from None
 
 
 def _run(args: argparse.Namespace, cfg: Any, url: str, out: Path, ray: Any) -> int:
@@ -110,9 +122,18 @@ def _run(args: argparse.Namespace, cfg: Any, url: str, out: Path, ray: Any) -> i
         )
         tune_wall = info.wall_s if info.after > info.before else None
         print(
-            f"{cfg.name}: {info.after - info.before} trials run, {info.after} finished in the "
-            f"study (budget {info.target}), {info.wall_s:.1f} s"
+            f"{cfg.name}: {info.after} of {info.target} trials complete or pruned in the study "
+            f"({info.after - info.before} during this run, by all its workers), {info.wall_s:.1f} s"
         )
+        if info.failed:
+            where = "stopped" if info.after < info.target else "finished"
+            print(
+                f"pvegym tune: {info.failed} trial(s) failed during this run ({info.error}); "
+                f"{where} — failed trials do not count towards the budget",
+                file=sys.stderr,
+            )
+            if info.after < info.target:
+                return 1
     if not args.no_report:
         rep = write_report(
             cfg,

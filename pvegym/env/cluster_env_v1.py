@@ -15,7 +15,8 @@ from pvegym.env.cluster_env import ClusterEnv
 from pvegym.env.encoding_v1 import encode_v1, fill_mask_v1
 from pvegym.env.memory import MotionMemory
 from pvegym.env.observation_layout import Layout, MemoryOptions
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
+from pvegym.limits import MAX_RATE
 from pvegym.sim import layout as R
 from pvegym.sim.kernel import entry_point
 from pvegym.sim.scenario import Scenario
@@ -59,8 +60,9 @@ def memory_options(value: MemoryOptions | Mapping[str, Any] | None) -> MemoryOpt
             raise ConfigError(
                 f"memory.{key}", f"unknown option (allowed: {', '.join(sorted(known))})"
             )
-        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < float(v) < np.inf:
-            raise ConfigError(f"memory.{key}", f"must be a finite number > 0, not {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= MAX_RATE:
+            # MAX_RATE (2^50) bounds the largest of them, the bandwidth in bytes/s
+            raise ConfigError(f"memory.{key}", f"must be a number in (0, 2^50], not {show(v)}")
     opts = MemoryOptions(**{k: float(v) for k, v in value.items()})
     if opts.backoff_factor < 1.0:
         raise ConfigError("memory.backoff_factor", "must be >= 1")

@@ -44,13 +44,31 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import check_dir_names, field, load, read_toml
-from pvegym.errors import ConfigError
+from pvegym.config import (
+    check_dir_names,
+    check_name,
+    field,
+    key_path,
+    load,
+    path_component,
+    read_json,
+    read_toml,
+)
+from pvegym.errors import ConfigError, show
+from pvegym.limits import (
+    MAX_BOOTSTRAP_DRAWS,
+    MAX_CELLS,
+    MAX_DURATION_S,
+    MAX_RESAMPLES,
+    MAX_SEED,
+    MAX_SEEDS,
+    MAX_TIMELINES,
+    whole_number,
+)
 from pvegym.provenance import plain, sha256_json
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
@@ -59,30 +77,40 @@ ScenarioData = dict[str, Any]
 
 
 def parse_seeds(value: Any, path: str) -> tuple[int, ...]:
-    """Seeds as a list (``[0, 1, 2]``) or a range table (``{start = 0, count = 10}``)."""
+    """Seeds as a list (``[0, 1, 2]``) or a range table (``{start = 0, count = 10}``): whole
+    numbers in ``0..``:data:`~pvegym.limits.MAX_SEED`, at most :data:`~pvegym.limits.MAX_SEEDS`
+    of them, no duplicates."""
     if isinstance(value, dict):
         unknown = sorted(set(value) - {"start", "count"})
         if unknown:
-            raise ConfigError(f"{path}.{unknown[0]}", "unknown key (allowed: count, start)")
+            raise ConfigError(key_path(path, unknown[0]), "unknown key (allowed: count, start)")
         for key in ("start", "count"):
             if key not in value:
                 raise ConfigError(f"{path}.{key}", "is required")
-            v = value[key]
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ConfigError(f"{path}.{key}", f"must be a whole number ≥ 0, not {v!r}")
-        if value["count"] < 1:
-            raise ConfigError(f"{path}.count", "must be ≥ 1 (an empty seed range runs nothing)")
-        return tuple(range(value["start"], value["start"] + value["count"]))
+        start = whole_number(value["start"], f"{path}.start", ge=0, le=MAX_SEED)
+        count = whole_number(value["count"], f"{path}.count", ge=1, le=MAX_SEEDS)
+        if start + count - 1 > MAX_SEED:
+            raise ConfigError(
+                f"{path}.count", f"the last seed would be {start + count - 1} (at most {MAX_SEED})"
+            )
+        return tuple(range(start, start + count))
     if not isinstance(value, list | tuple):
-        raise ConfigError(path, f"must be a list of seeds or {{start, count}}, not {value!r}")
+        raise ConfigError(path, f"must be a list of seeds or {{start, count}}, not {show(value)}")
     if not value:
         raise ConfigError(path, "must not be empty (list at least one seed)")
+    if len(value) > MAX_SEEDS:
+        raise ConfigError(path, f"at most {MAX_SEEDS} seeds, not {len(value)}")
     seeds: list[int] = []
+    seen: set[int] = set()
     for i, v in enumerate(value):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ConfigError(f"{path}[{i}]", f"must be a whole number ≥ 0, not {v!r}")
-        if v in seeds:
+        if isinstance(v, float):  # a JSON manifest may hold 3.0; a TOML file never
+            v = whole_number(v, f"{path}[{i}]", ge=0, le=MAX_SEED)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"{path}[{i}]", f"must be a whole number ≥ 0, not {show(v)}")
+        whole_number(v, f"{path}[{i}]", ge=0, le=MAX_SEED)
+        if v in seen:
             raise ConfigError(f"{path}[{i}]", f"duplicate seed {v}")
+        seen.add(v)
         seeds.append(v)
     return tuple(seeds)
 
@@ -100,7 +128,7 @@ class ScenarioEntry:
     seeds: tuple[int, ...] = field(parse=parse_seeds)
     label: str = ""
     split: Literal["test", "train"] = "test"
-    duration: float | None = field(None, gt=0.0, unit="duration")
+    duration: float | None = field(None, gt=0.0, le=MAX_DURATION_S, unit="duration")
     qemu_server: Literal["unpatched", "patched"] | None = None
     set: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -117,6 +145,8 @@ class ScenarioEntry:
         return out
 
     def validate(self, path: str) -> None:
+        if self.label:
+            check_name(self.label, f"{path}.label", "label")
         if catalog.is_family(self.name):
             allowed = catalog.seeds(self.name, self.split)
             for i, s in enumerate(self.seeds):
@@ -154,6 +184,8 @@ class PolicyEntry:
         return self.label or self.name
 
     def validate(self, path: str) -> None:
+        if self.label:
+            check_name(self.label, f"{path}.label", "label")
         build_policy(self.name, self.params, path)
 
 
@@ -180,7 +212,7 @@ def build_policy(name: str, params: dict[str, Any], path: str = "policy") -> Any
 class EpisodeOptions:
     """Episode settings shared by every scenario entry; ``duration`` in simulated seconds."""
 
-    duration: float | None = field(None, gt=0.0, unit="duration")
+    duration: float | None = field(None, gt=0.0, le=MAX_DURATION_S, unit="duration")
 
 
 @dataclass(frozen=True)
@@ -188,9 +220,9 @@ class ReportOptions:
     """How the report summarizes seeds: a seeded percentile bootstrap (95 %), and how many seeds
     per scenario get a timeline plot (the first ones listed)."""
 
-    bootstrap_resamples: int = field(2000, ge=100)
-    bootstrap_seed: int = field(0, ge=0)
-    timeline_seeds: int = field(1, ge=0)
+    bootstrap_resamples: int = field(2000, ge=100, le=MAX_RESAMPLES)
+    bootstrap_seed: int = field(0, ge=0, le=MAX_SEED)
+    timeline_seeds: int = field(1, ge=0, le=MAX_TIMELINES)
 
 
 @dataclass(frozen=True)
@@ -198,8 +230,8 @@ class Experiment:
     """A whole experiment: policies × scenarios × seeds, what to report and where."""
 
     name: str
-    scenarios: tuple[ScenarioEntry, ...]
-    policies: tuple[PolicyEntry, ...]
+    scenarios: tuple[ScenarioEntry, ...] = field(max_items=10_000)
+    policies: tuple[PolicyEntry, ...] = field(max_items=10_000)
     description: str = ""
     extends: str | None = None
     metrics: tuple[str, ...] = dataclasses.field(default_factory=lambda: tuple(METRIC_KEYS))
@@ -220,12 +252,28 @@ class Experiment:
         for key, labels in lists.items():
             if not labels:
                 raise ConfigError(f"{pre}{key}", "must list at least one entry")
+            first: dict[str, int] = {}  # records/<scenario>/<policy>/: one file name each
             for i, label in enumerate(labels):
-                if labels.index(label) != i:
+                j = first.setdefault(path_component(label), i)
+                if j != i:
                     raise ConfigError(
                         f"{pre}{key}[{i}]",
-                        f"{label!r} is already {key}[{labels.index(label)}] (give one a label)",
+                        f"{show(label)} is already {key}[{j}]"
+                        + ("" if labels[j] == label else " as a file name")
+                        + " (give one a label)",
                     )
+        cells = sum(len(e.seeds) for e in self.scenarios) * len(self.policies)
+        if cells > MAX_CELLS:
+            raise ConfigError(
+                f"{pre}scenarios", f"{cells} episodes (seeds × policies; at most {MAX_CELLS})"
+            )
+        most = max(len(e.seeds) for e in self.scenarios)
+        if self.report.bootstrap_resamples * most > MAX_BOOTSTRAP_DRAWS:
+            raise ConfigError(
+                f"{pre}report.bootstrap_resamples",
+                f"{self.report.bootstrap_resamples} resamples × {most} seeds is more than "
+                f"{MAX_BOOTSTRAP_DRAWS} draws (use fewer resamples)",
+            )
         if not self.metrics:
             raise ConfigError(f"{pre}metrics", "must name at least one metric")
         for i, m in enumerate(self.metrics):
@@ -249,6 +297,10 @@ class Experiment:
         return sha256_json(self.resolved())
 
 
+#: most files an ``extends`` chain may have
+MAX_EXTENDS = 32
+
+
 def _deep_merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(base)
     for key, value in child.items():
@@ -266,7 +318,10 @@ def _relative_scenario_files(path: Path, data: dict[str, Any]) -> None:
     for entry in entries if isinstance(entries, list) else []:
         name = entry.get("name") if isinstance(entry, dict) else None
         if isinstance(name, str) and name.endswith(".toml") and not Path(name).is_absolute():
-            target = (path.parent / name).resolve()
+            try:
+                target = (path.parent / name).resolve()
+            except (OSError, RuntimeError, ValueError):
+                continue  # an unusable name: the scenario's own reader says why
             try:
                 entry["name"] = str(target.relative_to(Path.cwd()))
             except ValueError:
@@ -280,20 +335,33 @@ def _read_chain(path: Path, where: str, chain: tuple[Path, ...]) -> dict[str, An
     parent = data.pop("extends", None)
     if parent is None:
         return data
-    if not isinstance(parent, str):
-        raise ConfigError("extends", f"must be a path (string), not {parent!r}")
-    parent_path = (path.parent / parent).resolve()
+    if not isinstance(parent, str) or not parent or "\x00" in parent:
+        raise ConfigError("extends", f"must be a path (string), not {show(parent)}")
+    if len(chain) >= MAX_EXTENDS:
+        raise ConfigError("extends", f"more than {MAX_EXTENDS} files deep")
+    try:
+        parent_path = (path.parent / parent).resolve()
+    except (OSError, RuntimeError) as err:
+        raise ConfigError("extends", f"{show(parent)}: {type(err).__name__}") from None
     if parent_path in chain:
-        raise ConfigError("extends", f"{parent!r} extends itself (a cycle through {path.name})")
+        raise ConfigError("extends", f"{show(parent)} extends itself (a cycle through {path.name})")
     base = _read_chain(parent_path, "extends", (*chain, parent_path))
     base.pop("name", None)  # a child is its own experiment: its own name, or its file's stem
     base.pop("output", None)
-    return _deep_merge(base, data)
+    try:
+        return _deep_merge(base, data)
+    except RecursionError:
+        raise ConfigError("extends", "tables nested too deeply to merge") from None
 
 
 def experiment_data(path: str | Path) -> dict[str, Any]:
     """The plain data of an experiment file with ``extends`` merged (not yet validated)."""
-    p = Path(path).resolve()
+    if "\x00" in str(path) or not str(path):
+        raise ConfigError("experiment", f"{show(str(path))} is not a file name")
+    try:
+        p = Path(path).resolve()
+    except (OSError, RuntimeError) as err:  # a name too long, a symlink loop
+        raise ConfigError("experiment", f"{show(str(path))}: {type(err).__name__}") from None
     data = _read_chain(p, "experiment", (p,))
     data.setdefault("name", p.stem)
     return data
@@ -304,11 +372,8 @@ def load_experiment(path: str | Path) -> Experiment:
     (whose resolved config reruns that run exactly)."""
     p = Path(path)
     if p.suffix == ".json":
-        try:
-            doc = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ConfigError("experiment", f"cannot read manifest {str(p)!r}: {err}") from None
+        doc = read_json(p, "experiment", "manifest")
         if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
-            raise ConfigError("experiment", f"{str(p)!r} is not a pvegym run manifest")
+            raise ConfigError("experiment", f"{show(str(p), 100)} is not a pvegym run manifest")
         return load(Experiment, doc["config"])
     return load(Experiment, experiment_data(p))

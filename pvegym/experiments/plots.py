@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from pvegym.config import path_component
 from pvegym.experiments.cells import Row
 from pvegym.experiments.config import Experiment
 from pvegym.experiments.report import Summary, comparison_pairs
@@ -59,16 +60,12 @@ def write_plots(
         path = (
             plots_dir
             / "timelines"
-            / _safe(row.scenario)
-            / f"{_safe(row.policy)}-seed{row.seed}.png"
+            / path_component(row.scenario)
+            / f"{path_component(row.policy)}-seed{row.seed}.png"
         )
         timeline(trace, f"{row.scenario} — {row.policy}, seed {row.seed}", path)
     for sc in summary.scenarios:
-        comparison(summary, sc, plots_dir / f"compare-{_safe(sc)}.png")
-
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_.#" else "_" for ch in name)
+        comparison(summary, sc, plots_dir / f"compare-{path_component(sc)}.png")
 
 
 def _time_axis(t_s: np.ndarray) -> tuple[float, str]:

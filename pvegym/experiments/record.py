@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pvegym
-from pvegym.errors import ConfigError
+from pvegym.config import check_text, read_json
+from pvegym.errors import ConfigError, show
+from pvegym.experiments.files import write_json_atomic
+from pvegym.limits import MAX_DURATION_S, MAX_SEED, check_number, whole_number
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario, scenario_from_dict
@@ -124,25 +126,46 @@ class EpisodeRecord:
 
     @staticmethod
     def from_json(doc: Any, where: str = "record") -> EpisodeRecord:
+        """A record from its JSON document, every field checked (a record is user input: it may
+        have been edited or be a stranger's); errors are one line at ``where`` and the key."""
         if not isinstance(doc, dict) or doc.get("format") != RECORD_FORMAT:
             raise ConfigError(where, f"not a pvegym episode record (format {RECORD_FORMAT!r})")
-        try:
-            motions = [(int(r), str(sid), str(target)) for r, sid, target in doc["motions"]]
-            return EpisodeRecord(
-                scenario=str(doc["scenario"]),
-                seed=int(doc["seed"]),
-                duration=float(doc["duration"]),
-                policy=str(doc["policy"]["name"]),
-                params=dict(doc["policy"].get("params", {})),
-                overrides=dict(doc.get("overrides", {})),
-                motions=motions,
-                metrics=dict(doc["metrics"]),
-                scenario_data=doc.get("scenario_data"),
-                pvegym_version=str(doc.get("pvegym_version", "unknown")),
-                model_sha256=str(doc.get("model_sha256", "")),
+        for key in ("scenario", "seed", "duration", "policy", "motions", "metrics"):
+            if key not in doc:
+                raise ConfigError(f"{where}: {key}", "is required")
+        policy = _table(doc["policy"], f"{where}: policy")
+        motions = doc["motions"]
+        if not isinstance(motions, list) or len(motions) > MAX_MOTIONS:
+            raise ConfigError(f"{where}: motions", f"must be a list of at most {MAX_MOTIONS}")
+        rows: list[MotionRow] = []
+        for i, m in enumerate(motions):
+            at = f"{where}: motions[{i}]"
+            if not (isinstance(m, list) and len(m) == 3):
+                raise ConfigError(at, f"must be [round, sid, target], not {show(m)}")
+            rows.append(
+                (whole_number(m[0], at, ge=0, le=MAX_ROUNDS), _text(m[1], at), _text(m[2], at))
             )
-        except (KeyError, TypeError, ValueError) as err:
-            raise ConfigError(where, f"malformed episode record: {err!r}") from None
+        metrics = _table(doc["metrics"], f"{where}: metrics")
+        for key, v in metrics.items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise ConfigError(
+                    f"{where}: metrics.{show(key, 40, quote=False)}",
+                    f"must be a number, not {show(v)}",
+                )
+        data = doc.get("scenario_data")
+        return EpisodeRecord(
+            scenario=_text(doc["scenario"], f"{where}: scenario"),
+            seed=whole_number(doc["seed"], f"{where}: seed", ge=0, le=MAX_SEED),
+            duration=_duration(doc["duration"], f"{where}: duration"),
+            policy=_text(policy.get("name"), f"{where}: policy.name"),
+            params=_table(policy.get("params", {}), f"{where}: policy.params"),
+            overrides=_table(doc.get("overrides", {}), f"{where}: overrides"),
+            motions=rows,
+            metrics=metrics,
+            scenario_data=None if data is None else _table(data, f"{where}: scenario_data"),
+            pvegym_version=_text(doc.get("pvegym_version", "unknown"), f"{where}: pvegym_version"),
+            model_sha256=_text(doc.get("model_sha256", ""), f"{where}: model_sha256"),
+        )
 
     def build_scenario(self) -> Scenario:
         """The scenario of this episode (resolved data if recorded, else by name + overrides)."""
@@ -157,13 +180,27 @@ class EpisodeRecord:
         ).scenario
 
 
-def write_json_atomic(path: Path, doc: Any) -> None:
-    """Write JSON to ``path`` via a temporary file and ``os.replace``: readers (and a resumed run)
-    never see half a file, even if the process is killed mid-write."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, sort_keys=True, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)
+#: most motions a record may hold / highest round index (a 31-day episode of 10 s rounds)
+MAX_MOTIONS = 1_000_000
+MAX_ROUNDS = int(MAX_DURATION_S // 2)
+
+
+def _table(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(where, f"must be a table, not {show(value)}")
+    return dict(value)
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(where, f"must be a string, not {show(value)}")
+    return check_text(value, where)
+
+
+def _duration(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(where, f"must be a number of seconds, not {show(value)}")
+    return check_number(float(value), where, gt=0.0, le=MAX_DURATION_S)
 
 
 #: who produced a record (not what it says): kept when a rerun reproduces the record
@@ -201,21 +238,24 @@ def save_record(record: EpisodeRecord, path: str | Path) -> Path:
 
 def load_record(path: str | Path) -> EpisodeRecord:
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ConfigError("RECORD", f"cannot read {str(p)!r}: {err}") from None
-    return EpisodeRecord.from_json(doc, str(p))
+    doc = read_json(p, "RECORD", "record")
+    return EpisodeRecord.from_json(doc, show(str(p), 100, quote=False))
 
 
 def replay(record: EpisodeRecord) -> dict[str, Any]:
     """Re-run the record's episode, feeding its motions at their rounds; the resulting metrics."""
     by_round: dict[int, Motion] = {}
-    for r, sid, target in record.motions:
+    scenario = record.build_scenario()
+    sids = {g.sid for g in scenario.guests}
+    nodes = {n.name for n in scenario.nodes}
+    for i, (r, sid, target) in enumerate(record.motions):
         if r in by_round:
             raise ConfigError("record.motions", f"two motions in round {r} (one per round)")
+        if sid not in sids or target not in nodes:
+            bad = f"guest {show(sid)}" if sid not in sids else f"node {show(target)}"
+            raise ConfigError(f"record.motions[{i}]", f"unknown {bad} in this scenario")
         by_round[r] = Motion(sid, target)
-    sim = Simulation(record.build_scenario(), record.seed)
+    sim = Simulation(scenario, record.seed)
 
     def decide(view: ClusterView) -> Motion | None:
         return by_round.get(round(view.t / sim.round_s) - 1)

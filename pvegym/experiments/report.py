@@ -29,7 +29,8 @@ import numpy as np
 import pvegym
 from pvegym.experiments.cells import Row, RunStats
 from pvegym.experiments.config import Experiment
-from pvegym.experiments.record import write_json_atomic, write_json_stable
+from pvegym.experiments.files import write_json_atomic
+from pvegym.experiments.record import write_json_stable
 from pvegym.experiments.stats import (
     Estimate,
     bootstrap,

@@ -20,6 +20,7 @@ Read top to bottom, :func:`run_experiment` is the whole story:
 
 from __future__ import annotations
 
+import csv
 import functools
 import sys
 import time
@@ -32,25 +33,23 @@ import numpy as np
 from tqdm import tqdm
 
 from policies.registry import artifact_fingerprint
-from pvegym.errors import ConfigError
+from pvegym.config import check_out_dir, path_component
+from pvegym.errors import ConfigError, show
 from pvegym.experiments import plots, report
 from pvegym.experiments.cells import (
     Cell,
     Row,
     RunStats,
-    is_finished,
+    cell_path,
+    cell_problem,
     read_cell,
     read_trace,
     save_cell,
 )
 from pvegym.experiments.config import Experiment, build_policy, sha256_json
 from pvegym.experiments.executor import Executor, LocalPool
-from pvegym.experiments.record import (
-    EpisodeRecord,
-    model_fingerprint,
-    play,
-    save_record,
-)
+from pvegym.experiments.files import clean_stale_tmp
+from pvegym.experiments.record import EpisodeRecord, model_fingerprint, play, save_record
 from pvegym.sim import catalog
 from pvegym.sim.layout import T_IMBALANCE
 from pvegym.sim.metrics import extra_metrics
@@ -219,7 +218,19 @@ def evaluate_cells(
     if isinstance(executor, int):
         executor = LocalPool(executor)
     cells_dir.mkdir(parents=True, exist_ok=True)
-    todo = [c for c in cells if fresh or not is_finished(cells_dir, c)]
+    clean_stale_tmp(cells_dir)
+    todo = []
+    for c in cells:
+        if fresh or not cell_path(cells_dir, c.key).exists():
+            todo.append(c)
+            continue
+        problem = cell_problem(cells_dir, c)
+        if problem is not None:
+            print(
+                f"pvegym: warning: {cell_path(cells_dir, c.key)} is {problem}: recomputing it",
+                file=sys.stderr,
+            )
+            todo.append(c)
     bar = tqdm(
         total=len(cells),
         initial=len(cells) - len(todo),
@@ -255,7 +266,10 @@ def run_experiment(
     not depend on where (byte-identical ``metrics.csv``)."""
     t0, started = time.perf_counter(), time.time()
     out = Path(out_dir) if out_dir is not None else Path("results") / exp.out_name
+    check_out_dir(out)
     cells_dir = out / "cells"
+    if out.is_dir():
+        clean_stale_tmp(out)  # what a run killed while writing its report left behind
     stats = RunStats(out)
 
     # 1. plan: every scenario entry × seed × policy entry, keyed by its resolved config
@@ -293,8 +307,22 @@ def rerender(exp: Experiment, out_dir: Path | None = None) -> Path:
     reaches committed results whose cells are not committed. Timelines, records and the manifest
     stay as they are (they need the episodes); ``metrics.csv`` must hold every row of the plan."""
     out = Path(out_dir) if out_dir is not None else Path("results") / exp.out_name
+    check_out_dir(out)
     rows = plan(exp)
-    metrics = report.read_metrics_csv(out / "metrics.csv")
+    try:
+        metrics = report.read_metrics_csv(out / "metrics.csv")
+    except FileNotFoundError:
+        raise ConfigError(
+            "--report-only",
+            f"{show(str(out / 'metrics.csv'), 100)} does not exist: run the experiment "
+            "(without --report-only)",
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError, csv.Error) as err:
+        raise ConfigError(
+            "--report-only",
+            f"{show(str(out / 'metrics.csv'), 100)} is not a metrics.csv of a run "
+            f"({show(str(err) or type(err).__name__, 80, quote=False)})",
+        ) from None
     docs: dict[str, dict[str, Any]] = {}
     for row in rows:
         key = (row.scenario, row.policy, row.seed)
@@ -312,11 +340,13 @@ def rerender(exp: Experiment, out_dir: Path | None = None) -> Path:
 
 
 def record_path(out: Path, row: Row) -> Path:
-    return out / "records" / _safe(row.scenario) / _safe(row.policy) / f"seed-{row.seed}.json"
-
-
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_.#" else "_" for ch in name)
+    return (
+        out
+        / "records"
+        / path_component(row.scenario)
+        / path_component(row.policy)
+        / f"seed-{row.seed}.json"
+    )
 
 
 def _record(row: Row, doc: dict[str, Any]) -> EpisodeRecord:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pvegym.config import read_input_file
 from pvegym.errors import ConfigError
 from pvegym.harness.hardware import LogEntry
 
@@ -91,10 +92,9 @@ class TestDir:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(path.name, f"cannot read: {err}") from None
+    """A test file's text (pvegym's one input reader: no FIFO, device or directory, bounded,
+    UTF-8), errors at the file's name."""
+    return read_input_file(path, path.name, "test")
 
 
 def _json(name: str, text: str) -> Any:
@@ -102,6 +102,8 @@ def _json(name: str, text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(name, f"malformed JSON at line {err.lineno}: {err.msg}") from None
+    except RecursionError:
+        raise ConfigError(name, "malformed JSON: nested too deeply") from None
 
 
 def _obj(value: Any, path: str) -> dict[str, Any]:

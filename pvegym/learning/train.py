@@ -49,6 +49,9 @@ import numpy as np
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
+from policies import agent_spec
+from pvegym.config import check_out_dir
+from pvegym.env.observation_layout import Layout
 from pvegym.errors import ConfigError
 from pvegym.experiments.executor import ignore_interrupt
 from pvegym.learning.train_config import TrainConfig, algo_class
@@ -269,6 +272,7 @@ def model_info(cfg: TrainConfig, path: Path | None = None) -> Any:
         cfg.env.mask_unmigratable,
         tuple(sorted(cfg.env.memory.items())),
         cfg.env.mask_headroom,
+        cfg.resolved()["hyperparams"],
     )
 
 
@@ -357,6 +361,7 @@ def train(
 
     # 1. config ---------------------------------------------------------------------------------
     out = Path(out_dir) if out_dir is not None else Path("results") / cfg.out_name
+    check_out_dir(out)
     if fresh and out.exists():
         shutil.rmtree(out)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
@@ -386,19 +391,22 @@ def train(
     try:
         # 3. model ------------------------------------------------------------------------------
         algo = algo_class(cfg.algo)
+        kwargs = cfg.algo_kwargs()
+        if cfg.policy in agent_spec.NAMED_POLICIES:  # built for the env's padded layout
+            layout = Layout(*cfg.env.sizes()).as_dict()
+            kwargs["policy_kwargs"] = {**kwargs.get("policy_kwargs", {}), "layout": layout}
         tb = tensorboard_dir(out)
+        model = algo(
+            agent_spec.policy_class(cfg.algo, cfg.policy),
+            venv,
+            seed=cfg.seed,
+            device="cpu",
+            verbose=0,
+            tensorboard_log=tb,
+            **kwargs,
+        )
         if found:
-            model = algo.load(str(found[0]), env=venv, device="cpu", tensorboard_log=tb)
-        else:
-            model = algo(
-                cfg.policy,
-                venv,
-                seed=cfg.seed,
-                device="cpu",
-                verbose=0,
-                tensorboard_log=tb,
-                **cfg.algo_kwargs(),
-            )
+            restore_checkpoint(model, found[0])
         _drop_evaluations_after(out / "evaluations.csv", start)
 
         # 4. learn ------------------------------------------------------------------------------
@@ -436,6 +444,46 @@ def train(
     stats.wall_s = time.perf_counter() - t_start
     write_manifest(out / "manifest.json", cfg, stats, started, command, len(episodes))
     return stats
+
+
+#: plain counters of an algorithm that a checkpoint's ``data`` restores (the rest of its state is
+#: rebuilt from the train config; its pickled entries are never loaded)
+_COUNTERS = ("num_timesteps", "_n_updates", "_episode_num", "_n_calls")
+
+
+def restore_checkpoint(model: Any, path: Path) -> None:
+    """Load a checkpoint into ``model`` — built from the train config exactly as a fresh run — with
+    :func:`policies.model_file.read_model_file` (weights-only, nothing unpickled): the state dicts
+    of the policy and its optimizer, and the step counters. A file that does not fit is a one-line
+    ConfigError."""
+    import torch
+
+    from policies.model_file import check_policy_class, load_state, plain_int, read_model_file
+
+    where = "checkpoint"
+    mf = read_model_file(path, where)
+    check_policy_class(mf, type(model.policy), where)
+    names, _variables = model._get_torch_save_params()
+    if set(mf.params) != set(names):
+        raise ConfigError(
+            where,
+            f"{path.name} holds {sorted(mf.params)}, the config's {type(model).__name__} needs "
+            f"{sorted(names)}",
+        )
+    for name in names:
+        target: Any = model
+        for part in name.split("."):
+            target = getattr(target, part)
+        if isinstance(target, torch.optim.Optimizer):
+            try:
+                target.load_state_dict(mf.params[name])
+            except (ValueError, KeyError, TypeError, RuntimeError) as err:
+                raise ConfigError(where, f"{path.name}: {name}.pth does not fit ({err})") from None
+        else:
+            load_state(target, mf.params[name], f"{path.name}: {name}.pth", where)
+    for key in _COUNTERS:
+        if hasattr(model, key) and key in mf.data:
+            setattr(model, key, plain_int(mf, key))
 
 
 class TimedVecEnv(VecEnvWrapper):

@@ -43,37 +43,93 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import check_dir_names, field, load, read_toml
+from policies import agent_spec
+from policies.agent_spec import ALGOS, algo_class
+from pvegym.config import check_dir_names, field, load, read_json, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
+from pvegym.limits import (
+    MAX_BUFFER_BYTES,
+    MAX_DURATION_S,
+    MAX_ENVS,
+    MAX_SEED,
+    MAX_SEEDS,
+    MAX_THREADS,
+    MAX_TIMESTEPS,
+    MAX_WEIGHT,
+    check_number,
+    whole_number,
+)
 from pvegym.sim import catalog, families
 from pvegym.sim.cost import check_weights
 
 Algo = Literal["PPO", "MaskablePPO", "DQN", "A2C"]
 
-#: algorithm name -> (module, class)
-ALGOS: dict[str, tuple[str, str]] = {
-    "PPO": ("stable_baselines3", "PPO"),
-    "A2C": ("stable_baselines3", "A2C"),
-    "DQN": ("stable_baselines3", "DQN"),
-    "MaskablePPO": ("sb3_contrib", "MaskablePPO"),
-}
 #: constructor arguments the trainer sets itself (not hyperparameters)
 _RESERVED = frozenset(
     {"self", "policy", "env", "seed", "verbose", "device", "tensorboard_log", "_init_setup_model"}
 )
-#: ``policy_kwargs`` a train file may give the PairScorer policy (its layout comes from the env)
-PAIR_SCORER_KWARGS = ("hidden", "noop_prob", "pair_layers")
-#: ``policy_kwargs.activation_fn`` by name (TOML cannot hold a class)
-ACTIVATIONS = ("relu", "tanh", "elu", "leaky_relu", "silu")
 
 
-def algo_class(name: str) -> Any:
-    """The stable-baselines3 / sb3-contrib class of algorithm ``name`` (imported lazily)."""
-    import importlib
+#: what a train file may give each hyperparameter (stable-baselines3's constructor keywords):
+#: ``(type, bounds)`` with type "int", "float", "bool" or "float?" (``None`` allowed). A keyword of
+#: the algorithm that is not here (buffer classes and their kwargs) cannot be set from a file.
+#: Sizes are bounded too: the buffers they make are checked against
+#: :data:`~pvegym.limits.MAX_BUFFER_BYTES` (:meth:`TrainConfig.validate`).
+HYPERPARAMS: dict[str, tuple[str, dict[str, float]]] = {
+    "learning_rate": ("float", {"gt": 0.0, "le": 10.0}),
+    "n_steps": ("int", {"ge": 1, "le": 2**20}),
+    "batch_size": ("int", {"ge": 2, "le": 2**20}),  # PPO normalizes advantages over a batch
+    "n_epochs": ("int", {"ge": 1, "le": 10_000}),
+    "gamma": ("float", {"ge": 0.0, "le": 1.0}),
+    "gae_lambda": ("float", {"ge": 0.0, "le": 1.0}),
+    "clip_range": ("float", {"gt": 0.0, "le": 100.0}),
+    "clip_range_vf": ("float?", {"gt": 0.0, "le": 100.0}),
+    "normalize_advantage": ("bool", {}),
+    "ent_coef": ("float", {"ge": 0.0, "le": 1e6}),
+    "vf_coef": ("float", {"ge": 0.0, "le": 1e6}),
+    "max_grad_norm": ("float", {"gt": 0.0, "le": 1e6}),
+    "use_sde": ("bool", {"le": 0}),  # state-dependent exploration is for continuous actions
+    "sde_sample_freq": ("int", {"ge": -1, "le": MAX_TIMESTEPS}),
+    "target_kl": ("float?", {"gt": 0.0, "le": 1e6}),
+    "stats_window_size": ("int", {"ge": 1, "le": 1_000_000}),
+    "rms_prop_eps": ("float", {"gt": 0.0, "le": 1.0}),
+    "use_rms_prop": ("bool", {}),
+    "buffer_size": ("int", {"ge": 1, "le": 10**8}),
+    "learning_starts": ("int", {"ge": 0, "le": MAX_TIMESTEPS}),
+    "tau": ("float", {"gt": 0.0, "le": 1.0}),
+    "train_freq": ("int", {"ge": 1, "le": 1_000_000}),
+    "gradient_steps": ("int", {"ge": -1, "le": 100_000}),
+    "optimize_memory_usage": ("bool", {"le": 0}),  # SB3 refuses it with timeout handling
+    "target_update_interval": ("int", {"ge": 1, "le": MAX_TIMESTEPS}),
+    "exploration_fraction": ("float", {"ge": 0.0, "le": 1.0}),
+    "exploration_initial_eps": ("float", {"ge": 0.0, "le": 1.0}),
+    "exploration_final_eps": ("float", {"ge": 0.0, "le": 1.0}),
+}
 
-    module, attr = ALGOS[name]
-    return getattr(importlib.import_module(module), attr)
+
+def check_hyperparam(key: str, value: Any, path: str) -> None:
+    """One hyperparameter against :data:`HYPERPARAMS` (``policy_kwargs`` is checked by
+    :func:`policies.agent_spec.check_policy_kwargs`)."""
+    if key not in HYPERPARAMS:
+        raise ConfigError(path, "cannot be set from a train file (a class or its kwargs)")
+    kind, bounds = HYPERPARAMS[key]
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(path, f"must be true or false, not {show(value)}")
+        if bounds.get("le") == 0 and value:
+            raise ConfigError(path, "must be false here (discrete actions, timeout handling)")
+        return
+    if value is None and kind == "float?":
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(path, f"must be a number, not {show(value)}")
+    if kind == "int":
+        n = whole_number(value, path, ge=int(bounds["ge"]), le=int(bounds["le"]))
+        if key == "gradient_steps" and n == 0:
+            raise ConfigError(path, "must be ≥ 1, or -1 (as many as environment steps)")
+        return
+    check_number(float(value), path, **bounds)
 
 
 def allowed_hyperparams(algo: str) -> list[str]:
@@ -110,10 +166,10 @@ class EnvOptions:
 
     scenario: str = "small"
     train_seeds: tuple[int, ...] | None = field(None, parse=_parse_optional_seeds)
-    episode_seconds: float | None = field(None, gt=0.0, unit="duration")
+    episode_seconds: float | None = field(None, gt=0.0, le=MAX_DURATION_S, unit="duration")
     reward_weights: dict[str, float] = dataclasses.field(default_factory=dict)
     reward_baseline: Literal["none", "noop"] = "none"
-    reward_scale: float = field(1.0, gt=0.0)
+    reward_scale: float = field(1.0, gt=0.0, le=MAX_WEIGHT)
     skip_idle_rounds: bool = True
 
     def validate(self, path: str) -> None:
@@ -164,16 +220,16 @@ class ImitationOptions:
 
     expert: str = "guest-centric"
     expert_params: dict[str, Any] = dataclasses.field(default_factory=dict)
-    iterations: int = field(4, ge=1)
-    episodes: int = field(16, ge=1)
+    iterations: int = field(4, ge=1, le=1000)
+    episodes: int = field(16, ge=1, le=MAX_SEEDS)
     beta: float = field(0.5, ge=0.0, le=1.0)
-    epochs: int = field(10, ge=1)
-    batch_size: int = field(256, ge=1)
-    learning_rate: float = field(1e-3, gt=0.0)
-    move_weight: float = field(1.0, gt=0.0)
+    epochs: int = field(10, ge=1, le=10_000)
+    batch_size: int = field(256, ge=1, le=2**20)
+    learning_rate: float = field(1e-3, gt=0.0, le=10.0)
+    move_weight: float = field(1.0, gt=0.0, le=MAX_WEIGHT)
     calm_keep: float = field(1.0, gt=0.0, le=1.0)
-    value_episodes: int = field(8, ge=0)
-    value_epochs: int = field(10, ge=0)
+    value_episodes: int = field(8, ge=0, le=MAX_SEEDS)
+    value_epochs: int = field(10, ge=0, le=10_000)
 
     def validate(self, path: str) -> None:
         from policies.registry import make_policy
@@ -205,7 +261,7 @@ class SelectionOptions:
     """
 
     seeds: tuple[int, ...] = field(parse=_parse_seeds)
-    every: int = field(0, ge=0)
+    every: int = field(0, ge=0, le=MAX_TIMESTEPS)
     objective: Literal["cost", "wins"] = "wins"
     reference: str = "patched"
     reference_params: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -247,22 +303,22 @@ class TrainConfig:
 
     name: str
     algo: Algo
-    total_timesteps: int = field(ge=0)
-    policy: Literal["MlpPolicy", "PairScorer"] = "MlpPolicy"
+    total_timesteps: int = field(ge=0, le=MAX_TIMESTEPS)
+    policy: str = "MlpPolicy"  # a policy class name (policies.agent_spec: MlpPolicy, PairScorer, …)
     description: str = ""
     hyperparams: dict[str, Any] = dataclasses.field(default_factory=dict)
     env: EnvOptions = EnvOptions()
-    n_envs: int = field(1, ge=1, le=64)
+    n_envs: int = field(1, ge=1, le=MAX_ENVS)
     vec_env: Literal["auto", "vector", "subproc", "dummy"] = "auto"
-    checkpoint_every: int = field(0, ge=0)
-    eval_every: int = field(0, ge=0)
+    checkpoint_every: int = field(0, ge=0, le=MAX_TIMESTEPS)
+    eval_every: int = field(0, ge=0, le=MAX_TIMESTEPS)
     eval_seeds: tuple[int, ...] = field(
         (families.TEST_SEEDS.start, families.TEST_SEEDS.start + 1, families.TEST_SEEDS.start + 2),
         parse=_parse_seeds,
     )
-    seed: int = field(0, ge=0)
+    seed: int = field(0, ge=0, le=MAX_SEED)
     seeds: tuple[int, ...] | None = None
-    torch_threads: int = field(1, ge=1)
+    torch_threads: int = field(1, ge=1, le=MAX_THREADS)
     output: str = ""
     imitation: ImitationOptions | None = None
     selection: SelectionOptions | None = None
@@ -274,6 +330,7 @@ class TrainConfig:
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
         check_dir_names(pre, self.name, self.out_name)
+        agent_spec.policy_class(self.algo, self.policy, f"{pre}policy")
         allowed = allowed_hyperparams(self.algo)
         for key, value in self.hyperparams.items():
             if key not in allowed:
@@ -282,22 +339,12 @@ class TrainConfig:
                     f"not a parameter of {self.algo} (allowed: {', '.join(allowed)})",
                 )
             if key == "policy_kwargs":
-                if not isinstance(value, dict):
-                    raise ConfigError(f"{pre}hyperparams.{key}", "must be a table")
-                if self.policy == "PairScorer":
-                    for k in value:
-                        if k not in PAIR_SCORER_KWARGS:
-                            raise ConfigError(
-                                f"{pre}hyperparams.policy_kwargs.{k}",
-                                f"not an option of PairScorer "
-                                f"(allowed: {', '.join(PAIR_SCORER_KWARGS)})",
-                            )
-                act = value.get("activation_fn")
-                if act is not None and act not in ACTIVATIONS:
-                    raise ConfigError(
-                        f"{pre}hyperparams.policy_kwargs.activation_fn",
-                        f"{act!r} is not allowed (allowed: {', '.join(ACTIVATIONS)})",
-                    )
+                agent_spec.check_policy_kwargs(
+                    self.algo, self.policy, value, f"{pre}hyperparams.policy_kwargs"
+                )
+            else:
+                check_hyperparam(key, value, f"{pre}hyperparams.{key}")
+        self._check_buffers(pre)
         is_family = families.is_family(self.env.scenario)
         train = set(self.env.train_seeds or ())
         for i, s in enumerate(self.eval_seeds):
@@ -319,8 +366,7 @@ class TrainConfig:
         if self.imitation is not None and self.algo not in ("PPO", "MaskablePPO"):
             raise ConfigError(f"{pre}imitation", "behaviour cloning initialises PPO/MaskablePPO")
         for i, s in enumerate(self.seeds or ()):
-            if s < 0:
-                raise ConfigError(f"{pre}seeds[{i}]", f"must be ≥ 0, not {s}")
+            whole_number(s, f"{pre}seeds[{i}]", ge=0, le=MAX_SEED)
         if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"{pre}seeds", "must not repeat a seed")
         if self.selection is not None:
@@ -337,21 +383,46 @@ class TrainConfig:
                         f"{s} is also in env.train_seeds (validation must be held out)",
                     )
 
+    def _check_buffers(self, pre: str) -> None:
+        """The rollout (on-policy) or replay (DQN) buffer these settings make, estimated as
+        transitions × observation bytes (float32), must fit :data:`~pvegym.limits.MAX_BUFFER_BYTES`;
+        PPO needs more than one step per rollout."""
+        from pvegym.env.observation_layout import Layout
+        from pvegym.env.view_encoding import observation_size
+
+        params = inspect.signature(algo_class(self.algo).__init__).parameters
+
+        def value(key: str) -> Any:
+            return self.hyperparams.get(key, params[key].default if key in params else None)
+
+        if self.env.version == "v1":
+            obs_size = Layout(*self.env.sizes()).size
+        else:
+            obs_size = observation_size(*self.env.sizes())
+        obs_bytes = 4 * (obs_size + 8)
+        if self.algo == "DQN":
+            size, key = int(value("buffer_size")) * (2 * obs_bytes), "buffer_size"
+        else:
+            steps = int(value("n_steps")) * self.n_envs
+            if self.algo != "A2C" and steps < 2:
+                raise ConfigError(
+                    f"{pre}hyperparams.n_steps", "n_steps × n_envs must be > 1 for PPO's batches"
+                )
+            size, key = steps * obs_bytes, "n_steps"
+        if size > MAX_BUFFER_BYTES:
+            raise ConfigError(
+                f"{pre}hyperparams.{key}",
+                f"{value(key)} makes a {'replay' if self.algo == 'DQN' else 'rollout'} buffer of "
+                f"~{size / 2**30:.1f} GiB (at most {MAX_BUFFER_BYTES / 2**30:g} GiB: set a "
+                f"smaller {key})",
+            )
+
     # ------------------------------------------------------------------ derived
     def algo_kwargs(self) -> dict[str, Any]:
         """The constructor keywords: ``hyperparams`` with ``activation_fn`` names made classes."""
-        import torch.nn as nn
-
         kwargs = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.hyperparams.items()}
-        pk = kwargs.get("policy_kwargs")
-        if isinstance(pk, dict) and isinstance(pk.get("activation_fn"), str):
-            pk["activation_fn"] = {
-                "relu": nn.ReLU,
-                "tanh": nn.Tanh,
-                "elu": nn.ELU,
-                "leaky_relu": nn.LeakyReLU,
-                "silu": nn.SiLU,
-            }[pk["activation_fn"]]
+        if "policy_kwargs" in kwargs:
+            kwargs["policy_kwargs"] = agent_spec.policy_kwargs(kwargs["policy_kwargs"])
         return kwargs
 
     def env_kwargs(self) -> dict[str, Any]:
@@ -404,12 +475,9 @@ class TrainConfig:
 def train_data(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if p.suffix == ".json":  # a run's resolved config.json
-        try:
-            doc = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ConfigError("train", f"cannot read {str(p)!r}: {err}") from None
+        doc = read_json(p, "train", "train config")
         if not isinstance(doc, dict):
-            raise ConfigError("train", f"{str(p)!r} is not a resolved train config")
+            raise ConfigError("train", f"{show(str(p), 100)} is not a resolved train config")
         doc.pop("spaces", None)
         return doc
     data = read_toml(p, "train", "train")
@@ -424,8 +492,8 @@ def load_train_config(path: str | Path) -> TrainConfig:
 
 def parse_train_config(data: dict[str, Any]) -> TrainConfig:
     """Validate plain data (a parsed train file) into a :class:`TrainConfig`."""
-    if "algo" in data and data["algo"] not in ALGOS:
-        raise ConfigError("algo", f"{data['algo']!r} is not allowed (allowed: {', '.join(ALGOS)})")
+    if isinstance(data, dict) and "algo" in data:
+        agent_spec.algo_class(data["algo"], "algo")  # an unknown one: one line naming the key
     return load(TrainConfig, data)
 
 

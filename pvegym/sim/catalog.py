@@ -31,7 +31,7 @@ from pvegym.config import parse_value, read_toml, set_path
 from pvegym.errors import ConfigError
 from pvegym.sim import families, scenarios
 from pvegym.sim.scenario import Scenario, scenario_from_dict
-from pvegym.sim.trace_source import anchor_trace_dirs
+from pvegym.sim.trace_source import scenario_base
 
 ScenarioData = dict[str, Any]
 Overrides = Mapping[str, Any]
@@ -118,7 +118,6 @@ def _source(name: str, seed: int, name_key: str) -> ScenarioData:
     if is_file(name):
         data = read_toml(Path(name), name_key, "scenario")
         data.setdefault("name", Path(name).stem)
-        anchor_trace_dirs(data, Path(name))  # a relative trace_dir is beside the file
         return data
     raise ConfigError(
         name_key,
@@ -156,8 +155,9 @@ def resolve(
     try:
         if is_family(name) and not sets:
             scn = families.build_scenario(data)  # valid by construction; much faster
-        else:
-            scn = scenario_from_dict(data)
+        else:  # a file's relative trace_dirs are beside it (pvegym.sim.trace_source)
+            with scenario_base(Path(name).resolve().parent if is_file(name) else None):
+                scn = scenario_from_dict(data)
     except ConfigError as err:
         label = f"{name} (seed {seed})" if is_family(name) else name
         raise ConfigError(set_key if sets else name_key, f"{label}: {err}") from None

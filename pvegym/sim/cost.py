@@ -29,7 +29,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
+from pvegym.limits import MAX_WEIGHT, check_number
 from pvegym.sim.metrics import METRIC_KEYS, additive_metrics, metric_spec
 
 if TYPE_CHECKING:
@@ -71,10 +72,10 @@ def check_weights(
             what = "metric that adds up round by round" if additive_only else "metric"
             raise ConfigError(f"{path}.{key}", f"not a {what} (allowed: {', '.join(allowed)})")
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{path}.{key}", f"must be a number, not {value!r}")
-        if not math.isfinite(float(value)):
-            raise ConfigError(f"{path}.{key}", f"must be finite, not {value!r}")
-        out[key] = float(value)
+            raise ConfigError(f"{path}.{key}", f"must be a number, not {show(value)}")
+        if isinstance(value, int) and abs(value) > MAX_WEIGHT:  # float() of a huge int overflows
+            raise ConfigError(f"{path}.{key}", f"must be ≤ {MAX_WEIGHT:g} in magnitude")
+        out[key] = check_number(float(value), f"{path}.{key}", ge=-MAX_WEIGHT, le=MAX_WEIGHT)
     return out
 
 

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pvegym.config import field, load
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
+from pvegym.limits import (
+    MAX_CORES,
+    MAX_DURATION_S,
+    MAX_EVENTS,
+    MAX_GUESTS,
+    MAX_MEMORY_BYTES,
+    MAX_NODES,
+    MAX_RATE,
+)
 from pvegym.sim.workload import Component, parse_signal
 from pvegym.units import GiB, MiB
 
@@ -36,12 +45,12 @@ class NodeSpec:
     kills a guest."""
 
     name: str
-    maxcpu: int = field(ge=1)
-    maxmem: float = field(gt=0, unit="size")
+    maxcpu: int = field(ge=1, le=MAX_CORES)
+    maxmem: float = field(gt=0, le=MAX_MEMORY_BYTES, unit="size")
     base_cpu: tuple[Component, ...] = field((), parse=_cpu_signal)
     base_mem: tuple[Component, ...] = field((), parse=_mem_signal)
     online: bool = True
-    swap: float | None = field(None, ge=0.0, unit="size")
+    swap: float | None = field(None, ge=0.0, le=MAX_MEMORY_BYTES, unit="size")
 
     @property
     def swap_bytes(self) -> float:
@@ -72,17 +81,17 @@ class GuestSpec:
 
     sid: str
     node: str
-    maxcpu: int = field(ge=1)
-    maxmem: float = field(gt=0, unit="size")
+    maxcpu: int = field(ge=1, le=MAX_CORES)
+    maxmem: float = field(gt=0, le=MAX_MEMORY_BYTES, unit="size")
     cpu: tuple[Component, ...] = field((), parse=_cpu_signal)
     memhost: tuple[Component, ...] = field((), parse=_mem_signal)
     mem_ratio: float = field(1.0, gt=0.0, le=1.0)
-    dirty_rate: float = field(0.0, ge=0.0, unit="rate")
-    wws: float | None = field(None, gt=0.0, unit="size")
+    dirty_rate: float = field(0.0, ge=0.0, le=MAX_RATE, unit="rate")
+    wws: float | None = field(None, gt=0.0, le=MAX_MEMORY_BYTES, unit="size")
     throttle_sensitivity: float = field(1.0, ge=0.0, le=1.0)
     xbzrle_delta: float = field(1.0, gt=0.0, le=1.0)
-    balloon_min: float | None = field(None, gt=0.0, unit="size")
-    shares: int = field(1000, ge=0)
+    balloon_min: float | None = field(None, gt=0.0, le=MAX_MEMORY_BYTES, unit="size")
+    shares: int = field(1000, ge=0, le=50_000)  # qemu-server: shares 0–50000, default 1000
     ksm_shareable: float = field(0.0, ge=0.0, lt=1.0)
     ha: bool = True
     local_resources: bool = False
@@ -92,7 +101,7 @@ class GuestSpec:
     def validate(self, path: str) -> None:
         if not _SID.match(self.sid):
             raise ConfigError(
-                f"{path}.sid", f"{self.sid!r} is not a guest id (allowed: vm:<n> or ct:<n>)"
+                f"{path}.sid", f"{show(self.sid)} is not a guest id (allowed: vm:<n> or ct:<n>)"
             )
         if self.wws is not None and self.wws > self.maxmem:
             raise ConfigError(f"{path}.wws", "the writable working set cannot exceed maxmem")
@@ -124,7 +133,7 @@ class EventSpec:
     """A timed event: a manual ``migrate`` of ``sid`` to ``target`` (queued like ``qm migrate``
     through the HA stack), or a ``pressure-onset`` marker on ``node`` for ``evacuation_latency_s``."""
 
-    t: float = field(ge=0.0, unit="duration")
+    t: float = field(ge=0.0, le=MAX_DURATION_S, unit="duration")
     type: Literal["migrate", "pressure-onset"] = "migrate"
     sid: str = ""
     target: str = ""
@@ -140,7 +149,9 @@ class PsiModel:
         0.0, ge=0.0, le=1.0
     )  # share of demand from always-runnable threads
     mem_watermark: float = field(0.02, ge=0.0, lt=1.0)  # fraction of MemTotal kept free by reclaim
-    mem_gain: float = field(10.0, gt=0.0)  # some-pressure per unit of overcommitted fraction
+    mem_gain: float = field(
+        10.0, gt=0.0, le=1e6
+    )  # some-pressure per unit of overcommitted fraction
     mem_full_ratio: float = field(0.5, ge=0.0, le=1.0)  # full = some × this (all tasks stalled)
 
 
@@ -148,24 +159,27 @@ class PsiModel:
 class MigrationSettings:
     """How motions run. ``bandwidth`` is the single migration stream's throughput (bytes/s)."""
 
-    bandwidth: float = field(430 * 2**20, gt=0.0, unit="rate")
-    downtime_limit_ms: float = field(100.0, gt=0.0)  # qemu-server: migrate_downtime default 0.1 s
+    bandwidth: float = field(430 * 2**20, gt=0.0, le=MAX_RATE, unit="rate")
+    # qemu-server: migrate_downtime default 0.1 s; at most a day
+    downtime_limit_ms: float = field(100.0, gt=0.0, le=86_400_000.0)
     qemu_server: Literal["unpatched", "patched"] = "unpatched"
-    boost_factor: float = field(1.5, gt=0.0)
-    abort_factor: float = field(4.0, gt=0.0)
+    boost_factor: float = field(1.5, gt=0.0, le=1000.0)  # passes over guest memory
+    abort_factor: float = field(4.0, gt=0.0, le=1000.0)
     sync_timer: bool = True  # QEMU ≥ 9.2: dirty sync every 5 s after pass 1 with auto-converge
-    precheck_s: float = field(3.0, ge=0.0, unit="duration")  # a local resource fails here
-    lrm_delay_max_s: float = field(10.0, ge=0.0, unit="duration")  # LRM loop: uniform start offset
-    ct_shutdown_s: float = field(10.0, ge=0.0, unit="duration")
-    ct_start_s: float = field(5.0, ge=0.0, unit="duration")
+    precheck_s: float = field(3.0, ge=0.0, le=MAX_DURATION_S, unit="duration")  # local resource
+    # LRM loop: uniform start offset
+    lrm_delay_max_s: float = field(10.0, ge=0.0, le=3600.0, unit="duration")
+    ct_shutdown_s: float = field(10.0, ge=0.0, le=MAX_DURATION_S, unit="duration")
+    ct_start_s: float = field(5.0, ge=0.0, le=MAX_DURATION_S, unit="duration")
     xbzrle: bool = True  # qemu-server set_migration_caps: xbzrle on (cache 10 % of memory)
-    # vCPU time of one dirty-tracking write fault (µs; estimate: a KVM fast-path fault, ~1 µs)
-    dirty_fault_us: float = field(1.0, ge=0.0)
+    # vCPU time of one dirty-tracking write fault (µs; estimate: a KVM fast-path fault, ~1 µs);
+    # at most a second per fault
+    dirty_fault_us: float = field(1.0, ge=0.0, le=1e6)
     # cores busy on the source/target while the stream sends at its bandwidth: QEMU's migration
     # thread and, for the datacenter default ``secure`` type, the ssh tunnel's cipher — one
     # CPU-bound hop is what caps a single stream at a few hundred MiB/s (reference A.1; estimate)
-    cpu_source_cores: float = field(1.0, ge=0.0)
-    cpu_target_cores: float = field(1.0, ge=0.0)
+    cpu_source_cores: float = field(1.0, ge=0.0, le=MAX_CORES)
+    cpu_target_cores: float = field(1.0, ge=0.0, le=MAX_CORES)
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
@@ -177,6 +191,10 @@ class MigrationSettings:
             )
 
 
+#: the kernel's ``pages_to_scan`` is an unsigned int (mm/ksm.c, sysfs store: kstrtouint)
+_KSM_PAGES = 2**32 - 1
+
+
 @dataclass(frozen=True)
 class MemorySettings:
     """Memory that moves (:mod:`pvegym.sim.memory`): PVE's auto-ballooning and KSM, each a switch.
@@ -186,14 +204,20 @@ class MemorySettings:
     autoballoon: bool = True
     ballooning_target_pct: float = field(80.0, gt=0.0, le=100.0)
     ksm: bool = True
-    ksm_monitor_interval_s: float = field(60.0, gt=0.0, unit="duration")  # KSM_MONITOR_INTERVAL
-    ksm_sleep_ms: float = field(10.0, gt=0.0)  # KSM_SLEEP_MSEC (for a 16 GiB host, scaled)
-    ksm_npages_boost: int = field(300, ge=0)  # KSM_NPAGES_BOOST
-    ksm_npages_decay: int = field(50, ge=0)  # -KSM_NPAGES_DECAY
-    ksm_npages_min: int = field(64, ge=0)  # KSM_NPAGES_MIN
-    ksm_npages_max: int = field(1250, ge=0)  # KSM_NPAGES_MAX
+    ksm_monitor_interval_s: float = field(
+        60.0, gt=0.0, le=MAX_DURATION_S, unit="duration"
+    )  # KSM_MONITOR_INTERVAL
+    ksm_sleep_ms: float = field(
+        10.0, gt=0.0, le=86_400_000.0
+    )  # KSM_SLEEP_MSEC (for a 16 GiB host, scaled)
+    ksm_npages_boost: int = field(300, ge=0, le=_KSM_PAGES)  # KSM_NPAGES_BOOST
+    ksm_npages_decay: int = field(50, ge=0, le=_KSM_PAGES)  # -KSM_NPAGES_DECAY
+    ksm_npages_min: int = field(64, ge=0, le=_KSM_PAGES)  # KSM_NPAGES_MIN
+    ksm_npages_max: int = field(1250, ge=0, le=_KSM_PAGES)  # KSM_NPAGES_MAX
     ksm_thres_coef_pct: float = field(20.0, ge=0.0, le=100.0)  # KSM_THRES_COEF
-    ksm_thres_const: float = field(2048 * MiB, ge=0.0, unit="size")  # KSM_THRES_CONST (MiB)
+    ksm_thres_const: float = field(
+        2048 * MiB, ge=0.0, le=MAX_MEMORY_BYTES, unit="size"
+    )  # KSM_THRES_CONST (MiB)
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
@@ -223,14 +247,14 @@ class TelemetrySettings:
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    nodes: tuple[NodeSpec, ...]
-    guests: tuple[GuestSpec, ...] = ()
+    nodes: tuple[NodeSpec, ...] = field(max_items=MAX_NODES)
+    guests: tuple[GuestSpec, ...] = field((), max_items=MAX_GUESTS)
     description: str = ""
-    duration: float = field(3600.0, gt=0.0, unit="duration")
-    round_s: float = field(10.0, gt=0.0, unit="duration")
+    duration: float = field(3600.0, gt=0.0, le=MAX_DURATION_S, unit="duration")
+    round_s: float = field(10.0, ge=2.0, le=3600.0, unit="duration")
     node_affinity: tuple[NodeAffinitySpec, ...] = ()
     resource_affinity: tuple[ResourceAffinitySpec, ...] = ()
-    events: tuple[EventSpec, ...] = ()
+    events: tuple[EventSpec, ...] = field((), max_items=MAX_EVENTS)
     psi: PsiModel = PsiModel()
     migration: MigrationSettings = MigrationSettings()
     memory: MemorySettings = MemorySettings()

@@ -22,7 +22,9 @@ the sum of components, each one of:
   VM's own capacity is used (Bitbrains: its cores / provisioned bytes; PlanetLab gives no VM size:
   one core). ``loop`` repeats the series (the last sample interpolates into the first); without
   it the series holds its first value before and its last value after. Files are read once per
-  process and cached; ``trace_dir`` replaces the bundled ``pvegym/data/traces`` directory.
+  process and cached. ``trace_dir`` names a directory beside the scenario file (or under a
+  ``--trace-dir``) instead of the bundled ``pvegym/data/traces``: where a trace may be read from is
+  :mod:`pvegym.sim.trace_source`'s rule, checked when the scenario is validated.
   ``rrd/<name>`` reads ``<trace_dir>/rrd/<name>.csv``, a Proxmox VE RRD series resampled by
   ``pvegym import`` (:func:`_read_rrd`): a metadata line ``# pvegym-rrd interval_s=…
   cpu_capacity=… mem_capacity=…`` (cores, bytes), a header ``time,cpu,mem`` and one row per
@@ -36,6 +38,7 @@ same seed, same signal.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Iterator
@@ -47,16 +50,25 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.config import field, load
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
+from pvegym.limits import (
+    MAX_COMPONENTS,
+    MAX_DURATION_S,
+    MAX_SIGNAL,
+    MAX_STEPS,
+    MAX_TRACE_SAMPLES,
+    check_number,
+)
 from pvegym.sim.kernel import sample_signals
-from pvegym.sim.trace_source import resolve_trace_source
+from pvegym.sim.trace_source import (
+    TRACE_ROOT,
+    TraceFile,
+    read_trace_text,
+    resolve_trace_source,
+)
 
 Kind = Literal["constant", "ou", "diurnal", "bursts", "steps", "trace"]
 
-#: The bundled trace subset (see ``pvegym/data/traces/README.md``).
-TRACE_ROOT = Path(__file__).resolve().parent.parent / "data" / "traces"
-#: Trace formats: the first component of a ``source``.
-TRACE_FORMATS = ("planetlab", "bitbrains", "rrd")
 #: ``rrd`` trace files: the metadata line's tag and the columns after ``time``.
 RRD_TAG = "pvegym-rrd"
 RRD_COLUMNS = ("cpu", "mem")
@@ -67,35 +79,42 @@ class Component:
     """One term of a workload signal (units are those of the signal: cores or bytes)."""
 
     type: Kind
-    level: float = 0.0
-    mean: float = 0.0
-    sigma: float = field(0.0, ge=0.0)
-    tau: float = field(60.0, gt=0.0, unit="duration")
-    amplitude: float = 0.0
-    period: float = field(86400.0, gt=0.0, unit="duration")
-    phase: float = field(0.0, unit="duration")
-    rate_per_hour: float = field(0.0, ge=0.0)
-    height: float = 0.0
-    duration: float = field(60.0, gt=0.0, unit="duration")
-    at: tuple[tuple[float, float], ...] = ()
+    level: float = field(0.0, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
+    mean: float = field(0.0, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
+    sigma: float = field(0.0, ge=0.0, le=MAX_SIGNAL)
+    tau: float = field(60.0, gt=0.0, le=MAX_DURATION_S, unit="duration")
+    amplitude: float = field(0.0, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
+    period: float = field(86400.0, ge=1.0, le=MAX_DURATION_S, unit="duration")
+    phase: float = field(0.0, ge=-MAX_DURATION_S, le=MAX_DURATION_S, unit="duration")
+    rate_per_hour: float = field(0.0, ge=0.0, le=3600.0)  # arrivals per hour: at most one a second
+    height: float = field(0.0, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
+    duration: float = field(60.0, gt=0.0, le=MAX_DURATION_S, unit="duration")
+    at: tuple[tuple[float, float], ...] = field((), max_items=MAX_STEPS)
     # trace replay (``type = "trace"``); ``field`` last: it shadows the ``field`` helper below it
     source: str = ""
-    scale: float | None = None
-    offset: float = field(0.0, unit="duration")
+    scale: float | None = field(None, ge=0.0, le=MAX_SIGNAL)
+    offset: float = field(0.0, ge=-MAX_DURATION_S, le=MAX_DURATION_S, unit="duration")
     loop: bool = True
     trace_dir: str = ""
+    # the file ``source`` resolved to when the scenario was validated (not a config key)
+    trace_file: str = dataclasses.field(default="", init=False, repr=False, compare=False)
     field: Literal["cpu", "mem"] = "cpu"
 
     def validate(self, path: str) -> None:
         times = [t for t, _ in self.at]
         if times != sorted(times):
             raise ConfigError(f"{path}.at", "step times must be in increasing order")
+        for j, (t, v) in enumerate(self.at):
+            check_number(t, f"{path}.at[{j}][0]", ge=-MAX_DURATION_S, le=MAX_DURATION_S)
+            check_number(v, f"{path}.at[{j}][1]", ge=-MAX_SIGNAL, le=MAX_SIGNAL)
         if self.type == "trace":
             if self.scale is not None and not (math.isfinite(self.scale) and self.scale >= 0):
                 raise ConfigError(
                     f"{path}.scale", f"must be a finite number ≥ 0, not {self.scale!r}"
                 )
-            load_trace(self.source, self.field, self.trace_dir, f"{path}.source")
+            tf = resolve_trace_source(self.source, self.trace_dir, path=f"{path}.source")
+            _read_trace(tf, self.field, f"{path}.source")
+            object.__setattr__(self, "trace_file", str(tf.file))
 
 
 @dataclass(frozen=True)
@@ -120,21 +139,25 @@ def _parse_meta(
     labels: tuple[str, ...] = ("id",),
 ) -> dict[str, float]:
     """The ``key=value`` items of a metadata line: numbers, except the ``labels`` (skipped);
-    every ``required`` key a positive finite number."""
+    every ``required`` key a positive finite number, ``interval_s`` at least a second."""
     meta: dict[str, float] = {}
     for item in text.split():
         key, sep, value = item.partition("=")
         if not sep:
-            raise _bad(f"{file}:1", f"malformed metadata item {item!r} (want key=value)")
+            raise _bad(f"{file}:1", f"malformed metadata item {show(item, 40)} (want key=value)")
         if key in labels:
             continue
         try:
             meta[key] = float(value)
         except ValueError:
-            raise _bad(f"{file}:1", f"metadata {key} is not a number: {value!r}") from None
+            raise _bad(
+                f"{file}:1", f"metadata {show(key, 40, quote=False)} is not a number"
+            ) from None
     for key in required:
         if not (meta.get(key, 0.0) > 0.0 and math.isfinite(meta[key])):
-            raise _bad(f"{file}:1", f"metadata needs a positive {key}=")
+            raise _bad(f"{file}:1", f"metadata needs a positive finite {key}=")
+    if meta["interval_s"] < 1.0:
+        raise _bad(f"{file}:1", "metadata interval_s must be ≥ 1 (seconds between samples)")
     return meta
 
 
@@ -150,18 +173,25 @@ def _csv_rows(lines: list[str], header: list[str], file: str) -> Iterator[tuple[
         yield no, cells
 
 
-@functools.cache
-def _read_trace(file: str, fmt: str, col: str) -> Trace:
-    """Parse one trace file (cached: each file and column is read once per process)."""
+def _read_trace(tf: TraceFile, col: str, path: str) -> Trace:
+    """The series of a resolved trace file (cached: each file and column is read once per
+    process); a malformed file is a one-line ConfigError at ``path`` naming the file and line."""
     try:
-        lines = Path(file).read_text().splitlines()
-    except FileNotFoundError:
-        raise _bad(file, "no such trace file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise _bad(file, f"cannot read trace file: {err}") from None
+        return _parse_trace(tf, col)
+    except ConfigError as err:
+        raise ConfigError(path, err.message) from None
+
+
+@functools.cache
+def _parse_trace(tf: TraceFile, col: str) -> Trace:
+    file = str(tf.file.relative_to(TRACE_ROOT) if TRACE_ROOT in tf.file.parents else tf.file)
+    file = show(file, 120, quote=False)
+    lines = read_trace_text(tf, "").splitlines()
     if not any(line.strip() for line in lines):
         raise _bad(f"{file}:1", "empty trace file (no samples)")
-    if fmt == "planetlab":
+    if len(lines) > MAX_TRACE_SAMPLES + 2:
+        raise _bad(file, f"more than {MAX_TRACE_SAMPLES} samples")
+    if tf.format == "planetlab":
         if col != "cpu":
             raise _bad(file, 'PlanetLab traces have no memory series (field = "cpu" only)')
         vals: list[float] = []
@@ -172,12 +202,14 @@ def _read_trace(file: str, fmt: str, col: str) -> Trace:
             try:
                 v = float(text)
             except ValueError:
-                raise _bad(f"{file}:{no}", f"not a CPU percentage: {text!r}") from None
+                raise _bad(f"{file}:{no}", f"not a CPU percentage: {show(text, 20)}") from None
             if not (0.0 <= v <= 100.0):
-                raise _bad(f"{file}:{no}", f"CPU percentage {text} outside 0–100")
+                raise _bad(
+                    f"{file}:{no}", f"CPU percentage {show(text, 20, quote=False)} outside 0–100"
+                )
             vals.append(v / 100.0)
         return Trace(_frozen(vals), 300.0, 1.0)
-    if fmt == "rrd":
+    if tf.format == "rrd":
         return _read_rrd(lines, file, col)
     # bitbrains: "# id=… interval_s=… cpu_count=… cpu_capacity_mhz=… mem_capacity_kb=…", a header
     if not lines[0].startswith("#"):
@@ -186,7 +218,8 @@ def _read_trace(file: str, fmt: str, col: str) -> Trace:
     header = [h.strip() for h in lines[1].split(",")] if len(lines) > 1 else []
     want = "cpu_mhz" if col == "cpu" else "mem_kb"
     if want not in header:
-        raise _bad(f"{file}:2", f"no {want!r} column (columns: {', '.join(header) or 'none'})")
+        columns = show(", ".join(header) or "none", 60, quote=False)
+        raise _bad(f"{file}:2", f"no {want!r} column (columns: {columns})")
     j = header.index(want)
     cap = meta["cpu_capacity_mhz"] if col == "cpu" else meta["mem_capacity_kb"]
     vals = []
@@ -194,13 +227,17 @@ def _read_trace(file: str, fmt: str, col: str) -> Trace:
         try:
             v = float(cells[j])
         except ValueError:
-            raise _bad(f"{file}:{no}", f"{want} is not a number: {cells[j].strip()!r}") from None
+            raise _bad(
+                f"{file}:{no}", f"{want} is not a number: {show(cells[j].strip(), 20)}"
+            ) from None
         if not (math.isfinite(v) and v >= 0.0):
-            raise _bad(f"{file}:{no}", f"{want} must be a finite number ≥ 0, not {v!r}")
+            raise _bad(f"{file}:{no}", f"{want} must be a finite number ≥ 0, not {show(v)}")
         vals.append(v / cap)
     if not vals:
         raise _bad(f"{file}:3", "empty trace (a header but no samples)")
     native = meta["cpu_count"] if col == "cpu" else meta["mem_capacity_kb"] * 1024.0
+    if not math.isfinite(native):
+        raise _bad(f"{file}:1", "metadata capacity is too large")
     return Trace(_frozen(vals), meta["interval_s"], native)
 
 
@@ -220,7 +257,7 @@ def _read_rrd(lines: list[str], file: str, col: str) -> Trace:
     header = [h.strip() for h in lines[1].split(",")] if len(lines) > 1 else []
     if header[:1] != ["time"] or col not in header:
         got = lines[1] if len(lines) > 1 else "nothing"
-        raise _bad(f"{file}:2", f"header must be time,{','.join(RRD_COLUMNS)}, not {got!r}")
+        raise _bad(f"{file}:2", f"header must be time,{','.join(RRD_COLUMNS)}, not {show(got, 60)}")
     j = header.index(col)
     step = meta["interval_s"]
     vals: list[float] = []
@@ -229,9 +266,11 @@ def _read_rrd(lines: list[str], file: str, col: str) -> Trace:
         try:
             t, v = float(cells[0]), float(cells[j])
         except ValueError:
-            raise _bad(f"{file}:{no}", f"not a number in {','.join(cells).strip()!r}") from None
+            raise _bad(
+                f"{file}:{no}", f"not a number in {show(','.join(cells).strip(), 60)}"
+            ) from None
         if not (math.isfinite(v) and v >= 0.0):
-            raise _bad(f"{file}:{no}", f"{col} must be a finite number ≥ 0, not {v!r}")
+            raise _bad(f"{file}:{no}", f"{col} must be a finite number ≥ 0, not {show(v)}")
         if t_prev is not None and abs(t - t_prev - step) > 1e-6:
             raise _bad(f"{file}:{no}", f"time {t:g} is not {step:g} s after {t_prev:g}")
         t_prev = t
@@ -248,42 +287,26 @@ def _frozen(vals: list[float]) -> NDArray[np.float64]:
     return arr
 
 
-def trace_file(source: str, trace_dir: str = "", path: str = "source") -> tuple[str, str]:
-    """``(file, format)`` of a ``source`` like ``planetlab/<file>``, ``bitbrains/<vm-id>`` or
-    ``rrd/<name>``."""
-    fmt, sep, name = source.partition("/")
-    if not sep or fmt not in TRACE_FORMATS or not name:
-        raise ConfigError(
-            path,
-            f"{source!r} is not a trace source "
-            "(allowed: planetlab/<file>, bitbrains/<vm-id>, rrd/<name>)",
-        )
-    root = Path(trace_dir) if trace_dir else TRACE_ROOT
-    file = root / fmt / (name if fmt == "planetlab" else f"{name}.csv")
-    return str(file), fmt
-
-
 def load_trace(source: str, col: str = "cpu", trace_dir: str = "", path: str = "source") -> Trace:
-    """The (cached) series of ``source``; a missing, empty or malformed file is a one-line
-    :class:`ConfigError` naming ``path`` (the key), the file and the line."""
-    file, fmt = trace_file(source, trace_dir, path)
-    resolve_trace_source(Path(file), Path(trace_dir) if trace_dir else TRACE_ROOT, path)
-    try:
-        return _read_trace(file, fmt, col)
-    except ConfigError as err:
-        raise ConfigError(path, err.message) from None
+    """The (cached) series of ``source`` under ``trace_dir`` (resolved by
+    :func:`~pvegym.sim.trace_source.resolve_trace_source`); a missing, misplaced, empty or
+    malformed file is a one-line :class:`ConfigError` naming ``path`` (the key), the file and the
+    line."""
+    return _read_trace(resolve_trace_source(source, trace_dir, path=path), col, path)
 
 
 def _number(value: Any, path: str, unit: str | None) -> float:
-    from pvegym.units import parse_duration, parse_size
+    """A signal's number: finite, at most :data:`~pvegym.limits.MAX_SIGNAL` in magnitude; a
+    string with its unit where the signal has one (``"8GiB"``)."""
+    from pvegym.units import parse_quantity
 
-    if isinstance(value, str) and unit == "size":
-        return parse_size(value, path)
-    if isinstance(value, str) and unit == "duration":
-        return parse_duration(value, path)
+    if isinstance(value, str) and unit in ("size", "duration"):
+        value = parse_quantity(unit, value, path)
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(path, f"must be a number, not {value!r}")
-    return float(value)
+        raise ConfigError(path, f"must be a number, not {show(value)}")
+    if isinstance(value, int) and abs(value) > MAX_SIGNAL:
+        raise ConfigError(path, f"must be ≤ {MAX_SIGNAL:g} in magnitude, not {show(value)}")
+    return check_number(float(value), path, ge=-MAX_SIGNAL, le=MAX_SIGNAL)
 
 
 def parse_signal(value: Any, path: str, unit: str | None = None) -> tuple[Component, ...]:
@@ -294,11 +317,13 @@ def parse_signal(value: Any, path: str, unit: str | None = None) -> tuple[Compon
     if isinstance(value, int | float | str) and not isinstance(value, bool):
         return (Component(type="constant", level=_number(value, path, unit)),)
     items = value if isinstance(value, list | tuple) else [value]
+    if len(items) > MAX_COMPONENTS:
+        raise ConfigError(path, f"at most {MAX_COMPONENTS} components, not {len(items)}")
     comps = []
     for i, item in enumerate(items):
         sub = f"{path}[{i}]" if isinstance(value, list | tuple) else path
         if not isinstance(item, dict):
-            raise ConfigError(sub, f"must be a number or a component table, not {item!r}")
+            raise ConfigError(sub, f"must be a number or a component table, not {show(item)}")
         if unit == "size":
             item = dict(item)
             for key in ("level", "mean", "sigma", "amplitude", "height", "scale"):
@@ -348,7 +373,11 @@ class WorkloadBank:
                 elif c.type == "bursts":
                     bu.append((i, c.rate_per_hour, c.height, c.duration))
                 elif c.type == "trace":
-                    trace = load_trace(c.source, c.field, c.trace_dir, "trace")
+                    if c.trace_file:  # resolved when its scenario was validated
+                        tf = TraceFile(Path(c.trace_file), c.source.partition("/")[0], Path("/"))
+                        trace = _read_trace(tf, c.field, "trace")
+                    else:
+                        trace = load_trace(c.source, c.field, c.trace_dir, "trace")
                     scale = trace.capacity if c.scale is None else c.scale
                     tr.append((i, trace, scale, c.offset, c.loop))
                 else:

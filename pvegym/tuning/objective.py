@@ -28,6 +28,7 @@ import socket
 import time
 import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -125,8 +126,30 @@ def mean_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {k: float(np.mean([metric_value(r, k) for r in rows])) for k in METRIC_KEYS}
 
 
+def _start_ticks(pid: int) -> str:
+    """A process's start time (clock ticks since boot, ``/proc/<pid>/stat`` field 22): with the
+    pid it names one process, even after the pid is reused. "" where there is no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
 def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``host:pid:start`` of this process: stored on every trial it runs, so that a later worker
+    on the same host can tell a trial whose process died (killed, machine rebooted) at once."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_ticks(os.getpid())}"
+
+
+def worker_is_dead(name: str) -> bool:
+    """Whether ``name`` (a :func:`worker_name`) is a process of this host that no longer runs.
+    Other hosts' workers are never judged here (their heartbeat is)."""
+    host, _, rest = name.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit() or not start:
+        return False
+    return _start_ticks(int(pid_text)) != start
 
 
 class Objective:

@@ -52,7 +52,7 @@ from pvegym.experiments.config import (
     ScenarioEntry,
 )
 from pvegym.experiments.executor import Executor
-from pvegym.experiments.record import write_json_atomic
+from pvegym.experiments.files import write_json_atomic
 from pvegym.experiments.runner import evaluate_cells, plan, unique_cells
 from pvegym.experiments.stats import Estimate
 from pvegym.provenance import git_commit

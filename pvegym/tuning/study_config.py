@@ -61,14 +61,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pvegym.config import check_dir_names, field, load
-from pvegym.errors import ConfigError
+from pvegym.config import check_dir_names, field, load, read_json
+from pvegym.errors import ConfigError, show
 from pvegym.experiments.config import (
     EpisodeOptions,
     ScenarioEntry,
     build_policy,
     experiment_data,
     sha256_json,
+)
+from pvegym.limits import (
+    MAX_BOOTSTRAP_DRAWS,
+    MAX_DURATION_S,
+    MAX_RESAMPLES,
+    MAX_SEED,
+    MAX_SEEDS,
+    MAX_TIMELINES,
+    MAX_TRIALS,
+    check_number,
 )
 from pvegym.provenance import plain
 from pvegym.sim import catalog
@@ -122,7 +132,9 @@ class ParamSpec:
                 raise ConfigError(f"{path}.choices", "must list at least one value")
             for i, c in enumerate(self.choices):
                 if not isinstance(c, bool | int | float | str):
-                    raise ConfigError(f"{path}.choices[{i}]", f"must be a scalar, not {c!r}")
+                    raise ConfigError(f"{path}.choices[{i}]", f"must be a scalar, not {show(c)}")
+                if isinstance(c, float):
+                    check_number(c, f"{path}.choices[{i}]")
             return
         for key in ("low", "high"):
             if getattr(self, key) is None:
@@ -239,14 +251,17 @@ def parse_constraints(value: Any, path: str) -> tuple[Constraint, ...]:
     for i, item in enumerate(value):
         m = _CONSTRAINT.match(item) if isinstance(item, str) else None
         if m is None:
-            raise ConfigError(f"{path}[{i}]", f'must read "METRIC <= NUMBER" or ">=", not {item!r}')
+            raise ConfigError(
+                f"{path}[{i}]", f'must read "METRIC <= NUMBER" or ">=", not {show(item)}'
+            )
         metric, op, bound = m.group(1), m.group(2), m.group(3)
         if metric not in METRIC_KEYS:
             raise ConfigError(f"{path}[{i}]", _unknown_metric(metric))
         try:
             b = float(bound)
         except ValueError:
-            raise ConfigError(f"{path}[{i}]", f"{bound!r} is not a number") from None
+            raise ConfigError(f"{path}[{i}]", f"{show(bound)} is not a number") from None
+        check_number(b, f"{path}[{i}]")
         out.append(Constraint(metric, op, b))  # type: ignore[arg-type]
     return tuple(out)
 
@@ -258,10 +273,10 @@ class SamplerSpec:
     sequential study reproducible."""
 
     type: Literal["tpe", "nsga2"] = "tpe"
-    seed: int = field(0, ge=0)
-    n_startup_trials: int = field(10, ge=0)
+    seed: int = field(0, ge=0, le=MAX_SEED)
+    n_startup_trials: int = field(10, ge=0, le=MAX_TRIALS)
     multivariate: bool = True
-    population_size: int = field(20, ge=2)
+    population_size: int = field(20, ge=2, le=10_000)
 
 
 @dataclass(frozen=True)
@@ -272,7 +287,7 @@ class PrunerSpec:
 
     type: Literal["none", "wilcoxon"] = "none"
     p_threshold: float = field(0.1, gt=0.0, lt=1.0)
-    n_startup_steps: int = field(2, ge=0)
+    n_startup_steps: int = field(2, ge=0, le=MAX_SEEDS)
 
 
 def _parse_pruner(value: Any, path: str) -> PrunerSpec:
@@ -286,10 +301,10 @@ class ReportSpec:
     """Held-out report: bootstrap settings (95 % percentile CIs over instances), how many
     Pareto-optimal trials to re-evaluate at most, timelines per test scenario."""
 
-    bootstrap_resamples: int = field(2000, ge=100)
-    bootstrap_seed: int = field(0, ge=0)
-    pareto_max: int = field(5, ge=1)
-    timeline_seeds: int = field(0, ge=0)
+    bootstrap_resamples: int = field(2000, ge=100, le=MAX_RESAMPLES)
+    bootstrap_seed: int = field(0, ge=0, le=MAX_SEED)
+    pareto_max: int = field(5, ge=1, le=100)
+    timeline_seeds: int = field(0, ge=0, le=MAX_TIMELINES)
 
 
 def _suite(split: Literal["train", "test"]) -> Any:
@@ -348,8 +363,8 @@ class StudyConfig:
     constraints: tuple[Constraint, ...] = field((), parse=parse_constraints)
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec = field(PrunerSpec(), parse=_parse_pruner)  # noqa: RUF009 (frozen, immutable)
-    n_trials: int = field(100, ge=1)
-    timeout_s: float | None = field(None, gt=0.0, unit="duration")
+    n_trials: int = field(100, ge=1, le=MAX_TRIALS)
+    timeout_s: float | None = field(None, gt=0.0, le=MAX_DURATION_S, unit="duration")
     enqueue_defaults: bool = True
     episode: EpisodeOptions = EpisodeOptions()  # noqa: RUF009 (frozen, immutable)
     report: ReportSpec = ReportSpec()
@@ -380,6 +395,13 @@ class StudyConfig:
             )
         if not self.params:
             raise ConfigError(f"{pre}params", "must define at least one [params.<name>]")
+        instances = sum(len(e.seeds) for e in self.test)
+        if self.report.bootstrap_resamples * instances > MAX_BOOTSTRAP_DRAWS:
+            raise ConfigError(
+                f"{pre}report.bootstrap_resamples",
+                f"{self.report.bootstrap_resamples} resamples × {instances} test instances is "
+                f"more than {MAX_BOOTSTRAP_DRAWS} draws (use fewer resamples)",
+            )
         self._validate_params(pre)
         self._validate_disjoint(pre)
 
@@ -504,12 +526,7 @@ def load_study_config(path: str | Path) -> StudyConfig:
     """Read, merge (``extends``) and validate a study file; errors name the key path."""
     p = Path(path)
     if p.suffix == ".json":
-        import json
-
-        try:
-            doc = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise ConfigError("study", f"cannot read {str(p)!r}: {err}") from None
+        doc = read_json(p, "study", "study")
         return study_from_dict(doc.get("config", doc) if isinstance(doc, dict) else doc)
     try:
         data = experiment_data(p)

@@ -9,12 +9,15 @@ import pytest
 
 from pvegym.cli import main
 from pvegym.errors import ConfigError
+from pvegym.sim.trace_source import scenario_base
 from pvegym.sim.workload import TRACE_ROOT, WorkloadBank, load_trace, parse_signal
 from pvegym.units import GiB
 
 
 def _values(spec: dict, times: list[float], unit: str | None = None) -> list[float]:
-    bank = WorkloadBank([parse_signal(spec, "s", unit)], np.random.default_rng(0))
+    with scenario_base(spec.get("trace_dir") or None):  # as if a scenario file lived there
+        signal = parse_signal(spec, "s", unit)
+    bank = WorkloadBank([signal], np.random.default_rng(0))
     return [float(bank.sample(t, 10.0)[0]) for t in times]
 
 
@@ -216,7 +219,7 @@ def test_rrd_traces_replay_cores_and_bytes(rrd: Path) -> None:
 def test_bad_rrd_traces(tmp_path: Path, text: str, line: str, what: str) -> None:
     (tmp_path / "rrd").mkdir()
     (tmp_path / "rrd" / "x.csv").write_text(text)
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigError) as err, scenario_base(tmp_path):
         load_trace("rrd/x", "cpu", str(tmp_path), "guests[0].cpu[0].source")
     assert f"rrd/x.csv{line}" in str(err.value) and what in str(err.value)
     assert str(err.value).startswith("guests[0].cpu[0].source: ")
@@ -248,7 +251,8 @@ def test_a_relative_trace_dir_is_beside_the_scenario_file(rrd: Path, tmp_path: P
     (rrd / "rrd").rename(rrd / "traces" / "rrd")
     _scenario_with_trace(rrd / "s.toml", "traces")
     scn = catalog.resolve(str(rrd / "s.toml")).scenario
-    assert scn.guests[0].cpu[0].trace_dir == str((rrd / "traces").resolve())
+    assert scn.guests[0].cpu[0].trace_dir == "traces"  # as written: the data stays portable
+    assert scn.guests[0].cpu[0].trace_file == str((rrd / "traces" / "rrd" / "vm.csv").resolve())
 
 
 @pytest.mark.parametrize("trace_dir", ["../elsewhere", "traces/../../x", "link"])
@@ -267,8 +271,8 @@ def test_a_trace_dir_may_not_leave_the_scenarios_directory(tmp_path: Path, trace
 
 def test_trace_names_may_not_climb_or_point_at_devices(tmp_path: Path) -> None:
     (tmp_path / "rrd").mkdir()
-    with pytest.raises(ConfigError, match="plain name"):
+    with pytest.raises(ConfigError, match="not a trace name"), scenario_base(tmp_path):
         load_trace("rrd/../../etc/passwd", "cpu", str(tmp_path), "source")
     (tmp_path / "rrd" / "dev.csv").symlink_to("/dev/null")
-    with pytest.raises(ConfigError, match="symlink out"):
+    with pytest.raises(ConfigError, match="leads outside"), scenario_base(tmp_path):
         load_trace("rrd/dev", "cpu", str(tmp_path), "source")
