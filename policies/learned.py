@@ -39,6 +39,7 @@ anything outside stable-baselines3's own classes is refused with one line.
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
@@ -404,7 +405,7 @@ class LearnedPolicy:
         """The model's action on ``view`` and the view's mask (for tests and diagnostics)."""
         obs, mask = self.observation(view)
         if self._encoder is not None and self._encoder.layout != self._train_layout:
-            registry = importlib.import_module(POLICY_MODULE)
+            registry = importlib.import_module(agent_spec.POLICY_MODULE)
             act = registry.predict_in_layout(
                 self.model.policy,
                 obs,
