@@ -144,6 +144,8 @@ def _pair_scorer_run(tmp_path: Path, flat: bool = False) -> Path:
         "spaces": {"max_nodes": env.max_nodes, "max_guests": env.max_guests},
         "env": {"scenario": "small", "version": "v1", "episode_seconds": 600.0},
     }
+    if not flat:  # the network's size, as `pvegym train` records it: the loader rebuilds from it
+        config["hyperparams"] = {"policy_kwargs": {"hidden": 16, "noop_prob": 0.5}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert (env.max_nodes, env.max_guests) == (4, 40)
     assert np.isfinite(env.layout.size)
