@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from pvegym.config import read_input_file
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
 from pvegym.harness.hardware import LogEntry
 
 FILES = frozenset(
@@ -127,10 +127,14 @@ def _sid(value: str, path: str) -> str:
 def read_testdir(path: str | Path) -> TestDir:
     """Read and check one upstream test directory."""
     root = Path(path)
-    if not root.is_dir():
+    try:
+        entries = sorted(root.iterdir()) if root.is_dir() else None
+    except OSError as err:  # e.g. ENAMETOOLONG, which Path.is_dir raises on Python 3.11
+        raise ConfigError(show(str(path), 80), f"cannot be read ({err.strerror})") from None
+    if entries is None:
         raise ConfigError(str(path), "not a directory")
     files: dict[str, str] = {}
-    for entry in sorted(root.iterdir()):
+    for entry in entries:
         name = entry.name
         if name == "status" and entry.is_dir():
             continue  # upstream's harness writes its run there (and removes it first)
