@@ -8,8 +8,8 @@ Read :func:`train` top to bottom; it is the whole story:
    (:class:`pvegym.vector.sb3.ClusterSB3VecEnv`; ``vec_env = "subproc"``: a process each),
    each wrapped as ``Monitor(TrainSeeds(TimedEnv(ClusterEnv)))``: ``TimedEnv`` measures the time
    spent inside the environment (step, reset, action mask) in each worker, ``TrainSeeds`` draws
-   family instances from the configured training seeds, ``Monitor`` writes one row of §9
-   metrics per episode.
+   family instances from the configured training seeds, ``Monitor`` writes one row of
+   metrics (``docs/metrics.md``) per episode.
 3. **model** — a new one, or the latest checkpoint of an interrupted run: learning then continues
    with ``reset_num_timesteps=False`` up to the same ``total_timesteps``.
 4. **learn** — with a progress bar, checkpoints every ``checkpoint_every`` steps and an evaluation
@@ -164,7 +164,7 @@ def make_vec_env(kind: str, fns: Sequence[Any]) -> VecEnv:
 # ------------------------------------------------------------------------------------------ eval
 def evaluate_policy(policy: Any, cfg: TrainConfig, seeds: Sequence[int]) -> list[dict[str, Any]]:
     """One episode per held-out seed, through the Balancer interface, with the experiment runner's
-    loop (``record.play``): the §9 metrics plus ``return`` (minus the weighted cost over the
+    loop (``record.play``): the metrics plus ``return`` (minus the weighted cost over the
     reward scale; without the noop baseline, which the runner does not run)."""
     from pvegym.experiments.record import play
     from pvegym.sim import catalog
@@ -614,7 +614,7 @@ def plot_learning_curve(
     evaluations: list[dict[str, str]],
     references: dict[str, float],
 ) -> None:
-    """Episode return and key §9 metrics vs training timesteps; held-out evaluations as points,
+    """Episode return and key metrics vs training timesteps; held-out evaluations as points,
     the reference heuristics' held-out return as horizontal lines."""
     from matplotlib.figure import Figure
 

@@ -4,7 +4,7 @@ Tuning scores candidates on the training suite only, so the best training value 
 (it is the maximum of many noisy comparisons). The honest number is the **held-out** one: the best
 trial — or, multi-objective, each Pareto-optimal trial (at most ``report.pareto_max``) — is
 re-evaluated on the ``[[test]]`` suite (instances disjoint from training) next to ``upstream`` and
-the base policy with its default constants (the seed's ``patched``), through the experiments runner
+the base policy with its default constants (the field report's ``patched``), through the experiments runner
 (:func:`pvegym.experiments.runner.plan` / :func:`~pvegym.experiments.runner.execute`, its cell cache
 in ``<run dir>/heldout/cells``, its ``metrics.csv`` and ``summary.md`` with 95 % bootstrap CIs
 and comparisons with upstream).
@@ -64,7 +64,7 @@ from pvegym.tuning.study_config import StudyConfig
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 REFERENCE = "upstream"  # always evaluated next to the tuned constants
-DEFAULT_LABEL = "default"  # the base policy with the seed's constants (``patched``: seeds/000)
+DEFAULT_LABEL = "default"  # the base policy with the field report's constants (``patched``)
 #: parameter importances need a handful of completed trials to mean anything (and to be computable)
 MIN_TRIALS_IMPORTANCE = 4
 
@@ -385,7 +385,7 @@ def write_best_params(
     cfg: StudyConfig, study: optuna.Study, cands: list[Candidate], path: Path
 ) -> None:
     """The selected trial(s): parameters by name, the resulting policy constants and scenario
-    overrides (ready for an experiment file), training values, and the seed's defaults."""
+    overrides (ready for an experiment file), training values, and the field report's defaults."""
     tuned = []
     for c in cands:
         if c.trial is None:
