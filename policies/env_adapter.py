@@ -34,7 +34,7 @@ class HeuristicAgent:
         return int(base.encode_motion(self.policy.decide(base.view)))  # type: ignore[attr-defined]
 
     def run_episode(self, env: gymnasium.Env[Any, Any], seed: int | None = None) -> dict[str, Any]:
-        """One whole episode from ``reset(seed=seed)``; returns the final ``info`` (§9 metrics,
+        """One whole episode from ``reset(seed=seed)``; returns the final ``info`` (the metrics,
         ``move_log``) plus ``return`` (the sum of rewards) and ``steps``."""
         env.reset(seed=seed)
         self.reset(env.unwrapped.episode_seed)  # type: ignore[attr-defined]

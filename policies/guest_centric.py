@@ -1,6 +1,6 @@
-"""``guest-centric``: a contention-driven, cost-aware balancer (DRS-style), beyond the seed.
+"""``guest-centric``: a contention-driven, cost-aware balancer (DRS-style), beyond the field report.
 
-The seed's patch series (``seeds/000_*``) ends with three known gaps: candidate migratability is
+The field report's patch series (``docs/model.md``) ends with three known gaps: candidate migratability is
 not checked before scoring (a local CD-ROM turns into a bounded retry nuisance instead of never
 being tried), migration cost is not part of the scoring ("the balancer prefers the largest
 imbalance improvement over the cheapest adequate motion"), and "a fully guest-centric scoring
@@ -21,7 +21,7 @@ One CRM round (``decide``):
    its node explains — ``w_cpu_some·min(cpu some, node cpu some) + w_cpu_full·min(cpu full, node
    cpu some) + w_mem_some·min(mem some, node mem some) + w_mem_full·min(mem full, node mem
    full)``. What exceeds the node's (a guest beyond its own ``maxmem``) is self-inflicted and no
-   migration helps it (the seed's reason for gating on node pressure only). Guests with a
+   migration helps it (the field report's reason for gating on node pressure only). Guests with a
    relievable score ≥ ``min_guest_score_pct`` suffer; only bundles containing one are candidates.
    Missing guest PSI falls back to the node's, missing node CPU PSI to the pressure curve of the
    node's utilisation (step 6) — fail-open, as the gate.
@@ -39,7 +39,7 @@ One CRM round (``decide``):
    (``dirty_prior_bps`` over ``wws_prior_frac`` of its memory, ``sensitivity_prior``), replaced
    after one of our migrations of that guest completed by the rate that reproduces its observed
    duration (``t_ended − t_issued − lrm_overhead_s``; bisection), or, after a "no convergence"
-   abort, by a rate no throttling can converge. A motion predicted not to complete — the seed's
+   abort, by a rate no throttling can converge. A motion predicted not to complete — the convergence patch's
    ``abort_factor``× abort would fire, or it would still run after ``max_migration_s`` (unpatched
    qemu-server) — is dropped. Containers cost ``ct_downtime_s`` of downtime.
    ``cost = w_gib·GiB sent + w_migration_s·duration + w_throttle·∫throttle + w_downtime·pause``,
@@ -120,7 +120,7 @@ class GuestCentricPolicy:
 
         Gate (patch 7) and hold:
 
-        * ``pressure_gate`` = true; ``min_pressure_pct`` = 10 % PSI some avg10: the seed's figure,
+        * ``pressure_gate`` = true; ``min_pressure_pct`` = 10 % PSI some avg10: the field report's figure,
           also the "adequate" bound a motion must bring source and target below.
         * ``hold_rounds`` = 3 CRM rounds (30 s): the gate must hold this long before an attempt,
           like upstream's hold duration, so a single PSI spike does not trigger.
@@ -145,7 +145,7 @@ class GuestCentricPolicy:
 
         Migration cost prediction:
 
-        * ``bandwidth_bps`` = 430 MiB/s: the migration network (seed 004's observation); an admin
+        * ``bandwidth_bps`` = 430 MiB/s: the migration network (the convergence patch's observation); an admin
           setting (datacenter.cfg migration bandwidth), not telemetry.
         * ``dirty_prior_bps`` = 50 MiB/s raw writes over ``wws_prior_frac`` = 0.25 of the guest's
           memory, ``sensitivity_prior`` = 0.5 (half the writes slowed by throttling): a mid-range
@@ -154,7 +154,7 @@ class GuestCentricPolicy:
         * ``lrm_overhead_s`` = 8 s: LRM start delay (uniform 0–10 s, mean 5 s) + precheck (3 s),
           subtracted from an observed motion's duration before fitting the dirty rate.
         * ``downtime_limit_ms`` = 100 ms (qemu-server default), ``boost_factor`` = 1.5 and
-          ``abort_factor`` = 4 passes (seed 004); ``abort_factor`` = 0 predicts an unpatched
+          ``abort_factor`` = 4 passes (the convergence patch); ``abort_factor`` = 0 predicts an unpatched
           qemu-server (no abort).
         * ``max_migration_s`` = 600 s: a migration predicted to run longer is treated as
           non-converging (docs/model.md, *Targets*: unpatched, ≥ 280 s).
@@ -175,7 +175,7 @@ class GuestCentricPolicy:
           on a 5-min scale).
         * ``cost_factor`` = 1: move only when relief > cost_factor × cost.
         * ``prefer_cheapest_adequate`` = true: among adequate motions take the cheapest (the
-          seed's "cheapest adequate motion"), else the best net relief.
+          field report's "cheapest adequate motion"), else the best net relief.
 
         Anti-oscillation:
 

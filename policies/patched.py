@@ -1,6 +1,6 @@
-"""``patched``: the upstream balancer with the seed's patch series (``seeds/000_*``), patch by patch.
+"""``patched``: the upstream balancer with the field report's patch series, patch by patch.
 
-The seed ("[PATCH ha-manager 0/7] auto rebalance: fix failure retry loop, oscillation and
+The field report ("[PATCH ha-manager 0/7] auto rebalance: fix failure retry loop, oscillation and
 idle-cluster churn", pve-ha-manager 5.2.5, two-node PVE 9.2 cluster) has five behavioural patches;
 patches 4–5 only extend upstream's Perl simulator (pvegym models that already). Each behavioural
 patch is one boolean switch of :class:`PatchedPolicy.Config`, so that any one can be ablated alone;
@@ -66,7 +66,7 @@ class IssuedMotion:
 
 
 class PatchedPolicy(UpstreamPolicy):
-    """Upstream's balancer plus the seed's patches 1, 2, 3, 6 and 7, each behind its own switch."""
+    """Upstream's balancer plus the field report's patches 1, 2, 3, 6 and 7, each behind its own switch."""
 
     name = "patched"
 
@@ -76,38 +76,38 @@ class PatchedPolicy(UpstreamPolicy):
 
         Patch 1 (outcome tracking):
 
-        * ``backoff_base_s`` = 60 s: the seed's observed first backoff ("60/120s delays").
+        * ``backoff_base_s`` = 60 s: the field report's observed first backoff ("60/120s delays").
         * ``backoff_factor`` = 2: "exponential per-target backoff", doubling (60, 120, 240, …).
-        * ``backoff_cap_s`` = 3600 s (not in the seed): reached after the 7th failure
+        * ``backoff_cap_s`` = 3600 s (not in the field report): reached after the 7th failure
           (60·2⁶ = 3840 s), so a permanently failing move (local CD-ROM) is retried at most about
           once an hour — the tail of the nuisance stays bounded, yet a condition fixed by an admin
           (CD-ROM ejected) is picked up within the hour without a CRM restart.
-        * ``cooldown_s`` = 600 s (not in the seed): after a successful move its resource stays put
+        * ``cooldown_s`` = 600 s (not in the field report): after a successful move its resource stays put
           for 10 min — several hold windows (3 × 10 s) plus a full migration of a large guest at
-          the seed's ~430 MiB/s (a 96 GiB guest: ≈ 4 min), and long enough for PSI avg60 to show
-          the move's effect; it caps one guest at 6 balancer moves per hour, where the seed saw 5
+          the convergence patch's ~430 MiB/s (a 96 GiB guest: ≈ 4 min), and long enough for PSI avg60 to show
+          the move's effect; it caps one guest at 6 balancer moves per hour, where the field report saw 5
           moves of one VM in 27 min.
 
         Patch 3 (dead band):
 
-        * ``min_improvement`` = 0.1 (normalized imbalance, not in the seed): the imbalance must
+        * ``min_improvement`` = 0.1 (normalized imbalance, not in the field report): the imbalance must
           drop by at least 0.1 in absolute terms. On two nodes the normalized imbalance is
           ``|l₁ − l₂| / (l₁ + l₂)``, so a move of load ``x`` lowers it by at most ``2x/(l₁+l₂)``:
           0.1 asks a move to shift at least 5 % of the cluster's total load — a third of
           upstream's 0.3 threshold. Swapping a dominant guest between nodes whose base loads differ
-          by δ improves it by only ``2δ/(l₁+l₂)`` (the seed's ~0.5 pp asymmetry on an idle
+          by δ improves it by only ``2δ/(l₁+l₂)`` (the field report's ~0.5 pp asymmetry on an idle
           cluster of total load ≈ 0.15 gives ≈ 0.07 < 0.1).
 
         Patch 6 (residual EMA):
 
-        * ``ema_alpha`` = 0.2 per CRM round (not in the seed): with 10 s rounds the time constant
+        * ``ema_alpha`` = 0.2 per CRM round (not in the field report): with 10 s rounds the time constant
           is −10 s / ln(0.8) ≈ 45 s, about the hold window plus one pvestatd sample: white
           sampling noise of the residual shrinks by √(α/(2−α)) = 1/3, while a real, lasting change
           of unattributable load is 90 % followed within ≈ 100 s (10 rounds).
 
         Patch 7 (pressure gate):
 
-        * ``min_pressure_pct`` = 10 % PSI some avg10: the seed's figure ("of at least 10%"),
+        * ``min_pressure_pct`` = 10 % PSI some avg10: the field report's figure ("of at least 10%"),
           equal to the churn threshold of docs/metrics.md.
         """
 
@@ -278,12 +278,13 @@ class PatchedPolicy(UpstreamPolicy):
     def node_stats(self, view: ClusterView) -> NodeStatsArrays:
         """Dynamic mode with ``residual_ema``: Σ HA-guest usage + EMA(node stat − Σ HA-guest usage).
 
-        The sum runs over the HA guests counted on their current node (§5.1 states) with the
-        usage :meth:`guest_stats` gives (so ``memhost`` with patch 2). The EMA is updated once per
-        round in which the balancer is not blocked: while a motion runs, the target already holds
-        the incoming guest's memory and the CRM's placement lags the LRM's, so the residual would
-        briefly contain attributable load. A node whose sample is missing (NaN) keeps its EMA and
-        reads NaN (the imbalance then fails open like upstream's).
+        The sum runs over the HA guests counted on their current node (``Usage.pm``
+        ``get_used_service_nodes`` states) with the usage :meth:`guest_stats` gives (so ``memhost``
+        with patch 2). The EMA is updated once per round in which the balancer is not blocked: while
+        a motion runs, the target already holds the incoming guest's memory and the CRM's placement
+        lags the LRM's, so the residual would briefly contain attributable load. A node whose sample
+        is missing (NaN) keeps its EMA and reads NaN (the imbalance then fails open like
+        upstream's).
         """
         if not self.config.residual_ema or self.mode(view) == "static":
             return UpstreamPolicy.node_stats(self, view)

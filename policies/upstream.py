@@ -20,7 +20,7 @@ Every rule cites its upstream source (pve-ha-manager 5.2.0, ``src/PVE/HA/``; ``d
 HA manager re-reads from ``datacenter.cfg`` every round, ``Manager.pm`` L99–125). Set it to
 ``"dynamic"``/``"static"`` to force one. Any other view mode (``basic``) makes the balancer idle (L224).
 
-**Extending.** The seed's patched balancers subclass this class and override small hooks:
+**Extending.** The field report's patched balancers subclass this class and override small hooks:
 :meth:`observe` (every round, even when blocked: read ``view.results`` for outcome tracking),
 :meth:`node_stats` (what node load is), :meth:`guest_stats` (what a move transfers, e.g. memhost),
 :meth:`imbalance`, :meth:`should_consider` (a gate before an attempt), :meth:`candidates` /
@@ -58,7 +58,7 @@ IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
 #: States whose service counts on its current node (``Usage.pm`` ``get_used_service_nodes``,
-#: L43–55; §5.1). ``migrate``/``relocate`` also count on the target, ``request_start_balance`` only
+#: L43–55). ``migrate``/``relocate`` also count on the target, ``request_start_balance`` only
 #: on its target (swapped into "current", ``Static.pm`` L85–88 / ``Dynamic.pm`` L80–83).
 CURRENT_STATES = frozenset(
     {STARTED, "request_stop", "fence", "freeze", "error", "recovery", MIGRATE, RELOCATE}
@@ -97,7 +97,7 @@ class Candidates:
     """Candidate bundle moves, struct of arrays, ordered by (leader sid, target node name).
 
     ``leader`` is the guest index of the bundle's leader, ``source``/``target`` node indices,
-    ``cpu`` (cores) and ``mem`` (bytes) the bundle's summed stats a move transfers (§4.2,
+    ``cpu`` (cores) and ``mem`` (bytes) the bundle's summed stats a move transfers (``Manager.pm``
     ``decompose_compact_migration_candidates``). ``members`` maps a leader with partners to all its
     bundle's guest indices (sorted by sid).
     """
@@ -153,7 +153,8 @@ class _CompiledRules:
 
 class CandidateError(Exception):
     """A bundle member is missing from the usage (its node is offline): upstream's
-    ``decompose_compact_migration_candidates`` fails as a whole (§4.2), so no motion this attempt."""
+    ``decompose_compact_migration_candidates`` fails as a whole (``Manager.pm``), so no motion
+    this attempt."""
 
 
 class UpstreamPolicy:
@@ -234,7 +235,8 @@ class UpstreamPolicy:
         self.last_imbalance = None
 
     def decide(self, view: ClusterView) -> Motion | None:
-        """One ``load_balance`` call (§3); returns the leader's motion or ``None``."""
+        """One ``load_balance`` call (``Manager.pm`` L217–272); returns the leader's motion or
+        ``None``."""
         self.observe(view)
         if view.motion_active:  # L225: serialised motions; the counter is not touched
             return None
@@ -289,7 +291,7 @@ class UpstreamPolicy:
         return self.config.mode if self.config.mode is not None else view.mode
 
     def node_stats(self, view: ClusterView) -> NodeStatsArrays:
-        """Node usage the scheduler sees (§5.2).
+        """Node usage the scheduler sees (``Usage.pm``).
 
         dynamic: ``IdentityAggregator`` — the pvestatd sample as is (cores busy, bytes used),
         which includes every guest on the node, HA or not;
@@ -343,7 +345,7 @@ class UpstreamPolicy:
         return NodeStatsArrays(cpu, mem, maxcpu, maxmem)
 
     def guest_stats(self, view: ClusterView) -> tuple[FloatArray, FloatArray]:
-        """Per-guest ``(cpu cores, mem bytes)`` that a move is assumed to transfer (§5.2).
+        """Per-guest ``(cpu cores, mem bytes)`` that a move is assumed to transfer (``Usage.pm``).
 
         dynamic: the guest's RRD ``cpu``/``mem`` (missing samples count as 0, like guests without an
         RRD entry, PVE2.pm L588–610); static: ``{cpu: maxcpu, mem: maxmem}`` (``pve_static.rs``) —
@@ -368,8 +370,8 @@ class UpstreamPolicy:
         return out_cpu, out_mem
 
     def imbalance(self, view: ClusterView, stats: NodeStatsArrays) -> float:
-        """Imbalance over the online nodes (``calculate_node_imbalance``, §6.1): the loads of
-        :func:`crs.node_loads` and the folds of :func:`crs.imbalance`, compiled
+        """Imbalance over the online nodes (``calculate_node_imbalance``,
+        proxmox-resource-scheduling ``src/scheduler.rs``): the loads of :func:`crs.node_loads` and the folds of :func:`crs.imbalance`, compiled
         (:func:`policies.kernels.online_imbalance`)."""
         return float(
             kernels.online_imbalance(
@@ -391,13 +393,15 @@ class UpstreamPolicy:
         return cands
 
     def accept(self, imb_before: float, imb_after: float) -> bool:
-        """Relative margin: commit only if ``(before − after)/before >= margin`` (L260-ish, §3)."""
+        """Relative margin: commit only if ``(before − after)/before >= margin`` (``Manager.pm``
+        ``load_balance``, L260-ish)."""
         return (imb_before - imb_after) / imb_before >= self.config.margin
 
     def select(
         self, view: ClusterView, stats: NodeStatsArrays, cands: Candidates
     ) -> tuple[int, float] | None:
-        """The best candidate's index and its (truncated) imbalance after the move (§6.2/§6.3).
+        """The best candidate's index and its (truncated) imbalance after the move
+        (proxmox-resource-scheduling ``src/scheduler.rs``, ``src/topsis.rs``).
 
         Candidates are ordered by (leader sid, target name) and a leader has one source, so the
         first minimum of the truncated bruteforce score is upstream's ``(imbalance, sid, source,
@@ -431,10 +435,11 @@ class UpstreamPolicy:
         )
         return int(best), float(after)
 
-    # ---------------------------------------------------------------- candidates (§4)
+    # ---------------------------------------------------------------- candidates (Manager.pm)
 
     def candidates(self, view: ClusterView) -> Candidates:
-        """Bundles (§4.1) and their target nodes (§4.2), vectorised over guests."""
+        """Bundles (``get_active_stationary_resource_bundles``) and their target nodes
+        (``get_resource_migration_candidates``), vectorised over guests."""
         rules = self._compiled(view)
         n_nodes = len(view.node_names)
         online = np.asarray(view.node_online, dtype=bool)
@@ -487,7 +492,8 @@ class UpstreamPolicy:
                         allowed[r, tgt_all[p]] = False
         allowed[np.arange(leader.size), src] = False
 
-        # Every member of an emitted bundle must be in the usage (its node online, §4.2).
+        # Every member of an emitted bundle must be in the usage (its node online,
+        # ``get_resource_migration_candidates``).
         has_target = allowed.any(axis=1)
         if np.any(has_target & ~online[src]):
             raise CandidateError
@@ -505,8 +511,8 @@ class UpstreamPolicy:
         gcpu: FloatArray,
         gmem: FloatArray,
     ) -> tuple[list[int], list[float], list[float], dict[int, tuple[int, ...]]]:
-        """The bundles of the positive groups (§4.1): leaders, summed cpu and memory, and the
-        members of each bundle of more than one guest."""
+        """The bundles of the positive groups (``get_active_stationary_resource_bundles``):
+        leaders, summed cpu and memory, and the members of each bundle of more than one guest."""
         members: dict[int, tuple[int, ...]] = {}
         extra_l: list[int] = []
         extra_c: list[float] = []
@@ -549,7 +555,7 @@ class UpstreamPolicy:
     def _node_affinity_mask(
         view: ClusterView, rule: NodeAffinityRule, online: BoolArray
     ) -> BoolArray:
-        """``get_node_affinity``: the rule's highest-priority online nodes (§4.2)."""
+        """``get_node_affinity``: the rule's highest-priority online nodes (``Manager.pm``)."""
         return node_affinity_mask(rule, view.node_names, online)
 
     def _sid_rank(self, view: ClusterView) -> IntArray:

@@ -20,16 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SCOPE = ("pvegym", "policies", "scripts")
 LIMIT = 80
 
-_CONCURRENT = "split after the concurrent change to this file lands"
-#: ``path::qualified.name`` → why it is still long
-EXCEPTIONS: dict[str, str] = {
-    # the workload bank: issue 18
-    "pvegym/sim/workload.py::WorkloadBank.__init__": _CONCURRENT + " (issue 18, i18-reliability)",
-    # learning and tuning: issues 18 and 19
-    "pvegym/learning/train.py::train": _CONCURRENT + " (issue 19, i19-learning)",
-    "pvegym/learning/recipe.py::train_seed": _CONCURRENT + " (issue 19, i19-learning)",
-    "pvegym/tuning/report.py::summary_text": _CONCURRENT + " (issues 18 and 19)",
-}
+#: ``path::qualified.name`` → why it is still long (none today: the mechanism stays for the next
+#: function that must wait for a concurrent change to its file)
+EXCEPTIONS: dict[str, str] = {}
 
 
 def _is_kernel(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -47,7 +47,7 @@ SECTION_9 = (
     *("stall_mem_s", "guest_stall_s", "cpu_shortfall_core_s", "migration_bytes"),
     *("migration_seconds", "downtime_s", "evacuation_latency_s", "imbalance_mean"),
 )
-#: issue 17's built-ins beyond §9, each after the §9 metric it refines: a live migration that
+#: issue 17's built-ins beyond the first metric set, each after the metric it refines: a live migration that
 #: succeeded but paused its guest ≥ 10 s, a guest killed by the OOM killer
 BEYOND_9 = {"moves_aborted": "moves_guest_failed", "stall_mem_s": "oom_kills"}
 BUILTIN_ORDER = tuple(

@@ -115,7 +115,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     ## Rewards
 
     Minus what the step (all rounds it covers) added to the episode's cost
-    ``Σ_m w_m · metric_m`` (:mod:`pvegym.sim.cost`: weights by §9 metric name, as a tuning
+    ``Σ_m w_m · metric_m`` (:mod:`pvegym.sim.cost`: weights by metric name, as a tuning
     objective's, metrics that add up round by round only), divided by ``reward_scale``; bytes of a
     migration in flight count as they are sent. Weights: ``reward_weights`` (default
     :data:`DEFAULT_REWARD_WEIGHTS`, the tuning study's objective). The first step's reward also
@@ -142,7 +142,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     Never terminates (a cluster runs on); truncated after ``episode_seconds / round_s`` decisions
     (default: the scenario's ``duration``), exactly as ``Simulation.run`` — so ``sim_seconds`` of
-    the final metrics = decisions × ``round_s``. The final ``info`` holds the §9 metrics as flat keys
+    the final metrics = decisions × ``round_s``. The final ``info`` holds the metrics (``docs/metrics.md``) as flat keys
     (:data:`~pvegym.sim.metrics.METRIC_KEYS`, for ``Monitor(info_keywords=METRIC_KEYS)``; ``moves``
     is the count), ``move_log`` (the moves of ``simulate --json``) and ``invalid_actions``.
 
@@ -150,7 +150,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     * ``scenario`` — family name, named scenario, ``.toml`` path or :class:`Scenario` (``"small"``).
     * ``episode_seconds`` — episode length in seconds (default: the scenario's duration).
-    * ``reward_weights`` — ``{metric: weight}`` over the additive §9 metrics (complete: metrics
+    * ``reward_weights`` — ``{metric: weight}`` over the additive metrics (complete: metrics
       not named weigh 0; default :data:`DEFAULT_REWARD_WEIGHTS`).
     * ``reward_baseline`` — ``"none"`` or ``"noop"`` (the twin above).
     * ``reward_scale`` — the cost is divided by it (> 0), to keep returns in a range a value

@@ -11,9 +11,9 @@ guest × node:
 * the end times of its recent failed motions (a ring of :data:`FAILURE_RING`);
 * when it last *left* each node (a successful motion away from it: moving back within the window
   is an oscillation, ``docs/metrics.md``), when it last failed to reach each node, and the failure
-  backoff of each guest → node pair (the seed's patch 1: base · factor^(k−1), capped);
+  backoff of each guest → node pair (the field report's patch 1: base · factor^(k−1), capped);
 * per node, the consecutive rounds its PSI cpu or memory some avg10 was at or above the gate
-  (the seed's patch 7 gate and upstream's hold counter count rounds alike).
+  (the field report's patch 7 gate and upstream's hold counter count rounds alike).
 
 The environment feeds it the results of each round from the simulation; a deployed agent feeds it
 ``view.results`` round by round (:mod:`pvegym.env.view_encoding_v1`): the same results arrive in

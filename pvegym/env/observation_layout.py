@@ -189,10 +189,10 @@ class MemoryOptions:
 
     ``window_s`` (3600 s: the oscillation window of ``docs/metrics.md``) bounds the recency features and the
     failure count; the backoff after the k-th consecutive failure of a guest → node is
-    ``backoff_base_s · backoff_factor^(k−1)`` capped at ``backoff_cap_s`` (60 s, 2, 3600 s: the seed's
-    patch 1). ``pressure_pct`` is the gate of ``pressure_rounds`` (10 %: patch 7, and the churn
-    threshold of §9). ``bandwidth_bps`` is the migration network's throughput an administrator
-    configures (datacenter.cfg; 430 MiB/s: seed 004's observation) for ``transfer_s``.
+    ``backoff_base_s · backoff_factor^(k−1)`` capped at ``backoff_cap_s`` (60 s, 2, 3600 s: the field
+    report's patch 1). ``pressure_pct`` is the gate of ``pressure_rounds`` (10 %: patch 7, and the churn
+    threshold of ``docs/metrics.md``). ``bandwidth_bps`` is the migration network's throughput an administrator
+    configures (datacenter.cfg; 430 MiB/s: the convergence patch's observation) for ``transfer_s``.
     """
 
     window_s: float = 3600.0

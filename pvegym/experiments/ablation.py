@@ -187,7 +187,7 @@ def _nonconverging(ep: Episode, policy: str) -> tuple[bool | None, str]:
     first = mine[0]
     end = ep.metrics["sim_seconds"]
     if policy == "upstream":
-        # MODEL §10 (revised): runs ≥ 280 s and ends with a guest pause ≥ 10 s (≈ 23 s), or —
+        # docs/model.md, Targets (revised): runs ≥ 280 s and ends with a guest pause ≥ 10 s (≈ 23 s), or —
         # without QEMU's 5 s sync timer — is still running 10 min after it was issued
         running_for = (first.t_end if first.t_end is not None else end) - first.t
         if first.t_end is None:
@@ -206,7 +206,7 @@ def _nonconverging(ep: Episode, policy: str) -> tuple[bool | None, str]:
 
 
 OVERCOMMIT_GUEST, OVERCOMMIT_TARGET = "vm:101", "node2"  # overcommit-target
-#: policies.patched's pressure gate threshold (``min_pressure_pct``, seed 000 patch 7).
+#: policies.patched's pressure gate threshold (``min_pressure_pct``, the field report's patch 7).
 GATE_PCT = 10.0
 
 
@@ -342,7 +342,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     )
     lines.append("")
     lines.append(
-        "Targets since issue 17 (fidelity): nonconverging-migration/upstream's is MODEL §10's "
+        "Targets since issue 17 (fidelity): nonconverging-migration/upstream's is docs/model.md's "
         "revised one — with QEMU's 5 s sync timer the unpatched move completes after ≈ 300–320 s "
         "with a ≈ 23 s guest pause, a failure for the guest (`moves_guest_failed`); the former "
         "'still running after 10 min' holds only without the timer. overcommit-target is new. "

@@ -82,7 +82,7 @@ TRACE_KEYS = frozenset(
 def cell_problem(cells_dir: Path, cell: Cell) -> str | None:
     """Why the files of ``cell`` cannot be trusted (None: they can, or there are none). A
     finished cell is a result file that parses, belongs to this cell (same key and config) and
-    holds every §9 metric — and, when a timeline needs it, a trace that loads with every array. A
+    holds every metric — and, when a timeline needs it, a trace that loads with every array. A
     file that exists but fails this (zero bytes after a crash, a truncated or edited file) is
     recomputed, with a warning."""
     path = cell_path(cells_dir, cell.key)

@@ -38,7 +38,7 @@ import numpy as np
 
 from pvegym.errors import ConfigError
 from pvegym.learning.train import TimedVecEnv, write_json
-from pvegym.learning.train_config import TrainConfig, algo_class
+from pvegym.learning.train_config import ImitationOptions, TrainConfig, algo_class
 from pvegym.sim import catalog
 
 
@@ -105,11 +105,74 @@ def _venv(cfg: TrainConfig, n_envs: int, monitor_dir: Path | None) -> Any:
     return TimedVecEnv(SubprocVecEnv(fns) if use_subproc else DummyVecEnv(fns))
 
 
+def _clone(
+    model: Any, cfg: TrainConfig, options: ImitationOptions, seed: int, out: Path, progress: bool
+) -> dict[str, Any]:
+    """Step 2: imitate the teacher into ``model`` (DAgger), or reuse the clone saved in ``out``;
+    returns the imitation report."""
+    from pvegym.learning.imitation import dagger
+
+    bc_path = out / "bc.zip"
+    if bc_path.is_file():
+        load_into(model, bc_path)
+        reused: dict[str, Any] = json.loads((out / "bc.json").read_text())
+        reused["reused"] = True
+        return reused
+    else:
+        instances = np.asarray(
+            cfg.env.train_seeds or catalog.seeds(cfg.env.scenario, "train"), dtype=np.int64
+        )
+        clone_env = cfg.env_class()
+
+        def make_env() -> Any:
+            kwargs = {**cfg.env_kwargs(), "skip_idle_rounds": False}
+            return clone_env(**kwargs)
+
+        gamma = float(cfg.hyperparams.get("gamma", 0.99))
+        imitation = dagger(
+            model.policy,
+            make_env,
+            options,
+            instances,
+            gamma,
+            seed,
+            log=(lambda row: print(f"  seed {seed} clone: {row}", file=sys.stderr))
+            if progress
+            else None,
+        )
+        model.save(str(bc_path))
+        write_json(out / "bc.json", imitation)
+        return imitation
+
+
+def _fine_tune(
+    model: Any, venv: Any, selector: Any, cfg: TrainConfig, ckpts: Path, progress: bool
+) -> dict[str, Any]:
+    """Step 3: PPO from the clone, checkpoints into ``ckpts`` for the selector; returns the PPO
+    report (wall time net of the selector's validation)."""
+    t_ppo = time.perf_counter()
+    ppo: dict[str, Any] = {"timesteps": 0}
+    if cfg.total_timesteps > 0:
+        callback = selector.callback(ckpts, progress)
+        model.learn(total_timesteps=cfg.total_timesteps, callback=callback)
+        path = ckpts / f"ckpt_{model.num_timesteps}_steps.zip"
+        if not path.is_file():
+            model.save(str(path))
+            selector.consider(model, int(model.num_timesteps), path, "ppo")
+        ppo = {
+            "timesteps": int(model.num_timesteps),
+            "env_s": float(sum(venv.get_attr("env_seconds"))),
+            "env_warmup_s": float(sum(w or 0.0 for w in venv.get_attr("warmup_seconds"))),
+            "vec_wait_s": venv.wait_s,
+        }
+    ppo["wall_s"] = time.perf_counter() - t_ppo - selector.wall_s_since(t_ppo)
+    return ppo
+
+
 def train_seed(cfg: TrainConfig, seed: int, out: Path, progress: bool) -> dict[str, Any]:
     """Steps 1–4 for one training seed into ``out``; returns the seed's report."""
     import torch as th
 
-    from pvegym.learning.imitation import dagger
     from pvegym.learning.selection import Selector
 
     t_seed = time.perf_counter()
@@ -131,56 +194,11 @@ def train_seed(cfg: TrainConfig, seed: int, out: Path, progress: bool) -> dict[s
         # 1. model ------------------------------------------------------------------------------
         model = make_model(cfg, venv, seed)
         # 2. clone ------------------------------------------------------------------------------
-        bc_path = out / "bc.zip"
         if cfg.imitation is not None:
-            if bc_path.is_file():
-                load_into(model, bc_path)
-                report["imitation"] = json.loads((out / "bc.json").read_text())
-                report["imitation"]["reused"] = True
-            else:
-                instances = np.asarray(
-                    cfg.env.train_seeds or catalog.seeds(cfg.env.scenario, "train"), dtype=np.int64
-                )
-                clone_env = cfg.env_class()
-
-                def make_env() -> Any:
-                    kwargs = {**cfg.env_kwargs(), "skip_idle_rounds": False}
-                    return clone_env(**kwargs)
-
-                gamma = float(cfg.hyperparams.get("gamma", 0.99))
-                imitation = dagger(
-                    model.policy,
-                    make_env,
-                    cfg.imitation,
-                    instances,
-                    gamma,
-                    seed,
-                    log=(lambda row: print(f"  seed {seed} clone: {row}", file=sys.stderr))
-                    if progress
-                    else None,
-                )
-                model.save(str(bc_path))
-                write_json(out / "bc.json", imitation)
-                report["imitation"] = imitation
+            report["imitation"] = _clone(model, cfg, cfg.imitation, seed, out, progress)
             calibrate(model, selector, cfg, out)
         # 3. fine-tune --------------------------------------------------------------------------
-        t_ppo = time.perf_counter()
-        ppo: dict[str, Any] = {"timesteps": 0}
-        if cfg.total_timesteps > 0:
-            callback = selector.callback(ckpts, progress)
-            model.learn(total_timesteps=cfg.total_timesteps, callback=callback)
-            path = ckpts / f"ckpt_{model.num_timesteps}_steps.zip"
-            if not path.is_file():
-                model.save(str(path))
-                selector.consider(model, int(model.num_timesteps), path, "ppo")
-            ppo = {
-                "timesteps": int(model.num_timesteps),
-                "env_s": float(sum(venv.get_attr("env_seconds"))),
-                "env_warmup_s": float(sum(w or 0.0 for w in venv.get_attr("warmup_seconds"))),
-                "vec_wait_s": venv.wait_s,
-            }
-        ppo["wall_s"] = time.perf_counter() - t_ppo - selector.wall_s_since(t_ppo)
-        report["ppo"] = ppo
+        report["ppo"] = _fine_tune(model, venv, selector, cfg, ckpts, progress)
     finally:
         venv.close()
     # 4. select ---------------------------------------------------------------------------------

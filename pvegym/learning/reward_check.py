@@ -2,7 +2,7 @@
 
 For many episodes of varied policies (heuristics, random movers, trained agents) on *training*
 instances, each episode is run in ``pvegym/Cluster-v1`` with the reward measured against a
-``noop`` twin (``reward_baseline="noop"``), and separately scored by the benchmark — the §9
+``noop`` twin (``reward_baseline="noop"``), and separately scored by the benchmark — the
 metrics of the same episode and of ``noop`` on the same instance and seed, as the runner measures
 them. Printed: the Pearson correlation, over episodes, of the return with minus the change of
 

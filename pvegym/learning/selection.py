@@ -49,7 +49,7 @@ def evaluate_batched(
 ) -> tuple[list[dict[str, Any]], float]:
     """One episode per seed (family instance = episode seed, as the runner), all in lockstep in
     ``Cluster-v1`` environments with idle rounds skipped, the network asked once per step for all
-    episodes that need a decision. Returns the final §9 metrics per seed and the seconds spent in
+    episodes that need a decision. Returns the final metrics per seed and the seconds spent in
     the environments.
 
     The same decisions as :func:`~pvegym.learning.train.evaluate_policy` (the balancer path): the

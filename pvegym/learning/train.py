@@ -8,8 +8,8 @@ Read :func:`train` top to bottom; it is the whole story:
    (:class:`pvegym.vector.sb3.ClusterSB3VecEnv`; ``vec_env = "subproc"``: a process each),
    each wrapped as ``Monitor(TrainSeeds(TimedEnv(ClusterEnv)))``: ``TimedEnv`` measures the time
    spent inside the environment (step, reset, action mask) in each worker, ``TrainSeeds`` draws
-   family instances from the configured training seeds, ``Monitor`` writes one row of §9
-   metrics per episode.
+   family instances from the configured training seeds, ``Monitor`` writes one row of
+   metrics (``docs/metrics.md``) per episode.
 3. **model** — a new one, or the latest checkpoint of an interrupted run: learning then continues
    with ``reset_num_timesteps=False`` up to the same ``total_timesteps``.
 4. **learn** — with a progress bar, checkpoints every ``checkpoint_every`` steps and an evaluation
@@ -164,7 +164,7 @@ def make_vec_env(kind: str, fns: Sequence[Any]) -> VecEnv:
 # ------------------------------------------------------------------------------------------ eval
 def evaluate_policy(policy: Any, cfg: TrainConfig, seeds: Sequence[int]) -> list[dict[str, Any]]:
     """One episode per held-out seed, through the Balancer interface, with the experiment runner's
-    loop (``record.play``): the §9 metrics plus ``return`` (minus the weighted cost over the
+    loop (``record.play``): the metrics plus ``return`` (minus the weighted cost over the
     reward scale; without the noop baseline, which the runner does not run)."""
     from pvegym.experiments.record import play
     from pvegym.sim import catalog
@@ -338,6 +338,66 @@ def tensorboard_dir(out: Path) -> str | None:
     return str(out / "tensorboard") if importlib.util.find_spec("tensorboard") else None
 
 
+def _claim_out_dir(cfg: TrainConfig, out: Path, fresh: bool) -> tuple[Path, int] | None:
+    """Step 1: make ``out`` ready for ``cfg`` (emptied when ``fresh``) and write its config;
+    returns the checkpoint to resume from, if any. A directory holding another config's checkpoints
+    is refused."""
+    check_out_dir(out)
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    found = latest_checkpoint(out / "checkpoints")
+    old = out / "config.json"
+    if found and old.is_file() and json.loads(old.read_text()) != cfg.resolved():
+        raise ConfigError(
+            "train",
+            f"{out} holds checkpoints of a different config; resume needs the same train file "
+            "(use --fresh to start over, or another name/--out)",
+        )
+    old.write_text(json.dumps(cfg.resolved(), indent=1) + "\n")
+    return found
+
+
+def _build_model(
+    cfg: TrainConfig, venv: Any, out: Path, found: tuple[Path, int] | None, start: int
+) -> Any:
+    """Step 3: the algorithm on ``venv``, restored from ``found`` when resuming (evaluations past
+    the checkpoint's ``start`` timesteps are dropped)."""
+    algo = algo_class(cfg.algo)
+    kwargs = cfg.algo_kwargs()
+    if cfg.policy in agent_spec.NAMED_POLICIES:  # built for the env's padded layout
+        layout = Layout(*cfg.env.sizes()).as_dict()
+        kwargs["policy_kwargs"] = {**kwargs.get("policy_kwargs", {}), "layout": layout}
+    tb = tensorboard_dir(out)
+    model = algo(
+        agent_spec.policy_class(cfg.algo, cfg.policy),
+        venv,
+        seed=cfg.seed,
+        device="cpu",
+        verbose=0,
+        tensorboard_log=tb,
+        **kwargs,
+    )
+    if found:
+        restore_checkpoint(model, found[0])
+    _drop_evaluations_after(out / "evaluations.csv", start)
+    return model
+
+
+def _write_outputs(model: Any, cfg: TrainConfig, out: Path, stats: TrainStats) -> int:
+    """Step 5: the model, its final evaluation, ``monitor.csv`` and the learning curve; returns the
+    number of training episodes."""
+    model.save(str(out / "model.zip"))
+    if not _has_evaluation_at(out / "evaluations.csv", stats.timesteps):
+        evaluate_model(model, cfg, out)
+    episodes = merge_monitors(out / "monitor", out / "monitor.csv")
+    refs = reference_returns(cfg, out)
+    plot_learning_curve(
+        out / "learning-curve.png", cfg, episodes, _read_csv(out / "evaluations.csv"), refs
+    )
+    return len(episodes)
+
+
 def train(
     cfg: TrainConfig,
     out_dir: Path | None = None,
@@ -361,19 +421,7 @@ def train(
 
     # 1. config ---------------------------------------------------------------------------------
     out = Path(out_dir) if out_dir is not None else Path("results") / cfg.out_name
-    check_out_dir(out)
-    if fresh and out.exists():
-        shutil.rmtree(out)
-    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    found = latest_checkpoint(out / "checkpoints")
-    old = out / "config.json"
-    if found and old.is_file() and json.loads(old.read_text()) != cfg.resolved():
-        raise ConfigError(
-            "train",
-            f"{out} holds checkpoints of a different config; resume needs the same train file "
-            "(use --fresh to start over, or another name/--out)",
-        )
-    old.write_text(json.dumps(cfg.resolved(), indent=1) + "\n")
+    found = _claim_out_dir(cfg, out, fresh)
     start = found[1] if found else 0
     stats = TrainStats(out, start_timesteps=start, resumed_from=str(found[0]) if found else None)
 
@@ -390,24 +438,7 @@ def train(
 
     try:
         # 3. model ------------------------------------------------------------------------------
-        algo = algo_class(cfg.algo)
-        kwargs = cfg.algo_kwargs()
-        if cfg.policy in agent_spec.NAMED_POLICIES:  # built for the env's padded layout
-            layout = Layout(*cfg.env.sizes()).as_dict()
-            kwargs["policy_kwargs"] = {**kwargs.get("policy_kwargs", {}), "layout": layout}
-        tb = tensorboard_dir(out)
-        model = algo(
-            agent_spec.policy_class(cfg.algo, cfg.policy),
-            venv,
-            seed=cfg.seed,
-            device="cpu",
-            verbose=0,
-            tensorboard_log=tb,
-            **kwargs,
-        )
-        if found:
-            restore_checkpoint(model, found[0])
-        _drop_evaluations_after(out / "evaluations.csv", start)
+        model = _build_model(cfg, venv, out, found, start)
 
         # 4. learn ------------------------------------------------------------------------------
         callbacks = [*_callbacks(cfg, out, start, progress), *extra_callbacks]
@@ -433,16 +464,9 @@ def train(
     stats.vec_wait_share = stats.vec_wait_s / stats.learn_s if stats.learn_s > 0 else 0.0
 
     # 5. report ---------------------------------------------------------------------------------
-    model.save(str(out / "model.zip"))
-    if not _has_evaluation_at(out / "evaluations.csv", stats.timesteps):
-        evaluate_model(model, cfg, out)
-    episodes = merge_monitors(out / "monitor", out / "monitor.csv")
-    refs = reference_returns(cfg, out)
-    plot_learning_curve(
-        out / "learning-curve.png", cfg, episodes, _read_csv(out / "evaluations.csv"), refs
-    )
+    n_episodes = _write_outputs(model, cfg, out, stats)
     stats.wall_s = time.perf_counter() - t_start
-    write_manifest(out / "manifest.json", cfg, stats, started, command, len(episodes))
+    write_manifest(out / "manifest.json", cfg, stats, started, command, n_episodes)
     return stats
 
 
@@ -590,7 +614,7 @@ def plot_learning_curve(
     evaluations: list[dict[str, str]],
     references: dict[str, float],
 ) -> None:
-    """Episode return and key §9 metrics vs training timesteps; held-out evaluations as points,
+    """Episode return and key metrics vs training timesteps; held-out evaluations as points,
     the reference heuristics' held-out return as horizontal lines."""
     from matplotlib.figure import Figure
 

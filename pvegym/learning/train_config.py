@@ -23,7 +23,7 @@ scenario = "small"                 # a family (instances drawn from train_seeds)
 train_seeds = { start = 0, count = 1000 }     # default: the family's whole train range
 episode_seconds = "1h"             # default: the scenario's duration
 skip_idle_rounds = true
-reward_weights = { guest_stall_s = 1.0, moves = 60.0 }  # by §9 metric name; default: the env's
+reward_weights = { guest_stall_s = 1.0, moves = 60.0 }  # by metric name (docs/metrics.md); default: the env's
 reward_baseline = "noop"           # reward = what the agent changed against a noop twin
 reward_scale = 100.0               # the cost is divided by it
 ```

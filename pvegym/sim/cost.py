@@ -1,4 +1,4 @@
-"""Cost in the metrics' vocabulary: ``Σ weight × metric``, weights keyed by §9 metric name.
+"""Cost in the metrics' vocabulary: ``Σ weight × metric``, weights keyed by metric name.
 
 One definition serves three users, so that what an agent is rewarded for, what a study tunes and
 what a benchmark reports are the same number:
@@ -89,7 +89,7 @@ def metric_value(metrics: Mapping[str, Any], key: str) -> float:
 
 
 def weighted_cost(weights: Mapping[str, float], metrics: Mapping[str, Any]) -> float:
-    """``Σ weight × metric`` of an episode's final §9 metrics."""
+    """``Σ weight × metric`` of an episode's final metrics."""
     return float(sum(w * metric_value(metrics, m) for m, w in weights.items()))
 
 

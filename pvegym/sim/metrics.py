@@ -20,9 +20,9 @@ r − 1 is what round r added, and the per-round contributions of an episode sum
 (a reward is paid per step). Means and maxima (``imbalance_mean``, ``max_moves_one_guest``) and
 latencies (``evacuation_latency_s``) are not additive.
 
-**Beyond §9.** ``moves_guest_failed`` counts live migrations the HA manager reports as succeeded
+**Beyond the first metric set.** ``moves_guest_failed`` counts live migrations the HA manager reports as succeeded
 that paused their guest for at least :attr:`Metrics.pause_failure_s` (10 s): the unpatched
-non-converging case's ≈ 23 s switchover (MODEL §6) is a success for the pipeline and a failure
+non-converging case's ≈ 23 s switchover (``docs/model.md``, Live migration) is a success for the pipeline and a failure
 for the guest, and the reports say so. ``oom_kills`` counts guests the kernel's OOM killer killed
 because their node's memory in use went past MemTotal + swap (an overcommitted target).
 """
@@ -225,7 +225,7 @@ class Metrics:
     oscillation_window_s: float = 3600.0
     pause_failure_s: float = 10.0
     """A live migration that paused its guest this long (s) failed the guest although the HA
-    manager counts it as succeeded: MODEL §10's bar for the unpatched non-converging case ("ends
+    manager counts it as succeeded: ``docs/model.md``'s Targets bar for the unpatched non-converging case ("ends
     with a guest pause ≥ 10 s"), where qemu-server was told the limit is 0.1 s
     (``migrate_downtime``)."""
     sim_seconds: float = 0.0

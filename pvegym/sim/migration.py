@@ -20,7 +20,7 @@ Model (``docs/model.md``, *Live migration*; qemu-server ``QemuMigrate.pm``, QEMU
 * **qemu-server** (A.2, ``src/PVE/QemuMigrate.pm`` ``phase2``). Polls ``query-migrate`` every 1 s,
   permanently every 100 ms once ``remaining < transferred/polls``; on polls where ``transferred``
   changed it counts those where ``remaining`` grew (or is 0) and doubles the downtime limit on every
-  6th (cap 2,000,000 ms). The seed patch (``seeds/004``): once transferred > 1.5 × memory set
+  6th (cap 2,000,000 ms). The convergence patch (``docs/model.md``): once transferred > 1.5 × memory set
   ``cpu-throttle-increment 20``/``max-cpu-throttle 99`` once, abort when > 4 × memory.
 
 Time is discretised only where QEMU itself is discrete: QEMU re-checks the pending amount once per
@@ -38,7 +38,7 @@ one step. If nothing is pending the stream idles until the next iteration check 
   sent whole and cached. The hit rate follows the cache's fill (see
   :func:`~pvegym.sim.migration_kernel._xbzrle_cost`): near 1 for a hot set that fits, ≈ C/W for
   one that does not. QEMU counts encoded bytes in ``ram.transferred`` and in its bandwidth, so
-  XBZRLE lowers the passes the seed patch counts, and ``remaining`` drains faster than the wire.
+  XBZRLE lowers the passes the convergence patch counts, and ``remaining`` drains faster than the wire.
 * **Dirty tracking in the guest.** KVM write-protects the guest's pages while the dirty log is on;
   the first write to a page after each sync faults (``dirty_fault_us`` of vCPU time each):
   :attr:`Migration.tracking_overhead_s` integrates it for the cluster model.
@@ -51,7 +51,7 @@ iteration check → sync timer → qemu-server poll.
 Known limit: for a small hot WWS re-dirtied within a few iterations, ``remaining`` hovers at the
 threshold with ~zero drift; real (and page-level) fluctuations then make qemu-server count "remaining
 grew" on about every other poll, which this mean-field model does not reproduce (it escalates the
-downtime limit later). Larger working sets — the seed's case — agree with a page-level simulation.
+downtime limit later). Larger working sets — the convergence patch's case — agree with a page-level simulation.
 
 A pass ends as soon as ``remaining < threshold``, so QEMU switches over with a tail close to
 ``B × downtime_limit`` (real QEMU downtimes sit just below the limit, F.3 "QEMU downtime ≈ 0.8 s").
@@ -79,7 +79,7 @@ RUNNING: Final = "running"
 COMPLETED: Final = "completed"
 ABORTED: Final = "aborted"
 
-#: Error text of the seed patch (``seeds/004``, ``QemuMigrate.pm`` phase2), formatted with passes.
+#: Error text of the convergence patch (``QemuMigrate.pm`` phase2), formatted with passes.
 ABORT_MESSAGE: Final = (
     "aborting migration - no convergence: transferred {passes:.1f}x the guest memory without "
     "completing, the guest dirties its memory faster than it can be transferred"
@@ -110,11 +110,11 @@ class MigrationParams:
     downtime_limit_ms: float = 100.0
     """Start downtime limit; qemu-server's ``migrate_downtime`` schema default 0.1 s (A.1)."""
     qemu_server_patched: bool = False
-    """Apply the seed patch 004 (throttle boost at ``boost_factor``, abort at ``abort_factor``)."""
+    """Apply the convergence patch (throttle boost at ``boost_factor``, abort at ``abort_factor``)."""
     boost_factor: float = 1.5
-    """Seed 004 ``$migrate_throttle_boost_factor``: passes after which the throttle is escalated."""
+    """The convergence patch's ``$migrate_throttle_boost_factor``: passes after which the throttle is escalated."""
     abort_factor: float = 4.0
-    """Seed 004 ``$migrate_abort_factor``: passes after which qemu-server aborts."""
+    """The convergence patch's ``$migrate_abort_factor``: passes after which qemu-server aborts."""
     auto_converge: bool = True
     """qemu-server ``set_migration_caps`` always enables ``auto-converge`` (A.1)."""
     sync_timer: bool = True
@@ -128,16 +128,16 @@ class MigrationParams:
     max_throttle_pct: int = 99
     """QEMU ``migration/options.c`` ``DEFAULT_MIGRATE_MAX_CPU_THROTTLE`` (99 %)."""
     boost_increment_pct: int = 20
-    """Seed 004: ``'cpu-throttle-increment' => 20`` after the boost factor."""
+    """The convergence patch: ``'cpu-throttle-increment' => 20`` after the boost factor."""
     boost_max_throttle_pct: int = 99
-    """Seed 004: ``'max-cpu-throttle' => 99`` after the boost factor."""
+    """The convergence patch: ``'max-cpu-throttle' => 99`` after the boost factor."""
     downtime_max_ms: float = 2_000_000.0
     """qemu-server ``$migrate_downtime_max = 2000 * 1000`` = QEMU ``MAX_MIGRATE_DOWNTIME_SECONDS``."""
     page_size: int = PAGE_SIZE
     """Guest page size in bytes: the smallest guest memory (the model itself is in bytes)."""
     device_state_bytes: float = 0.0
-    """Device state sent during the downtime (bytes). Not in the spec's figures (F.4 "+ device
-    state"); a virtio guest has well under 1 MiB, VFIO devices can have much more."""
+    """Device state sent during the downtime (bytes). Not in ``docs/model.md``'s migration
+    figures (QEMU sends it after the RAM tail, ``migration/savevm.c``); a virtio guest has well under 1 MiB, VFIO devices can have much more."""
     resume_latency_ms: float = 100.0
     """qemu-server phase3 until ``qm resume`` on the target runs (config move, NBD stop, resume
     RPC). Not in QEMU's downtime; A.3 estimates "tens to a few hundred ms". Only in
@@ -328,7 +328,7 @@ class Migration:
 
     @property
     def passes(self) -> float:
-        """Transferred bytes in units of the guest memory (the seed patch's convergence measure)."""
+        """Transferred bytes in units of the guest memory (the convergence patch's measure)."""
         return float(self._f[K.F_TRANSFERRED] / self._p[K.P_M])
 
     @property
@@ -359,7 +359,7 @@ class Migration:
 
     @property
     def error(self) -> str:
-        """The abort message (seed 004) or ``""``."""
+        """The abort message (the convergence patch) or ``""``."""
         if self._s[K.S_OUTCOME] != K.ABORTED_CODE:
             return ""
         return ABORT_MESSAGE.format(passes=self._f[K.F_ABORT_MEM] / self._p[K.P_M])

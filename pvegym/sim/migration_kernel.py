@@ -63,7 +63,7 @@ P_BH: Final = 5  # bytes sent per tick
 P_RESIDENT: Final = 6  # bytes pass 1 sends
 P_TD0: Final = 7  # start downtime limit (ms)
 P_TD_MAX: Final = 8  # maximum downtime limit (ms)
-P_PATCHED: Final = 9  # 1 = seed patch 004
+P_PATCHED: Final = 9  # 1 = the convergence patch
 P_BOOST: Final = 10  # boost factor (passes)
 P_ABORT: Final = 11  # abort factor (passes)
 P_AUTO_CONVERGE: Final = 12  # 1 = auto-converge on

@@ -15,7 +15,8 @@ cluster-wide, and a live migration's single stream occupies the migration networ
 * Otherwise a VM live-migrates through :class:`pvegym.sim.migration.Migration`: the target holds its
   memory from the start, auto-converge throttling and dirty-tracking faults take CPU time from it,
   the migration threads keep a core busy on the source and on the target while the stream sends
-  (``cpu_source_cores``/``cpu_target_cores``), and it is paused for the switchover downtime. qemu-server's non-convergence abort (the seed patch) fails the motion.
+  (``cpu_source_cores``/``cpu_target_cores``), and it is paused for the switchover downtime.
+  qemu-server's non-convergence abort (the convergence patch) fails the motion.
 * A container relocates: shutdown, move, start, down the whole time (``ct_shutdown_s + ct_start_s``).
 """
 

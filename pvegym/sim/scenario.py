@@ -177,7 +177,7 @@ class MigrationSettings:
     dirty_fault_us: float = field(1.0, ge=0.0, le=1e6)
     # cores busy on the source/target while the stream sends at its bandwidth: QEMU's migration
     # thread and, for the datacenter default ``secure`` type, the ssh tunnel's cipher — one
-    # CPU-bound hop is what caps a single stream at a few hundred MiB/s (reference A.1; estimate)
+    # CPU-bound hop is what caps a single stream at a few hundred MiB/s (an estimate)
     cpu_source_cores: float = field(1.0, ge=0.0, le=MAX_CORES)
     cpu_target_cores: float = field(1.0, ge=0.0, le=MAX_CORES)
 

@@ -264,7 +264,7 @@ def idle_night() -> ScenarioData:
     0.5 GiB drifting over 15 min, host CPU σ 0.1 cores); a handful of small idle VMs whose moves
     barely qualify ("kept issuing barely-qualifying migrations with nothing to gain for any
     workload"); no pressure anywhere; node2 also runs a VM that is not an HA resource (``vm:900``,
-    2 GiB, 0.05 cores: the seed's "non-HA guests" in the unattributable load) — it was 2 GiB and
+    2 GiB, 0.05 cores: the field report's "non-HA guests" in the unattributable load) — it was 2 GiB and
     0.05 cores of node2's base load before, so the nodes' figures the dynamic balancer reads are
     the same, and no balancer may move it. Target: upstream ≥ 3 moves in the night, patched 0.
     """
@@ -367,13 +367,13 @@ def nonconverging_migration() -> ScenarioData:
     Seed figures encoded: "a 24 GiB guest with ~430 MiB/s transfer speed and a 600-760 MiB/s
     dirty rate" (680 MiB/s raw over all 24 GiB, the bandwidth is the scenario default 430 MiB/s);
     dirtying that auto-converge throttling cannot slow (``throttle_sensitivity`` 0, docs/model.md's
-    non-converging case: the seed's guest kept dirtying at 600–760 MiB/s under throttling); the
+    non-converging case: the convergence patch's guest kept dirtying at 600–760 MiB/s under throttling); the
     guest is the best move of a rebalance on a two-node cluster whose node1 is under CPU pressure
     (~27 of 32 cores), so the patched balancer acts too. 15 minutes: with the unpatched
     qemu-server and QEMU's 5 s sync timer the migration runs ≈ 300–320 s until qemu-server's
     doubling of the downtime limit lets QEMU switch over with a ≈ 23 s guest pause (still running
     after 10 min without the timer, ``migration.sync_timer = false``); the patched qemu-server
-    aborts at 4 passes (≈ 229 s), after which the balancer backs off. Target (MODEL §10): upstream
+    aborts at 4 passes (≈ 229 s), after which the balancer backs off. Target (``docs/model.md``, Targets): upstream
     (``--qemu-server unpatched``) runs ≥ 280 s and ends with a guest pause ≥ 10 s; patched
     (``--qemu-server patched``) aborted at 4 passes, then backed off.
     """
@@ -520,7 +520,7 @@ def overcommit_target() -> ScenarioData:
     }
 
 
-#: The field scenarios of MODEL §10, in the table's order, and issue 17's ``overcommit-target``.
+#: The field scenarios of ``docs/model.md`` (Targets), in the table's order, and issue 17's ``overcommit-target``.
 FIELD_SCENARIOS = (
     "failure-loop",
     "dominant-oscillation",

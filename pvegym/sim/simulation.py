@@ -764,7 +764,7 @@ class Simulation:
         return 0.0, 0.0
 
     def result(self) -> dict[str, Any]:
-        """Metrics (§9) and the balancer's moves, including a migration still running at the end."""
+        """Metrics (``docs/metrics.md``) and the balancer's moves, including a migration still running at the end."""
         return {
             "metrics": self.metrics.result(),
             "moves": [r.as_dict() for r in self.metrics.moves],

@@ -344,6 +344,66 @@ def parse_signal(value: Any, path: str, unit: str | None = None) -> tuple[Compon
     return tuple(comps)
 
 
+def _by_type(
+    specs: list[tuple[Component, ...]],
+) -> tuple[
+    NDArray[np.float64],
+    list[tuple[int, float, float, float]],
+    list[tuple[int, float, float, float]],
+    list[tuple[int, float, float, float]],
+    list[tuple[int, tuple[tuple[float, float], ...]]],
+    list[tuple[int, Trace, float, float, bool]],
+]:
+    """The components of every entity by type: the constant sums, then one row per OU, diurnal,
+    burst, step and trace component (entity index first), traces read once here."""
+    const = np.zeros(len(specs))
+    ou: list[tuple[int, float, float, float]] = []
+    di: list[tuple[int, float, float, float]] = []
+    bu: list[tuple[int, float, float, float]] = []
+    st: list[tuple[int, tuple[tuple[float, float], ...]]] = []
+    tr: list[tuple[int, Trace, float, float, bool]] = []
+    for i, comps in enumerate(specs):
+        for c in comps:
+            if c.type == "constant":
+                const[i] += c.level
+            elif c.type == "ou":
+                ou.append((i, c.mean, c.sigma, c.tau))
+            elif c.type == "diurnal":
+                di.append((i, c.amplitude, c.period, c.phase))
+            elif c.type == "bursts":
+                bu.append((i, c.rate_per_hour, c.height, c.duration))
+            elif c.type == "trace":
+                if c.trace_file:  # resolved when its scenario was validated
+                    tf = TraceFile(Path(c.trace_file), c.source.partition("/")[0], Path("/"))
+                    trace = _read_trace(tf, c.field, "trace")
+                else:
+                    trace = load_trace(c.source, c.field, c.trace_dir, "trace")
+                scale = trace.capacity if c.scale is None else c.scale
+                tr.append((i, trace, scale, c.offset, c.loop))
+            else:
+                st.append((i, c.at))
+    return const, ou, di, bu, st, tr
+
+
+def _flat_traces(
+    tr: list[tuple[int, Trace, float, float, bool]],
+) -> tuple[list[NDArray[np.float64]], list[int], int]:
+    """Each distinct trace series once in one flat array (many guests may replay one file): the
+    chunks to concatenate, each trace component's start in it, and the total length."""
+    starts: dict[int, int] = {}
+    chunks: list[NDArray[np.float64]] = []
+    lo: list[int] = []
+    size = 0
+    for _, trace, _, _, _ in tr:
+        key = id(trace)
+        if key not in starts:
+            starts[key] = size
+            chunks.append(trace.values)
+            size += trace.values.size
+        lo.append(starts[key])
+    return chunks, lo, size
+
+
 class WorkloadBank:
     """One signal for ``n`` entities at round time ``t``.
 
@@ -356,44 +416,8 @@ class WorkloadBank:
     def __init__(self, specs: list[tuple[Component, ...]], rng: np.random.Generator) -> None:
         self.n = len(specs)
         self._rng = rng
-        self._const = np.zeros(self.n)
-        ou: list[tuple[int, float, float, float]] = []
-        di: list[tuple[int, float, float, float]] = []
-        bu: list[tuple[int, float, float, float]] = []
-        st: list[tuple[int, tuple[tuple[float, float], ...]]] = []
-        tr: list[tuple[int, Trace, float, float, bool]] = []
-        for i, comps in enumerate(specs):
-            for c in comps:
-                if c.type == "constant":
-                    self._const[i] += c.level
-                elif c.type == "ou":
-                    ou.append((i, c.mean, c.sigma, c.tau))
-                elif c.type == "diurnal":
-                    di.append((i, c.amplitude, c.period, c.phase))
-                elif c.type == "bursts":
-                    bu.append((i, c.rate_per_hour, c.height, c.duration))
-                elif c.type == "trace":
-                    if c.trace_file:  # resolved when its scenario was validated
-                        tf = TraceFile(Path(c.trace_file), c.source.partition("/")[0], Path("/"))
-                        trace = _read_trace(tf, c.field, "trace")
-                    else:
-                        trace = load_trace(c.source, c.field, c.trace_dir, "trace")
-                    scale = trace.capacity if c.scale is None else c.scale
-                    tr.append((i, trace, scale, c.offset, c.loop))
-                else:
-                    st.append((i, c.at))
-        # traces: each distinct series once in one flat array (many guests may replay one file)
-        starts: dict[int, int] = {}
-        chunks: list[NDArray[np.float64]] = []
-        lo: list[int] = []
-        size = 0
-        for _, trace, _, _, _ in tr:
-            key = id(trace)
-            if key not in starts:
-                starts[key] = size
-                chunks.append(trace.values)
-                size += trace.values.size
-            lo.append(starts[key])
+        self._const, ou, di, bu, st, tr = _by_type(specs)
+        chunks, lo, size = _flat_traces(tr)
         # Everything the compiled pass reads or writes lives in one float64 and one int64 buffer
         # (a NumPy array costs ~75–150 ns to hand to numba, whatever its size); ``layout`` says
         # where each part starts. The attributes below are views into the buffers.

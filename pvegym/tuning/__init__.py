@@ -2,7 +2,7 @@
 
 * :mod:`~pvegym.tuning.study_config` — the study file (TOML in ``experiments/``): search space,
   disjoint train/test suites, objectives, constraints, sampler, pruner, budget.
-* :mod:`~pvegym.tuning.objective` — one trial: the candidate on every training instance, §9
+* :mod:`~pvegym.tuning.objective` — one trial: the candidate on every training instance,
   metrics → objective value(s), per-instance reports for the Wilcoxon pruner, constraints.
 * :mod:`~pvegym.tuning.study` — create/load the study in SQLite or any RDB (PostgreSQL), so many
   worker processes on one or many machines share it; resume; run workers.

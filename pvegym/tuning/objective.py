@@ -1,4 +1,4 @@
-"""One trial: a candidate's constants on every training instance, scored from the §9 metrics.
+"""One trial: a candidate's constants on every training instance, scored from the metrics.
 
 A *training instance* is one scenario entry × seed of the study's ``[[train]]`` suite: one episode
 of :class:`~pvegym.sim.simulation.Simulation` (named scenario: episode seed; family: instance and
@@ -88,7 +88,7 @@ def with_overrides(scn: Scenario, overrides: dict[str, Any]) -> Scenario:
 def evaluate_instance(
     inst: Instance, policy_name: str, policy_params: dict[str, Any], overrides: dict[str, Any]
 ) -> dict[str, Any]:
-    """The §9 metrics of one episode of the candidate on ``inst`` (simulated seconds, counts, …)."""
+    """The metrics of one episode of the candidate on ``inst`` (simulated seconds, counts, …)."""
     policy = build_policy(policy_name, policy_params)
     sim = Simulation(with_overrides(inst.scenario, overrides), inst.seed)
     metrics: dict[str, Any] = sim.run(policy, inst.duration)["metrics"]
@@ -120,7 +120,7 @@ def suggest(trial: optuna.Trial, params: dict[str, ParamSpec]) -> dict[str, Any]
 
 
 def mean_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Mean of every §9 metric over instances (missing values as in :func:`metric_value`)."""
+    """Mean of every metric over instances (missing values as in :func:`metric_value`)."""
     if not rows:
         return {}
     return {k: float(np.mean([metric_value(r, k) for r in rows])) for k in METRIC_KEYS}

@@ -4,7 +4,7 @@ Tuning scores candidates on the training suite only, so the best training value 
 (it is the maximum of many noisy comparisons). The honest number is the **held-out** one: the best
 trial — or, multi-objective, each Pareto-optimal trial (at most ``report.pareto_max``) — is
 re-evaluated on the ``[[test]]`` suite (instances disjoint from training) next to ``upstream`` and
-the base policy with its default constants (the seed's ``patched``), through the experiments runner
+the base policy with its default constants (the field report's ``patched``), through the experiments runner
 (:func:`pvegym.experiments.runner.plan` / :func:`~pvegym.experiments.runner.execute`, its cell cache
 in ``<run dir>/heldout/cells``, its ``metrics.csv`` and ``summary.md`` with 95 % bootstrap CIs
 and comparisons with upstream).
@@ -64,7 +64,7 @@ from pvegym.tuning.study_config import StudyConfig
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 REFERENCE = "upstream"  # always evaluated next to the tuned constants
-DEFAULT_LABEL = "default"  # the base policy with the seed's constants (``patched``: seeds/000)
+DEFAULT_LABEL = "default"  # the base policy with the field report's constants (``patched``)
 #: parameter importances need a handful of completed trials to mean anything (and to be computable)
 MIN_TRIALS_IMPORTANCE = 4
 
@@ -385,7 +385,7 @@ def write_best_params(
     cfg: StudyConfig, study: optuna.Study, cands: list[Candidate], path: Path
 ) -> None:
     """The selected trial(s): parameters by name, the resulting policy constants and scenario
-    overrides (ready for an experiment file), training values, and the seed's defaults."""
+    overrides (ready for an experiment file), training values, and the field report's defaults."""
     tuned = []
     for c in cands:
         if c.trial is None:
@@ -470,6 +470,26 @@ def summary_text(
     storage_url: str,
     tune_wall_s: float | None,
 ) -> str:
+    tuned = [c for c in cands if c.trial is not None]
+    out = _study_lines(cfg, study, trials, storage_url, tune_wall_s)
+    if not tuned:
+        out += ["**No trial completed feasibly: nothing to evaluate on the test suite.**", ""]
+    out += _constants_lines(cfg, trials, tuned)
+    if tuned:
+        out += _heldout_lines(cfg, cands, tuned, cmps, rows, docs, verdicts)
+    out += _closing_lines(cfg, figs, importance)
+    return "\n".join(out)
+
+
+def _study_lines(
+    cfg: StudyConfig,
+    study: optuna.Study,
+    trials: list[FrozenTrial],
+    storage_url: str,
+    tune_wall_s: float | None,
+) -> list[str]:
+    """The title, provenance and "The study" section: trials by state, workers, sampler, suites and
+    objectives."""
     states = {s.name: 0 for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
     for t in trials:
         states[t.state.name] = states.get(t.state.name, 0) + 1
@@ -484,8 +504,6 @@ def summary_text(
     )
     workers = sorted({str(t.user_attrs.get("worker", "?")) for t in trials})
     commit, dirty = git_commit()
-    tuned = [c for c in cands if c.trial is not None]
-    defaults = cfg.defaults()
     out = [
         f"# {cfg.name}",
         "",
@@ -527,10 +545,16 @@ def summary_text(
         + ".",
         "",
     ]
-    if not tuned:
-        out += ["**No trial completed feasibly: nothing to evaluate on the test suite.**", ""]
-    # ----- parameters
-    out += ["## Tuned constants", ""]
+    return out
+
+
+def _constants_lines(
+    cfg: StudyConfig, trials: list[FrozenTrial], tuned: list[Candidate]
+) -> list[str]:
+    """The "Tuned constants" section: each parameter's range, default and tuned values, then the
+    training-suite objective of the defaults and of each tuned candidate."""
+    defaults = cfg.defaults()
+    out = ["## Tuned constants", ""]
     head = "| parameter | target | range | default | " + " | ".join(c.label for c in tuned) + " |"
     out += [head, "|---|---|---|---:|" + "---:|" * len(tuned)]
     for name, spec in cfg.params.items():
@@ -561,59 +585,75 @@ def summary_text(
                 f"- {c.label} (trial {c.trial.number}): "
                 + ", ".join(f"{v:.5g}" for v in c.trial.values)
             )
-    # ----- held-out
-    if tuned:
-        main = cfg.objectives[0]
+    return out
+
+
+def _heldout_lines(
+    cfg: StudyConfig,
+    cands: list[Candidate],
+    tuned: list[Candidate],
+    cmps: list[Comparison],
+    rows: list[Row],
+    docs: dict[str, dict[str, Any]],
+    verdicts: dict[str, str],
+) -> list[str]:
+    """The "Held-out result" section: the verdicts and the paired test-suite table of each tuned
+    candidate, then the headline metrics."""
+    main = cfg.objectives[0]
+    out = [
+        "",
+        "## Held-out result",
+        "",
+        f"The study's objective `{main.label}` ({main.direction}) on the test suite, mean over "
+        "its instances with a 95 % BCa bootstrap CI (`scipy.stats.bootstrap`); *tuned − "
+        "default* and *tuned − upstream* are paired by instance (same scenario, same seed), "
+        "with the relative change in parentheses and the p-value of the Wilcoxon signed-rank "
+        "test of the paired differences (`scipy.stats.wilcoxon`, two-sided), which decides "
+        f"the verdict at {stats.ALPHA:g}. `all` pools every test instance (the `small` "
+        "instances, with the largest stall, weigh most).",
+        "",
+    ]
+    for c in tuned:
+        out.append(
+            f"**Verdict ({c.label} vs the field report's defaults, all test instances): "
+            f"{verdicts[c.label]}** — " + _verdict_sentence(verdicts[c.label], cmps[0], c.label)
+        )
+        out.append("")
+    labels = [c.label for c in cands]
+    for c in tuned:
         out += [
-            "",
-            "## Held-out result",
-            "",
-            f"The study's objective `{main.label}` ({main.direction}) on the test suite, mean over "
-            "its instances with a 95 % BCa bootstrap CI (`scipy.stats.bootstrap`); *tuned − "
-            "default* and *tuned − upstream* are paired by instance (same scenario, same seed), "
-            "with the relative change in parentheses and the p-value of the Wilcoxon signed-rank "
-            "test of the paired differences (`scipy.stats.wilcoxon`, two-sided), which decides "
-            f"the verdict at {stats.ALPHA:g}. `all` pools every test instance (the `small` "
-            "instances, with the largest stall, weigh most).",
-            "",
+            f"| test scope | n | {' | '.join(labels)} | {c.label} − default | "
+            f"{c.label} − upstream |",
+            "|---|---:|" + "---:|" * (len(labels) + 2),
         ]
-        for c in tuned:
-            out.append(
-                f"**Verdict ({c.label} vs the field report's defaults, all test instances): "
-                f"{verdicts[c.label]}** — " + _verdict_sentence(verdicts[c.label], cmps[0], c.label)
+        for scope in [*(e.key for e in cfg.test), "all"]:
+            ests = [_est(cmps[0].est[(scope, lab)]) for lab in labels]
+            d1 = _diff(
+                cmps[0].diff[(scope, c.label, DEFAULT_LABEL)],
+                cmps[0].change[(scope, c.label, DEFAULT_LABEL)],
             )
-            out.append("")
-        labels = [c.label for c in cands]
-        for c in tuned:
-            out += [
-                f"| test scope | n | {' | '.join(labels)} | {c.label} − default | "
-                f"{c.label} − upstream |",
-                "|---|---:|" + "---:|" * (len(labels) + 2),
-            ]
-            for scope in [*(e.key for e in cfg.test), "all"]:
-                ests = [_est(cmps[0].est[(scope, lab)]) for lab in labels]
-                d1 = _diff(
-                    cmps[0].diff[(scope, c.label, DEFAULT_LABEL)],
-                    cmps[0].change[(scope, c.label, DEFAULT_LABEL)],
-                )
-                d2 = _diff(
-                    cmps[0].diff[(scope, c.label, REFERENCE)],
-                    cmps[0].change[(scope, c.label, REFERENCE)],
-                )
-                name = f"**{scope}**" if scope == "all" else scope
-                out.append(
-                    f"| {name} | {cmps[0].n[scope]} | " + " | ".join(ests) + f" | {d1} | {d2} |"
-                )
-            out.append("")
-        out += _headline_metrics(cfg, cands, rows, docs)
-        out += [
-            "Every metric per test scenario, with CIs and paired comparisons with upstream: "
-            "[`heldout/summary.md`](heldout/summary.md) (data: `heldout/metrics.csv`).",
-            "",
-        ]
-    # ----- importances and plots
+            d2 = _diff(
+                cmps[0].diff[(scope, c.label, REFERENCE)],
+                cmps[0].change[(scope, c.label, REFERENCE)],
+            )
+            name = f"**{scope}**" if scope == "all" else scope
+            out.append(f"| {name} | {cmps[0].n[scope]} | " + " | ".join(ests) + f" | {d1} | {d2} |")
+        out.append("")
+    out += _headline_metrics(cfg, cands, rows, docs)
+    out += [
+        "Every metric per test scenario, with CIs and paired comparisons with upstream: "
+        "[`heldout/summary.md`](heldout/summary.md) (data: `heldout/metrics.csv`).",
+        "",
+    ]
+    return out
+
+
+def _closing_lines(
+    cfg: StudyConfig, figs: dict[str, str], importance: tuple[dict[str, float] | str, str]
+) -> list[str]:
+    """Parameter importances, the plots and the commands that reproduce the study."""
     imp, ev_name = importance
-    out += [f"## Parameter importances ({ev_name}, first objective, completed trials)", ""]
+    out = [f"## Parameter importances ({ev_name}, first objective, completed trials)", ""]
     if isinstance(imp, str):
         out += [f"Not available: {imp}.", ""]
     else:
@@ -638,7 +678,7 @@ def summary_text(
         "```",
         "",
     ]
-    return "\n".join(out)
+    return out
 
 
 def _verdict_sentence(v: str, cmp: Comparison, label: str) -> str:

@@ -305,7 +305,7 @@ def open_study(
 
     The worker that creates it stores the resolved config and provenance in the study's user
     attrs and, with ``enqueue_defaults``, enqueues the untuned constants as the first trial (so the
-    study scores the seed's defaults on the training suite, and TPE starts from them; every worker
+    study scores the field report's defaults on the training suite, and TPE starts from them; every worker
     enqueues it again until it has run: :func:`ensure_defaults`).
     """
     storage = make_storage(storage_url)

@@ -109,8 +109,8 @@ class PolicySpec:
 @dataclass(frozen=True)
 class ParamSpec:
     """One search dimension. ``target`` is ``policy.<constant>`` (a field of the policy's
-    ``Config``) or ``scenario.migration.<field>`` (qemu-server's migration settings, e.g. the seed
-    patch's ``boost_factor``/``abort_factor``). A numeric range ``[low, high]`` (``log`` for a
+    ``Config``) or ``scenario.migration.<field>`` (qemu-server's migration settings, e.g. the
+    convergence patch's ``boost_factor``/``abort_factor``). A numeric range ``[low, high]`` (``log`` for a
     log-uniform prior, ``step`` for a grid, ``int`` for whole numbers) or a list of ``choices``.
     ``int`` is the last field: as a class attribute it shadows the builtin in this class body."""
 
@@ -187,7 +187,7 @@ class ParamSpec:
 
 @dataclass(frozen=True)
 class ObjectiveSpec:
-    """One objective: a single §9 ``metric``, a weighted sum (``weights``: metric → weight, in
+    """One objective: a single ``metric`` (``docs/metrics.md``), a weighted sum (``weights``: metric → weight, in
     the objective's unit per metric unit) or a named ``cost`` of :data:`pvegym.sim.cost.COSTS`
     (``"balancer"``: the one the environment's reward defaults to), minimized or maximized."""
 
@@ -479,7 +479,7 @@ class StudyConfig:
     # -------------------------------------------------------------------------------- helpers
     def defaults(self) -> dict[str, Any]:
         """Parameter name → the value the base policy / migration settings use without tuning
-        (the seed's constants: what the held-out report compares the tuned values with)."""
+        (the field report's constants: what the held-out report compares the tuned values with)."""
         policy = build_policy(self.policy.name, self.policy.params)
         cfg = getattr(policy, "config", None)
         ms = MigrationSettings()

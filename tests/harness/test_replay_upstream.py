@@ -67,7 +67,7 @@ def _copy(tmp_path: Path, name: str) -> Path:
 
 
 def test_unseen_topsis3(tmp_path: Path):
-    """Upstream's test-crs-dynamic-auto-rebalance-topsis3 (not in the fixtures), spec §9.2."""
+    """Upstream's test-crs-dynamic-auto-rebalance-topsis3 (not in the fixtures), upstream ``src/test/``."""
     d = _copy(tmp_path, "test-crs-dynamic-auto-rebalance3")
     cfg = {"crs": {"ha": "dynamic", "ha-auto-rebalance": 1, "ha-auto-rebalance-method": "topsis"}}
     (d / "datacenter.cfg").write_text(json.dumps(cfg))
@@ -80,7 +80,7 @@ def test_unseen_topsis3(tmp_path: Path):
 
 def test_unseen_constrained4(tmp_path: Path):
     """Upstream's test-crs-dynamic-constrained-auto-rebalance4 (not in the fixtures), built from
-    spec §9.3: two negative rules keep vm:101 and vm:102 off vm:103's node."""
+    Upstream ``src/test/``: two negative rules keep vm:101 and vm:102 off vm:103's node."""
     d = tmp_path / "c4"
     d.mkdir()
     gib = 1 << 30
@@ -119,7 +119,7 @@ def test_unseen_constrained4(tmp_path: Path):
 
 
 def test_normalized_prediction():
-    """Spec §10: with the crate 2.1 normalisation, dynamic-auto-rebalance3 stops after two moves."""
+    """proxmox-resource-scheduling 2.1: with the crate normalisation, dynamic-auto-rebalance3 stops after two moves."""
     td = read_testdir(DATA / "test-crs-dynamic-auto-rebalance3")
     result = replay(td, lambda env: UpstreamPolicy(normalized=True))
     assert decisions(result) == [

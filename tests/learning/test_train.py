@@ -84,7 +84,7 @@ def test_train_save_load_and_act_as_a_balancer(algo: str, tmp_path: Path) -> Non
     assert manifest["model_bytes"] < 2 * 2**20
     with (tmp_path / "monitor.csv").open() as fh:
         rows = list(csv.DictReader(fh))
-    assert rows and set(METRIC_KEYS) <= set(rows[0])  # §9 metrics per training episode
+    assert rows and set(METRIC_KEYS) <= set(rows[0])  # the metrics per training episode
     with (tmp_path / "evaluations.csv").open() as fh:
         assert int(next(csv.DictReader(fh))["timesteps"]) == stats.timesteps
 

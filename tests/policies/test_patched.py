@@ -1,4 +1,4 @@
-"""Unit tests of the seed's patched balancer (``seeds/000_*``), patch by patch, on hand-built views."""
+"""Unit tests of the field report's patched balancer, patch by patch, on hand-built views."""
 
 from __future__ import annotations
 

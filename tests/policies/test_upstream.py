@@ -220,7 +220,7 @@ def test_negative_affinity_prunes_current_and_target_nodes():
 
 
 def test_constrained4_scenario():
-    """§9.3: negative affinity picks vm:101 -> node3 (1.04 -> 0.72)."""
+    """Negative affinity (``Manager.pm`` ``get_resource_migration_candidates``) picks vm:101 -> node3 (1.04 -> 0.72)."""
     rules = Rules(
         resource_affinity=(
             ResourceAffinityRule("a1", ("vm:101", "vm:103"), False),

@@ -1,4 +1,4 @@
-"""MODEL §10: the five field scenarios hold their targets in ≥ 8 of 10 seeds.
+"""``docs/model.md`` (Targets): the five field scenarios hold their targets in ≥ 8 of 10 seeds.
 
 Targets are judged by :func:`pvegym.experiments.ablation.check_target` (the single definition the
 ``ablate`` command uses too); each scenario runs for its own duration. ``nonconverging-migration``
@@ -38,14 +38,14 @@ def test_scenarios_are_registered_with_faithful_durations() -> None:
     durations = {name: catalog.scenario(name).duration for name in FIELD_SCENARIOS}
     assert durations["failure-loop"] == 20 * 60  # "25 identical failing attempts in 20 minutes"
     assert durations["dominant-oscillation"] == 27 * 60  # "five moves … in 27 minutes"
-    assert durations["idle-night"] == 8 * 3600  # MODEL §10: the night, 8 h
+    assert durations["idle-night"] == 8 * 3600  # docs/model.md, Targets: the night, 8 h
     scn = catalog.scenario("nonconverging-migration")
     big = next(g for g in scn.guests if g.sid == "vm:120")
     assert big.maxmem == 24 * 2**30 and big.dirty_rate > scn.migration.bandwidth
 
 
 def test_nonconverging_upstream_pause_is_a_guest_failure() -> None:
-    """MODEL §6/§10 (revised): with the shipped qemu-server and QEMU's 5 s sync timer the balancer's
+    """``docs/model.md`` (Live migration, Targets; revised): with the shipped qemu-server and QEMU's 5 s sync timer the balancer's
     move of vm:120 ends after ≈ 300–320 s of transfer with a ≈ 23 s guest pause (limit 25.6 s) —
     the HA manager counts it as succeeded, the metrics count it as a failure for the guest; without
     the timer (QEMU < 9.2) it is still running 10 min after it was issued."""
@@ -68,7 +68,7 @@ def test_nonconverging_upstream_pause_is_a_guest_failure() -> None:
 
 
 def test_idle_night_imbalance_near_049_when_nothing_moves() -> None:
-    """The seed's "imbalance metric standing at ~49% the whole time" (noop = nothing moves)."""
+    """The field report's "imbalance metric standing at ~49% the whole time" (noop = nothing moves)."""
     for seed in (0, 1):
         ep = run_episode("idle-night", "noop", seed)
         assert ep.metrics["imbalance_mean"] == pytest.approx(0.49, abs=0.02)

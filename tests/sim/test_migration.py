@@ -46,7 +46,7 @@ ref = _load_reference()
 SEED = {"memory": 24 * GiB, "bandwidth": 430 * MiB, "dirty_rate": 680 * MiB}
 
 
-# ------------------------------------------------------------------ seed observation (MODEL §6)
+# ------------------------------------------------------------------ the convergence patch's observation (docs/model.md)
 def test_seed_observation() -> None:
     """24 GiB, 430 MiB/s, raw 680 MiB/s over all memory, sensitivity 1, unpatched, 5 s timer."""
     m = Migration(MigrationParams(**SEED))
@@ -82,7 +82,7 @@ def test_timeline_per_second() -> None:
     assert m.timeline[58].remaining_bytes > m.timeline[57].remaining_bytes
 
 
-# ------------------------------------------------------------------ sensitivity 0 (MODEL §6)
+# ------------------------------------------------------------------ sensitivity 0 (docs/model.md)
 def test_sensitivity0_patched_boost_and_abort() -> None:
     m = Migration(MigrationParams(**SEED, throttle_sensitivity=0.0, qemu_server_patched=True))
     m.run(600.0)
@@ -101,7 +101,7 @@ def test_sensitivity0_patched_boost_and_abort() -> None:
 
 
 def test_sensitivity0_unpatched_completes_after_8_doublings_with_23s_pause() -> None:
-    """MODEL §6 (revised) with the 5 s sync timer (QEMU >= 9.2 ``migration/cpu-throttle.c``):
+    """``docs/model.md``, Targets (revised), with the 5 s sync timer (QEMU >= 9.2 ``migration/cpu-throttle.c``):
     every timer sync raises ``remaining``, so qemu-server (``QemuMigrate.pm`` ``phase2``) doubles
     the limit on every 6th such poll, i.e. every ~30 s after pass 1 (C.3), and QEMU
     (``migration.c`` ``migration_iteration_run``) switches over as soon as the tail is below
@@ -113,7 +113,7 @@ def test_sensitivity0_unpatched_completes_after_8_doublings_with_23s_pause() -> 
     just after a sync settles where what is added equals what is sent:
     S = d + W (1 − d / L) ≈ 9.8 GiB, so the pause is S/B ≈ 23.4 s. That needs the limit that first
     exceeds 23.4 s: 100 ms × 2^8 = 25.6 s (12.8 s is too short), reached by the 8th doubling at
-    ≈ 55 + 8 × 30 = 295 s — completion at ≈ 295 + 23.4 ≈ 318 s (MODEL §6: ≈ 300–320 s, ≈ 23 s)."""
+    ≈ 55 + 8 × 30 = 295 s — completion at ≈ 295 + 23.4 ≈ 318 s (docs/model.md, Targets: ≈ 300–320 s, ≈ 23 s)."""
     m = Migration(MigrationParams(**SEED, throttle_sensitivity=0.0))
     m.advance(229.0)  # where the patched qemu-server aborts
     assert m.outcome == RUNNING
@@ -130,7 +130,7 @@ def test_sensitivity0_unpatched_completes_after_8_doublings_with_23s_pause() -> 
     assert abs(m.doublings[-1][0] - (55.0 + 8 * 30.0)) <= 10.0  # C.3: one doubling per ~30 s
     assert m.downtime_s == pytest.approx(tail / b, rel=0.05)
     assert 12.8 < m.downtime_s < 25.6  # the 8th limit is the first that holds the tail
-    assert 300.0 <= m.t <= 320.0  # MODEL §6
+    assert 300.0 <= m.t <= 320.0  # docs/model.md, Targets
     assert m.t == pytest.approx(m.doublings[-1][0] + m.downtime_s, abs=1.0)
     # the guest sees QEMU's downtime plus qemu-server's poll lag (1 s polls: remaining never fell
     # below the mean bytes per poll) and the resume on the target (A.3)
@@ -153,7 +153,7 @@ def test_sensitivity0_unpatched_matches_page_level_reference() -> None:
 
 
 def test_sensitivity0_unpatched_without_sync_timer_still_running_at_600s() -> None:
-    """The MODEL §6 figure holds for QEMU < 9.2 (no 5 s dirty-sync timer, reference G.2): syncs
+    """The docs/model.md figure holds for QEMU < 9.2 (no 5 s dirty-sync timer: QEMU's ``migration/cpu-throttle.c``): syncs
     only at pass ends, ~6 passes per doubling, so the limit stays far below pending/B."""
     m = Migration(MigrationParams(**SEED, throttle_sensitivity=0.0, sync_timer=False)).run(600.0)
     assert m.outcome == RUNNING
@@ -190,7 +190,7 @@ def test_geometric_qemu_rule() -> None:
 
 
 def test_geometric_qemu_rule_matches_page_level_reference() -> None:
-    """MODEL §6 (revised): the model's downtime on the F.4 case is QEMU's switchover rule's (a tail
+    """``docs/model.md``, Targets (revised): the model's downtime on the geometric sanity case is QEMU's switchover rule's (a tail
     just under B × 300 ms), not the classic 38 ms — and the page-level reference, which sends page
     by page and syncs exactly when ``remaining < threshold``, leaves the same tail."""
     r = ref.simulate_reference(**GEOMETRIC, downtime_limit_ms=300.0, duration=60.0)
@@ -227,7 +227,7 @@ def _compare(
 
 
 def test_seed_scaled_matches_reference() -> None:
-    """The seed scaled down 24× (1 GiB at 430/24 MiB/s) runs through the same phases."""
+    """The convergence patch's case scaled down 24× (1 GiB at 430/24 MiB/s) runs through the same phases."""
     _compare(
         {
             "memory": 1 * GiB,
@@ -305,7 +305,7 @@ def test_property_matches_reference(
 )
 def test_xbzrle_cache_is_qemu_servers(memory_gib: int, cache_mib: int) -> None:
     """qemu-server ``QemuMigrate.pm`` ``phase2``: ``xbzrle-cache-size`` = 10 % of the guest memory,
-    ``round_powerof2`` (``2 << int(log2(x − 1))``) — reference F.1's table."""
+    ``round_powerof2`` (``2 << int(log2(x − 1))``)."""
     assert xbzrle_cache_size(memory_gib * GiB) == cache_mib * MiB
     m = Migration(MigrationParams(memory=memory_gib * GiB, bandwidth=GiB, dirty_rate=0.0))
     assert m.xbzrle_cache_bytes == cache_mib * MiB
@@ -356,7 +356,7 @@ def test_xbzrle_hot_set_larger_than_cache_gains_at_most_its_share() -> None:
 def test_dirty_tracking_faults_match_page_level_reference() -> None:
     """KVM write-protects guest pages while the dirty log is on: the first write to a page after
     each sync faults. The model integrates W (1 − e^(−R/W)) growth between syncs; the page-level
-    reference counts the pages newly set in its log. 1 µs each, the seed case scaled 24×."""
+    reference counts the pages newly set in its log. 1 µs each, the convergence patch's case scaled 24×."""
     kw = {"memory": 1 * GiB, "bandwidth": 430 * MiB / 24, "dirty_rate": 680 * MiB / 24}
     m = Migration(MigrationParams(**kw, dirty_fault_us=1.0)).run(300.0)
     r = ref.simulate_reference(**kw, duration=300.0, dirty_fault_s=1e-6)

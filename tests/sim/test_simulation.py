@@ -299,7 +299,7 @@ def test_reset_with_same_seed_reproduces_and_other_seed_differs() -> None:
 
 
 def _nonconverging(qemu_server: str, **migration: Any) -> Simulation:
-    """A 24 GiB guest whose writes throttling cannot slow, at 430 MiB/s (seed 004)."""
+    """A 24 GiB guest whose writes throttling cannot slow, at 430 MiB/s (the convergence patch)."""
     data = _two_nodes(
         duration="10m",
         migration={

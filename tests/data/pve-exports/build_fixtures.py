@@ -492,7 +492,7 @@ def place(g: Guest, clock: Clock, moves: list[tuple[int, int]], start: int) -> N
 # ---------------------------------------------------------------------------------- PVE 9
 def pve9_field() -> Cluster:
     """The field report's two-node PVE 9.2 cluster being stress-tested with ha=dynamic and
-    ha-auto-rebalance (seed 000), plus a third node in maintenance: one week, 1-min/30-min RRD.
+    ha-auto-rebalance, plus a third node in maintenance: one week, 1-min/30-min RRD.
 
     The export ran on Friday 2026-11-20 12:00 UTC; the week series cover Fri 13 12:00 → Fri 20
     12:00, the 1-minute day series Thu 19 12:00 → Fri 20 12:00. Workload: weekday office-hours web

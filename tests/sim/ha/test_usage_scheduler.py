@@ -20,7 +20,7 @@ from pvegym.sim.ha.usage import StaticUsage
 GIB = 1 << 30
 MIB = 1 << 20
 
-#: proxmox-resource-scheduling ``tests/scheduler.rs``: the homogeneous cluster (spec §12.1)
+#: proxmox-resource-scheduling ``tests/scheduler.rs``: the homogeneous cluster
 HOMOGENEOUS = {
     "node1": {"cpu": 1.7, "maxcpu": 16, "mem": 12334 * MIB, "maxmem": 64 * GIB},
     "node2": {"cpu": 15.184, "maxcpu": 16, "mem": 529 * MIB, "maxmem": 64 * GIB},
