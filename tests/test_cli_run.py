@@ -6,24 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunCli
+from tests.conftest import RunCli, tiny_experiment, variant
 
-GOOD = """
-name = "cli-tiny"
-metrics = ["moves"]
-[episode]
-duration = "1m"
-[report]
-timeline_seeds = 0
-bootstrap_resamples = 100
-[[scenarios]]
-name = "failure-loop"
-seeds = [0]
-[[policies]]
-name = "noop"
-[[policies]]
-name = "upstream"
-"""
+GOOD = tiny_experiment("cli-tiny")
 
 
 @pytest.mark.parametrize(
@@ -45,7 +30,7 @@ def test_bad_experiment_files_are_one_line_naming_the_key(
     tmp_path: Path, cli: RunCli, change: tuple[str, str], key: str
 ) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text(GOOD.replace(*change))
+    path.write_text(variant(GOOD, change))
     code, out, err = cli("run", str(path), "--out", str(tmp_path / "out"))
     assert code == 2
     assert out == ""

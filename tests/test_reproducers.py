@@ -15,6 +15,7 @@ import pytest
 
 from pvegym.errors import ConfigError
 from pvegym.tuning.study_config import load_study_config
+from tests.conftest import variant
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINE = 400  # characters of a one-line error
@@ -88,7 +89,7 @@ name = "noop"
 def test_experiment_file_values(
     cli: Any, tmp_path: Path, change: tuple[str, str], key: str
 ) -> None:
-    (tmp_path / "e.toml").write_text(EXPERIMENT.replace(*change))
+    (tmp_path / "e.toml").write_text(variant(EXPERIMENT, change))
     refused(cli("run", str(tmp_path / "e.toml"), "--out", str(tmp_path / "out")), key)
     assert not (tmp_path / "out").exists()
 
@@ -125,7 +126,7 @@ duration = "1m"
     ],
 )
 def test_study_file_values(tmp_path: Path, change: tuple[str, str], key: str) -> None:
-    (tmp_path / "s.toml").write_text(STUDY.replace(*change))
+    (tmp_path / "s.toml").write_text(variant(STUDY, change))
     with pytest.raises(ConfigError) as err:
         load_study_config(tmp_path / "s.toml")
     assert key in str(err.value) and "\n" not in str(err.value)

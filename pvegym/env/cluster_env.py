@@ -241,6 +241,8 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._last_cost = 0.0
         self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
         self._limit_warned = False
+        #: ``False``: the caller gave ``make`` the episode's own limit (:meth:`_check_time_limit`)
+        self.warn_time_limit = True
         #: ``reset``/``step`` return a fresh observation array; ``False`` returns the environment's
         #: own buffer, valid until its next ``reset``/``step`` — for a caller that copies it at
         #: once anyway (``pvegym.vector``'s batch: one copy of a large observation, not two)
@@ -415,10 +417,17 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     def _check_time_limit(self) -> None:
         """Warn (once) when ``gymnasium.make``'s ``TimeLimit`` — the registered
         ``max_episode_steps`` unless ``make`` was given another — would end this scenario's
-        episodes before the environment does."""
+        episodes before the environment does. The environment cannot see the limit ``make`` got,
+        so a caller that passed the episode's own length (or ``-1``) sets ``warn_time_limit``
+        to ``False``."""
         registered = gymnasium.registry.get(self.spec.id) if self.spec is not None else None
         limit = registered.max_episode_steps if registered is not None else None
-        if limit is not None and limit < self._rounds and not self._limit_warned:
+        if (
+            self.warn_time_limit
+            and limit is not None
+            and limit < self._rounds
+            and not self._limit_warned
+        ):
             self._limit_warned = True
             gymnasium.logger.warn(
                 f"{self.spec.id if self.spec else ''}'s registered max_episode_steps ({limit}) is "

@@ -110,17 +110,27 @@ class ClusterLoop:
     step is ``action_masks()`` + picking a valid action + ``step()``, what a MaskablePPO rollout
     pays. The uniforms that pick the valid action are drawn up front (as :class:`CartPoleLoop`
     draws its actions), so the figure is the environment's cost, not ``Generator.integers``'
-    per-call overhead. One episode long enough for every timed step, so no reset is timed."""
+    per-call overhead. One episode long enough for every timed step, and a ``TimeLimit`` of
+    the same length, so no reset is timed and no step is truncated."""
 
     def __init__(self, scenario: Any, steps: int, warmup: int = 5, seed: int = 0) -> None:
         import gymnasium
 
-        import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
+        from pvegym.env import ClusterEnv  # (and registers pvegym/Cluster-v0)
 
+        rounds = steps + warmup + 1
+        # the TimeLimit that make applies, at the episode's own length: no truncation inside the
+        # timed steps (the registered limit, 2,880, is shorter than bench-small's 3,006 rounds)
         self.env = gymnasium.make(
-            "pvegym/Cluster-v0", scenario=scenario, episode_seconds=(steps + warmup + 1) * 10.0
+            "pvegym/Cluster-v0",
+            scenario=scenario,
+            episode_seconds=rounds * 10.0,
+            max_episode_steps=rounds,
         )
-        self._base: Any = self.env.unwrapped
+        base = self.env.unwrapped
+        assert isinstance(base, ClusterEnv)
+        base.warn_time_limit = False  # make got the episode's length just above
+        self._base: Any = base
         self._rng = np.random.default_rng(seed)
         self.env.reset(seed=seed)
         for _ in range(warmup):  # JIT compilation and caches outside the timing

@@ -10,6 +10,7 @@ from pvegym.config import load
 from pvegym.errors import ConfigError
 from pvegym.experiments.config import Experiment, load_experiment
 from pvegym.sim.metrics import METRIC_KEYS
+from tests.conftest import variant
 
 GOOD = """
 description = "tiny"
@@ -85,7 +86,7 @@ def test_seed_ranges_and_family_splits(tmp_path: Path) -> None:
     ],
 )
 def test_errors_name_the_key_path(tmp_path: Path, change: tuple[str, str], path: str) -> None:
-    err = _error(tmp_path, GOOD.replace(*change))
+    err = _error(tmp_path, variant(GOOD, change))
     assert err.path.startswith(path), str(err)
     assert "\n" not in str(err)
 

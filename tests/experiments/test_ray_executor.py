@@ -24,28 +24,19 @@ from pvegym.experiments.config import load_experiment
 from pvegym.experiments.executor import LocalPool, RayExecutor, parse_executor
 from pvegym.experiments.runner import run_experiment
 from pvegym.tuning.study_config import load_study_config
+from tests.conftest import TWO_SCENARIOS_TWO_SEEDS, tiny_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
-EXPERIMENT = """
-name = "tiny-ray"
-metrics = ["moves", "moves_failed", "stall_cpu_s", "guest_stall_s"]
-[episode]
-duration = "3m"
-[report]
-timeline_seeds = 1
-bootstrap_resamples = 200
-[[scenarios]]
-name = "failure-loop"
-seeds = [0, 1]
-[[scenarios]]
-name = "small"
-seeds = { start = 1000000, count = 2 }
-[[policies]]
-name = "upstream"
-[[policies]]
-name = "patched"
-"""
+EXPERIMENT = tiny_experiment(
+    "tiny-ray",
+    metrics=("moves", "moves_failed", "stall_cpu_s", "guest_stall_s"),
+    duration="3m",
+    timeline_seeds=1,
+    bootstrap_resamples=200,
+    scenarios=TWO_SCENARIOS_TWO_SEEDS,
+    policies=("upstream", "patched"),
+)
 N_CELLS = 8  # 2 scenarios × 2 seeds × 2 policies
 
 STUDY = """

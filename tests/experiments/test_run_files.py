@@ -16,23 +16,9 @@ from pvegym.experiments import record
 from pvegym.experiments.cells import cell_path, trace_path
 from pvegym.experiments.config import load_experiment
 from pvegym.experiments.runner import plan, run_experiment, unique_cells
+from tests.conftest import tiny_experiment
 
-EXP = """
-name = "files"
-metrics = ["moves"]
-[episode]
-duration = "1m"
-[report]
-timeline_seeds = 1
-bootstrap_resamples = 100
-[[scenarios]]
-name = "failure-loop"
-seeds = [0]
-[[policies]]
-name = "noop"
-[[policies]]
-name = "upstream"
-"""
+EXP = tiny_experiment("files", timeline_seeds=1)
 
 
 def _exp(tmp_path: Path, text: str = EXP) -> Any:

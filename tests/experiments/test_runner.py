@@ -23,26 +23,15 @@ from pvegym.experiments.runner import evaluate_cell, plan, run_experiment, uniqu
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.simulation import Simulation
+from tests.conftest import TWO_SCENARIOS_TWO_SEEDS, tiny_experiment
 
-TINY = """
-name = "tiny"
-metrics = ["moves", "moves_failed", "stall_cpu_s"]
-[episode]
-duration = "2m"
-[report]
-timeline_seeds = 0
-bootstrap_resamples = 200
-[[scenarios]]
-name = "failure-loop"
-seeds = [0, 1]
-[[scenarios]]
-name = "small"
-seeds = { start = 1000000, count = 2 }
-[[policies]]
-name = "noop"
-[[policies]]
-name = "upstream"
-"""
+TINY = tiny_experiment(
+    "tiny",
+    metrics=("moves", "moves_failed", "stall_cpu_s"),
+    duration="2m",
+    bootstrap_resamples=200,
+    scenarios=TWO_SCENARIOS_TWO_SEEDS,
+)
 Evaluated = tuple[dict[str, Any], dict[str, np.ndarray] | None]
 N_CELLS = 8  # 2 scenarios × 2 seeds × 2 policies
 

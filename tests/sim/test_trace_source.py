@@ -13,22 +13,7 @@ import pytest
 from pvegym.errors import ConfigError
 from pvegym.limits import MAX_TRACE_BYTES
 from pvegym.sim.trace_source import ENV, resolve_trace_source, scenario_base
-
-SCENARIO = """
-name = "t"
-duration = "2m"
-[[nodes]]
-name = "node1"
-maxcpu = 8
-maxmem = "16GiB"
-[[guests]]
-sid = "vm:100"
-node = "node1"
-maxcpu = 2
-maxmem = "2GiB"
-memhost = "1GiB"
-cpu = [{{ type = "trace", source = "{source}", trace_dir = "{trace_dir}" }}]
-"""
+from tests.sim.conftest import trace_scenario
 
 
 @pytest.fixture(autouse=True)
@@ -39,9 +24,7 @@ def _no_user_roots(monkeypatch: pytest.MonkeyPatch) -> None:
 def _scenario(tmp_path: Path, source: str, trace_dir: str = "traces") -> Path:
     (tmp_path / "traces" / "planetlab").mkdir(parents=True, exist_ok=True)
     (tmp_path / "traces" / "planetlab" / "vm").write_text("10\n20\n")
-    path = tmp_path / "scn.toml"
-    path.write_text(SCENARIO.format(source=source, trace_dir=trace_dir))
-    return path
+    return trace_scenario(tmp_path / "scn.toml", source, trace_dir)
 
 
 def _refused(cli: Any, *argv: str) -> str:

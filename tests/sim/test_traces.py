@@ -12,6 +12,7 @@ from pvegym.errors import ConfigError
 from pvegym.sim.trace_source import scenario_base
 from pvegym.sim.workload import TRACE_ROOT, WorkloadBank, load_trace, parse_signal
 from pvegym.units import GiB
+from tests.sim.conftest import trace_scenario
 
 
 def _values(spec: dict, times: list[float], unit: str | None = None) -> list[float]:
@@ -78,24 +79,7 @@ def test_bundled_traces_replay_and_are_read_once() -> None:
 
 
 def _scenario(tmp_path: Path, traces: Path, source: str, field: str = "cpu") -> Path:
-    path = tmp_path / "scn.toml"
-    path.write_text(
-        f"""
-duration = "2m"
-[[nodes]]
-name = "node1"
-maxcpu = 8
-maxmem = "16GiB"
-[[guests]]
-sid = "vm:100"
-node = "node1"
-maxcpu = 2
-maxmem = "2GiB"
-memhost = "1GiB"
-cpu = [{{ type = "trace", source = "{source}", field = "{field}", scale = 2, trace_dir = "{traces}" }}]
-"""
-    )
-    return path
+    return trace_scenario(tmp_path / "scn.toml", source, traces, field=field, scale=2)
 
 
 def _simulate(capsys: pytest.CaptureFixture[str], scn: Path) -> tuple[int, str]:
@@ -225,23 +209,6 @@ def test_bad_rrd_traces(tmp_path: Path, text: str, line: str, what: str) -> None
     assert str(err.value).startswith("guests[0].cpu[0].source: ")
 
 
-def _scenario_with_trace(path: Path, trace_dir: str) -> None:
-    path.write_text(
-        f"""duration = "10m"
-[[nodes]]
-name = "n1"
-maxcpu = 8
-maxmem = "16GiB"
-[[guests]]
-sid = "vm:1"
-node = "n1"
-maxcpu = 4
-maxmem = "1GiB"
-cpu = [{{ type = "trace", source = "rrd/vm", trace_dir = "{trace_dir}" }}]
-"""
-    )
-
-
 def test_a_relative_trace_dir_is_beside_the_scenario_file(rrd: Path, tmp_path: Path) -> None:
     """``pvegym import`` writes its traces beside the scenario: a relative ``trace_dir`` is read
     from the file's directory, wherever the command runs."""
@@ -249,7 +216,7 @@ def test_a_relative_trace_dir_is_beside_the_scenario_file(rrd: Path, tmp_path: P
 
     (rrd / "traces").mkdir()
     (rrd / "rrd").rename(rrd / "traces" / "rrd")
-    _scenario_with_trace(rrd / "s.toml", "traces")
+    trace_scenario(rrd / "s.toml", "rrd/vm", "traces")
     scn = catalog.resolve(str(rrd / "s.toml")).scenario
     assert scn.guests[0].cpu[0].trace_dir == "traces"  # as written: the data stays portable
     assert scn.guests[0].cpu[0].trace_file == str((rrd / "traces" / "rrd" / "vm.csv").resolve())
@@ -263,7 +230,7 @@ def test_a_trace_dir_may_not_leave_the_scenarios_directory(tmp_path: Path, trace
     inside.mkdir()
     (tmp_path / "outside" / "rrd").mkdir(parents=True)
     (inside / "link").symlink_to(tmp_path / "outside")
-    _scenario_with_trace(inside / "s.toml", trace_dir)
+    trace_scenario(inside / "s.toml", "rrd/vm", trace_dir)
     with pytest.raises(ConfigError) as err:
         catalog.resolve(str(inside / "s.toml"))
     assert "guests[0].cpu[0].trace_dir" in str(err.value)

@@ -18,6 +18,7 @@ from optuna.trial import TrialState
 
 from pvegym.tuning.study import open_study
 from pvegym.tuning.study_config import load_study_config
+from tests.conftest import write_study
 
 ROOT = Path(__file__).resolve().parents[2]
 N_TRIALS = 8
@@ -72,8 +73,7 @@ def pg_url() -> str:
 def test_two_workers_share_one_study_in_postgres(tmp_path: Path) -> None:
     url = pg_url()
     name = f"pg-{uuid.uuid4().hex[:12]}"
-    path = tmp_path / f"{name}.toml"
-    path.write_text(STUDY.format(name=name, n_trials=N_TRIALS))
+    path = write_study(tmp_path, STUDY, name, N_TRIALS)
     cmd = [sys.executable, "-m", "pvegym.cli", "tune", str(path), "--storage", url]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     # create the study here, then two independent worker processes join it (as on two machines)

@@ -22,6 +22,7 @@ from pvegym.cli import main
 from pvegym.tuning import objective as objective_mod
 from pvegym.tuning.study import FINISHED, count_finished, open_study, run_study
 from pvegym.tuning.study_config import StudyConfig, load_study_config
+from tests.conftest import write_study
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,13 +69,7 @@ duration = "3m"
 
 
 def study_file(tmp_path: Path, name: str = "t-tiny", n_trials: int = 4, **extra: str) -> Path:
-    text = STUDY.format(name=name, n_trials=n_trials)
-    for old, new in extra.items():
-        assert old in text
-        text = text.replace(old, new)
-    path = tmp_path / f"{name}-{n_trials}.toml"
-    path.write_text(text)
-    return path
+    return write_study(tmp_path, STUDY, name, n_trials, *extra.items())
 
 
 def storage(tmp_path: Path, tag: str) -> str:
