@@ -135,6 +135,9 @@ class Simulation:
         self.t = 0.0
         self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
+        # the HA guests' states as a view's tuple, kept until a state changes (most rounds none
+        # does: the views share one tuple, which a balancer compares by identity)
+        self._view_states: tuple[str, ...] | None = None
         # where each service is and where it is going (-1: nowhere), rows of one array so that
         # compiled code takes them as one argument
         self.svc_place = np.empty((L.SVC_ROWS, cl.n_guests), dtype=np.int64)
@@ -325,11 +328,9 @@ class Simulation:
             if phase == "transfer":
                 mig = job.migration
                 assert mig is not None
-                before = mig.throttle_integral
-                faults, wire = mig.tracking_overhead_s, mig.transferred
-                outcome = mig.advance(t1 - t)
-                run_fraction[g] -= (mig.throttle_integral - before) / dt
-                self._migration_costs(job, mig.tracking_overhead_s - faults, mig.transferred - wire)
+                outcome, throttled, fault_s, wire = mig.advance_costs(t1 - t)
+                run_fraction[g] -= throttled / dt
+                self._migration_costs(job, fault_s, wire)
                 if outcome == RUNNING:  # the target holds the incoming guest's memory, unmerged
                     cl.reserved_mem[job.target] += self.memory.footprint(g)
                     return
@@ -466,8 +467,13 @@ class Simulation:
         if not self._results:  # most rounds: read once per environment step
             return False, False
         is_ha = self._is_ha_list
-        ok = any(j.ok for j in self._results if is_ha[j.guest])
-        failed = any(not j.ok for j in self._results if is_ha[j.guest])
+        ok = failed = False
+        for j in self._results:  # one pass, no generators: a result arrives every few rounds
+            if is_ha[j.guest]:
+                if j.ok:
+                    ok = True
+                else:
+                    failed = True
         return ok, failed
 
     def ended_motions(self) -> list[tuple[int, int, int, bool, float, float]]:
@@ -524,6 +530,7 @@ class Simulation:
             for job in self._results:  # next_state_migrate_relocate
                 g = job.guest
                 self.svc_state[g] = STARTED
+                self._view_states = None
                 self.svc_started[g] = True
                 self.svc_target[g] = -1
                 self.svc_node[g] = job.target if job.ok else job.source
@@ -548,6 +555,7 @@ class Simulation:
         """``next_state_started`` with a command: the service enters migrate/relocate and the
         LRM gets its job (it starts at a seeded offset within the LRM's 10 s loop)."""
         self.svc_state[g] = kind
+        self._view_states = None
         self.svc_started[g] = False
         self.svc_target[g] = target
         # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
@@ -727,7 +735,11 @@ class Simulation:
         else:
             guest_cpu, guest_mem = received, memhost * ratio
         results = self._view_results()
-        states = self.svc_state
+        states = self._view_states
+        if states is None:
+            svc = self.svc_state
+            states = tuple(svc) if self._all_ha else tuple([svc[i] for i in self._ha_list])
+            self._view_states = states
         return ClusterView(
             t=self.t,
             node_names=cl.node_names,
@@ -742,9 +754,7 @@ class Simulation:
             sids=self.ha_sids,
             guest_node=guest_node,
             guest_target=guest_target,
-            guest_state=tuple(states)
-            if self._all_ha
-            else tuple([states[i] for i in self._ha_list]),
+            guest_state=states,
             guest_running=running,
             guest_maxcpu=self._view_maxcpu,
             guest_maxmem=self._view_maxmem,
