@@ -116,6 +116,7 @@ class Simulation:
         # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
         # element at a time, which costs a NumPy array several times a list's
         self._is_ha_list: list[bool] = self._is_ha.tolist()
+        self._maxcpu_list: list[float] = cl.guest_maxcpu.tolist()  # vCPUs
         self._ha_list: list[int] = self.ha_idx.tolist()
         self._migratable_list: list[bool] = self._migratable.tolist()
         self._online_list: list[bool] = cl.node_online.tolist()
@@ -410,7 +411,7 @@ class Simulation:
         the target in proportion to the stream's duty (``wire`` bytes sent of what the bandwidth
         allows in a round)."""
         cl, ms, dt = self.cluster, self.scenario.migration, self.round_s
-        cl.run_fraction[job.guest] -= fault_s / (cl.guest_maxcpu[job.guest] * dt)
+        cl.run_fraction[job.guest] -= fault_s / (self._maxcpu_list[job.guest] * dt)
         duty = wire / (ms.bandwidth * dt)
         cl.motion_cpu[job.source] += ms.cpu_source_cores * duty
         cl.motion_cpu[job.target] += ms.cpu_target_cores * duty
