@@ -55,6 +55,36 @@ CHURN_PRESSURE_PCT = 10.0  # docs/metrics.md: churn_moves
 HUGEPAGES_FAILED = "hugepage allocation failed"
 
 
+#: ClusterView's slot of the field, which _SimView's property reads and writes
+_RUNNING_SLOT: Any = ClusterView.__dict__["guest_running"]
+#: a ``guest_running`` to be computed when read (:class:`_SimView`)
+_LATER: Any = None
+
+
+class _SimView(ClusterView):
+    """The simulation's :class:`ClusterView`: ``guest_running`` (a comparison over every guest)
+    is computed when first read — no heuristic reads it, the view encoders do — from the
+    view's own copy of the run fractions, so it is the snapshot's value whenever it is read."""
+
+    __slots__ = ("_run_fraction", "_running_mask")
+    _run_fraction: NDArray[np.float64]
+    _running_mask: NDArray[np.bool_] | None
+
+    @property
+    def guest_running(self) -> NDArray[np.bool_]:
+        running: NDArray[np.bool_] | None = _RUNNING_SLOT.__get__(self)
+        if running is None:
+            running = self._run_fraction > 0.0
+            if self._running_mask is not None:
+                running &= self._running_mask
+            _RUNNING_SLOT.__set__(self, running)
+        return running
+
+    @guest_running.setter
+    def guest_running(self, value: NDArray[np.bool_] | None) -> None:
+        _RUNNING_SLOT.__set__(self, value)
+
+
 class Simulation:
     """A scenario, a seed and the HA manager: ``reset()`` then ``step(motion)`` once per round."""
 
@@ -712,9 +742,6 @@ class Simulation:
         gb = self._guest_flat.take(self._guest_take)
         ratio, run_fraction, received, memhost = gb[0], gb[1], gb[2], gb[3]
         g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = gb[4], gb[5], gb[6], gb[7]
-        running = run_fraction > 0.0
-        if not self._all_running:
-            running &= self._view_running
         # every guest HA: ha_idx is 0 … n − 1, and a copy is the take
         place = self.svc_place.copy() if self._all_ha else self.svc_place.take(self.ha_idx, axis=1)
         guest_node, guest_target = place[L.SVC_NODE], place[L.SVC_TARGET]
@@ -741,7 +768,7 @@ class Simulation:
             svc = self.svc_state
             states = tuple(svc) if self._all_ha else tuple([svc[i] for i in self._ha_list])
             self._view_states = states
-        return ClusterView(
+        view = _SimView(
             t=self.t,
             node_names=cl.node_names,
             node_online=self._view_online,
@@ -756,7 +783,7 @@ class Simulation:
             guest_node=guest_node,
             guest_target=guest_target,
             guest_state=states,
-            guest_running=running,
+            guest_running=_LATER,  # from run_fraction, when read
             guest_maxcpu=self._view_maxcpu,
             guest_maxmem=self._view_maxmem,
             guest_cpu=guest_cpu,
@@ -775,6 +802,9 @@ class Simulation:
             other_maxcpu=other_maxcpu,
             other_maxmem=other_maxmem,
         )
+        view._run_fraction = run_fraction  # a row of this view's copy of the telemetry
+        view._running_mask = None if self._all_running else self._view_running
+        return view
 
     def _other_view(self) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
         """The running non-HA guests' node, vCPUs and memory (bytes) for a view: none when every
