@@ -77,7 +77,13 @@ from policies.upstream import (
     check_non_negative,
 )
 from pvegym.errors import ConfigError
-from pvegym.sim.migration import COMPLETED, Migration, MigrationParams
+from pvegym.sim.migration import (
+    COMPLETED,
+    PAGE_SIZE,
+    Migration,
+    MigrationParams,
+    params_array,
+)
 from pvegym.sim.view import STARTED, ClusterView, Motion
 from pvegym.units import GiB, MiB
 
@@ -297,12 +303,15 @@ class GuestCentricPolicy:
     def _clear(self) -> None:
         self.sustained = 0
         self.log: list[tuple[float, str]] = []
-        self.last_scored: list[Candidate] = []
+        self._last_scored: list[Candidate] | None = []
+        self._scored_columns: tuple[Any, ...] = ()
         # sid -> (raw dirty rate B/s, throttle sensitivity) learned from our own migrations
         self.dirty_estimate: dict[str, tuple[float, float]] = {}
         # issue time -> [(sid, memhost bytes, maxmem bytes)] of the bundle members we moved
         self._moved: dict[float, list[tuple[str, float, float]]] = {}
         self._cost_cache: dict[tuple[str, int, float, float], MigrationEstimate] = {}
+        self._params_template: NDArray[np.float64] | bool | None = None
+        self._spare: Migration | None = None
         # (sid, node) -> time until which sid is not moved back to node it left (s)
         self.left_until: dict[tuple[str, str], float] = {}
 
@@ -359,7 +368,7 @@ class GuestCentricPolicy:
         )
         relievable = np.where(here, np.nan_to_num(relievable, nan=0.0), 0.0)
         suffering = (state == STARTED) & (relievable >= cfg.min_guest_score_pct)
-        self.last_scored = []
+        self._last_scored = []
         if not suffering.any():
             return None
         try:
@@ -400,11 +409,35 @@ class GuestCentricPolicy:
             gcs, gcf, gms, gmf, relievable, active, nd, self._weights, self._params,
             bool(cfg.prefer_cheapest_adequate),
         )  # fmt: skip
-        scored = self._scored(view, sub, relief, costs, src_after, tgt_after, mem_after)
-        self.last_scored = scored
+        # the scored list is built when read (last_scored): most attempts issue nothing
+        self._scored_columns = (view, sub, relief, costs, src_after, tgt_after, mem_after)
+        self._last_scored = None
         if best < 0:
             return None
-        return self._issue(view, cands, rows[best], scored)
+        return self._issue(view, cands, rows[best], self._scored_row(best))
+
+    @property
+    def last_scored(self) -> list[Candidate]:
+        """The candidates the last attempt scored (costed ones, in candidate order), each with
+        its relief and the pressures it leaves."""
+        if self._last_scored is None:
+            self._last_scored = self._scored(*self._scored_columns)
+        return self._last_scored
+
+    def _scored_row(self, i: int) -> Candidate:
+        """Row ``i`` of :attr:`last_scored`, without building the others."""
+        view, sub, relief, costs, src_after, tgt_after, mem_after = self._scored_columns
+        min_p = self.config.min_pressure_pct
+        sa, ta, ma = float(src_after[i]), float(tgt_after[i]), float(mem_after[i])
+        return Candidate(
+            view.sids[int(sub.leader[i])],
+            view.node_names[int(sub.target[i])],
+            float(relief[i]),
+            costs[i],
+            sa < min_p and ta < min_p and ma < min_p,
+            sa,
+            ta,
+        )
 
     @staticmethod
     def _guest_psi(arr: Any, node_arr: FloatArray | None, nd: NDArray[np.int64]) -> FloatArray:
@@ -446,20 +479,18 @@ class GuestCentricPolicy:
     ) -> tuple[list[int], list[float]]:
         """The rows of the candidates ``keep`` passes whose bundle is predicted to converge,
         and each one's cost."""
-        rows: list[int] = []
-        costs: list[float] = []
-        by_leader: dict[int, float | None] = {}  # a bundle costs the same to every target
-        for i in np.flatnonzero(keep).tolist():
-            g = int(cands.leader[i])
-            if g not in by_leader:
-                members = cands.members.get(g, (g,))
-                by_leader[g] = self._bundle_cost(view, members, memhost, gmaxmem)
-            cost = by_leader[g]
-            if cost is None:
-                continue  # predicted to abort / not converge
-            rows.append(i)
-            costs.append(cost)
-        return rows, costs
+        kept = np.flatnonzero(keep)
+        leaders = cands.leader[kept]
+        # a bundle costs the same to every target: one cost per leader, in order of appearance
+        _, first = np.unique(leaders, return_index=True)
+        cost = np.zeros(len(view.sids))
+        ok = np.zeros(len(view.sids), dtype=bool)  # False: predicted to abort / not converge
+        for g in leaders[np.sort(first)].tolist():
+            c = self._bundle_cost(view, cands.members.get(g, (g,)), memhost, gmaxmem)
+            if c is not None:
+                cost[g], ok[g] = c, True
+        passed = ok[leaders]
+        return kept[passed].tolist(), cost[leaders[passed]].tolist()
 
     def _scored(
         self,
@@ -503,10 +534,18 @@ class GuestCentricPolicy:
         CSR form: ``flat[ptr[i]:ptr[i + 1]]``."""
         if not cands.members:
             return np.arange(len(cands) + 1, dtype=np.int64), cands.leader
-        groups = [cands.members.get(g, (g,)) for g in cands.leader.tolist()]
-        ptr = np.zeros(len(groups) + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum([len(m) for m in groups])
-        flat = np.fromiter((m for grp in groups for m in grp), dtype=np.int64, count=int(ptr[-1]))
+        leader = cands.leader
+        # a lone leader is its own bundle; the few bundles of several overwrite their rows
+        rows_of = [(np.flatnonzero(leader == g), m) for g, m in cands.members.items()]
+        size = np.ones(len(cands), dtype=np.int64)
+        for rows, members in rows_of:
+            size[rows] = len(members)
+        ptr = np.zeros(len(cands) + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(size)
+        flat = np.repeat(leader, size)
+        for rows, members in rows_of:
+            if rows.size:
+                flat[ptr[rows][:, None] + np.arange(len(members))] = members
         return ptr, flat
 
     def _returning(self, view: ClusterView) -> NDArray[np.bool_]:
@@ -564,24 +603,60 @@ class GuestCentricPolicy:
         self._cost_cache[key] = est
         return est
 
-    def _simulate(
-        self, memhost: float, maxmem: float, dirty: float, sens: float
-    ) -> MigrationEstimate:
+    def _migration_params(
+        self, memory: float, resident: float, dirty: float, wws: float, sens: float
+    ) -> MigrationParams:
+        """The predicted migration's validated parameters (bytes, bytes/s, fraction)."""
         cfg = self.config
-        memory = max(maxmem, 4096.0)
-        params = MigrationParams(
+        return MigrationParams(
             memory=memory,
-            resident=min(max(memhost, 1.0), memory),
+            resident=resident,
             bandwidth=cfg.bandwidth_bps,
             dirty_rate=dirty,
-            wws=min(cfg.wws_prior_frac * memory, memory),
+            wws=wws,
             throttle_sensitivity=sens,
             downtime_limit_ms=cfg.downtime_limit_ms,
             qemu_server_patched=cfg.abort_factor > 0,
             boost_factor=cfg.boost_factor,
             abort_factor=cfg.abort_factor if cfg.abort_factor > 0 else 4.0,
         )
-        mig = Migration(params, record_timeline=False).run(cfg.max_migration_s)
+
+    def _template(self) -> NDArray[np.float64] | None:
+        """:func:`~pvegym.sim.migration.params_array` of the policy's fixed migration settings
+        (a placeholder guest of one page), made once; None when they do not validate (then every
+        prediction builds its :class:`MigrationParams`, which raises as it always did)."""
+        if self._params_template is None:
+            try:
+                p = self._migration_params(
+                    float(PAGE_SIZE), float(PAGE_SIZE), 0.0, float(PAGE_SIZE), 1.0
+                )
+                self._params_template = params_array(p)
+            except ConfigError:
+                self._params_template = False
+        t = self._params_template
+        return t if isinstance(t, np.ndarray) else None
+
+    def _simulate(
+        self, memhost: float, maxmem: float, dirty: float, sens: float
+    ) -> MigrationEstimate:
+        cfg = self.config
+        memory = max(maxmem, 4096.0)
+        resident = min(max(memhost, 1.0), memory)
+        wws = min(cfg.wws_prior_frac * memory, memory)
+        template = self._template()
+        # the guest's values pass MigrationParams' checks: the template with them is the same
+        # parameter vector, without validating the fixed settings again (a kernel call)
+        valid = math.isfinite(memory) and memory >= PAGE_SIZE and 0.0 < resident <= memory
+        valid = valid and math.isfinite(dirty) and dirty >= 0.0 and math.isfinite(wws)
+        valid = valid and 0.0 <= wws <= memory and isinstance(sens, int | float)
+        if template is not None and valid and 0.0 <= sens <= 1.0:
+            mig = Migration.for_guest(
+                template, memory, resident, dirty, wws, sens, 1.0, reuse=self._spare
+            ).run(cfg.max_migration_s)
+            self._spare = mig  # its estimate is read below: the next prediction reuses it
+        else:
+            params = self._migration_params(memory, resident, dirty, wws, sens)
+            mig = Migration(params, record_timeline=False).run(cfg.max_migration_s)
         return MigrationEstimate(
             mig.outcome == COMPLETED,
             mig.t,
@@ -670,9 +745,7 @@ class GuestCentricPolicy:
             for sid in members
         ]
 
-    def _issue(
-        self, view: ClusterView, cands: Candidates, i: int, scored: list[Candidate]
-    ) -> Motion:
+    def _issue(self, view: ClusterView, cands: Candidates, i: int, chosen: Candidate) -> Motion:
         g = int(cands.leader[i])
         members = cands.members.get(g, (g,))
         sid = view.sids[g]
@@ -689,7 +762,6 @@ class GuestCentricPolicy:
             )
             for m in members
         ]
-        chosen = next(c for c in scored if c.sid == sid and c.target == target)
         task = "migrate" if sid.startswith("vm:") else "relocate"
         self.log.append(
             (

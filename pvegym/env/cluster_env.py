@@ -351,7 +351,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     def step(
         self, action: int | np.integer[Any]
     ) -> tuple[NDArray[np.float32], SupportsFloat, bool, bool, dict[str, Any]]:
-        sim = self.sim
+        sim = self._sim
+        if sim is None:  # what the ``sim`` property says, without its call
+            raise RuntimeError("call reset() first")
         a = int(action)
         if not 0 <= a < self.n_actions:
             raise ValueError(f"action {a} outside Discrete({self.n_actions})")
@@ -534,7 +536,8 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     def _encode(self) -> NDArray[np.float32]:
         """Fill the preallocated observation from this round's telemetry; return a copy."""
-        sim = self.sim
+        sim = self._sim  # set: reset() encodes the first observation
+        assert sim is not None
         ok, failed = sim.result_flags()
         self._encode_kernel(
             *self._enc_args, sim.t / self._episode_len_s, sim.motion_active(), ok, failed

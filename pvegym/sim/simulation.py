@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
@@ -52,6 +53,36 @@ from pvegym.sim.view import (
 CHURN_PRESSURE_PCT = 10.0  # docs/metrics.md: churn_moves
 #: qemu-server ``QemuServer/Memory.pm`` ``hugepages_allocate``: the target cannot start the guest.
 HUGEPAGES_FAILED = "hugepage allocation failed"
+
+
+#: ClusterView's slot of the field, which _SimView's property reads and writes
+_RUNNING_SLOT: Any = ClusterView.__dict__["guest_running"]
+#: a ``guest_running`` to be computed when read (:class:`_SimView`)
+_LATER: Any = None
+
+
+class _SimView(ClusterView):
+    """The simulation's :class:`ClusterView`: ``guest_running`` (a comparison over every guest)
+    is computed when first read — no heuristic reads it, the view encoders do — from the
+    view's own copy of the run fractions, so it is the snapshot's value whenever it is read."""
+
+    __slots__ = ("_run_fraction", "_running_mask")
+    _run_fraction: NDArray[np.float64]
+    _running_mask: NDArray[np.bool_] | None
+
+    @property
+    def guest_running(self) -> NDArray[np.bool_]:
+        running: NDArray[np.bool_] | None = _RUNNING_SLOT.__get__(self)
+        if running is None:
+            running = self._run_fraction > 0.0
+            if self._running_mask is not None:
+                running &= self._running_mask
+            _RUNNING_SLOT.__set__(self, running)
+        return running
+
+    @guest_running.setter
+    def guest_running(self, value: NDArray[np.bool_] | None) -> None:
+        _RUNNING_SLOT.__set__(self, value)
 
 
 class Simulation:
@@ -115,6 +146,7 @@ class Simulation:
         # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
         # element at a time, which costs a NumPy array several times a list's
         self._is_ha_list: list[bool] = self._is_ha.tolist()
+        self._maxcpu_list: list[float] = cl.guest_maxcpu.tolist()  # vCPUs
         self._ha_list: list[int] = self.ha_idx.tolist()
         self._migratable_list: list[bool] = self._migratable.tolist()
         self._online_list: list[bool] = cl.node_online.tolist()
@@ -134,6 +166,9 @@ class Simulation:
         self.t = 0.0
         self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
+        # the HA guests' states as a view's tuple, kept until a state changes (most rounds none
+        # does: the views share one tuple, which a balancer compares by identity)
+        self._view_states: tuple[str, ...] | None = None
         # where each service is and where it is going (-1: nowhere), rows of one array so that
         # compiled code takes them as one argument
         self.svc_place = np.empty((L.SVC_ROWS, cl.n_guests), dtype=np.int64)
@@ -324,11 +359,9 @@ class Simulation:
             if phase == "transfer":
                 mig = job.migration
                 assert mig is not None
-                before = mig.throttle_integral
-                faults, wire = mig.tracking_overhead_s, mig.transferred
-                outcome = mig.advance(t1 - t)
-                run_fraction[g] -= (mig.throttle_integral - before) / dt
-                self._migration_costs(job, mig.tracking_overhead_s - faults, mig.transferred - wire)
+                outcome, throttled, fault_s, wire = mig.advance_costs(t1 - t)
+                run_fraction[g] -= throttled / dt
+                self._migration_costs(job, fault_s, wire)
                 if outcome == RUNNING:  # the target holds the incoming guest's memory, unmerged
                     cl.reserved_mem[job.target] += self.memory.footprint(g)
                     return
@@ -408,7 +441,7 @@ class Simulation:
         the target in proportion to the stream's duty (``wire`` bytes sent of what the bandwidth
         allows in a round)."""
         cl, ms, dt = self.cluster, self.scenario.migration, self.round_s
-        cl.run_fraction[job.guest] -= fault_s / (cl.guest_maxcpu[job.guest] * dt)
+        cl.run_fraction[job.guest] -= fault_s / (self._maxcpu_list[job.guest] * dt)
         duty = wire / (ms.bandwidth * dt)
         cl.motion_cpu[job.source] += ms.cpu_source_cores * duty
         cl.motion_cpu[job.target] += ms.cpu_target_cores * duty
@@ -465,8 +498,13 @@ class Simulation:
         if not self._results:  # most rounds: read once per environment step
             return False, False
         is_ha = self._is_ha_list
-        ok = any(j.ok for j in self._results if is_ha[j.guest])
-        failed = any(not j.ok for j in self._results if is_ha[j.guest])
+        ok = failed = False
+        for j in self._results:  # one pass, no generators: a result arrives every few rounds
+            if is_ha[j.guest]:
+                if j.ok:
+                    ok = True
+                else:
+                    failed = True
         return ok, failed
 
     def ended_motions(self) -> list[tuple[int, int, int, bool, float, float]]:
@@ -523,6 +561,7 @@ class Simulation:
             for job in self._results:  # next_state_migrate_relocate
                 g = job.guest
                 self.svc_state[g] = STARTED
+                self._view_states = None
                 self.svc_started[g] = True
                 self.svc_target[g] = -1
                 self.svc_node[g] = job.target if job.ok else job.source
@@ -547,6 +586,7 @@ class Simulation:
         """``next_state_started`` with a command: the service enters migrate/relocate and the
         LRM gets its job (it starts at a seeded offset within the LRM's 10 s loop)."""
         self.svc_state[g] = kind
+        self._view_states = None
         self.svc_started[g] = False
         self.svc_target[g] = target
         # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
@@ -665,6 +705,13 @@ class Simulation:
         self._view_migratable.flags.writeable = False
         self._all_ha = idx.size == cl.n_guests
         self._other_running = cl.running[self._other_idx]
+        self._no_other = self._other_idx.size == 0
+        # size 0: nothing a policy could change in them, so every view may share them
+        self._empty_other = (
+            cl.node[:0].copy(),
+            cl.guest_maxcpu[:0].copy(),
+            cl.guest_maxmem[:0].copy(),
+        )
 
     def _view_results(self) -> tuple[MotionResult, ...]:
         """The results of the HA guests' motions that ended in the last round."""
@@ -687,19 +734,18 @@ class Simulation:
         return results
 
     def _build_view(self) -> ClusterView:
-        cl, idx, off = self.cluster, self.ha_idx, self._disabled
-        # one copy of each telemetry block (the view is a snapshot: later rounds do not change it)
-        n_cpu, n_mem, n_cpu_some, n_mem_some, n_mem_full = self._node_flat.take(self._node_take)
-        ratio, run_fraction, received, memhost, g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = (
-            self._guest_flat.take(self._guest_take)
-        )
-        running = run_fraction > 0.0
-        if not self._all_running:
-            running &= self._view_running
-        guest_node, guest_target = self.svc_place.take(idx, axis=1)
-        other = self._other_idx[self._other_running]  # non-HA guests that run
-        if self._killed:  # the OOM killer's victims do not
-            other = np.array([g for g in other.tolist() if g not in self._killed], dtype=np.int64)
+        cl, off = self.cluster, self._disabled
+        # one copy of each telemetry block (the view is a snapshot: later rounds do not change it);
+        # its rows by index, which costs less than half of unpacking the block (an iterator)
+        nb = self._node_flat.take(self._node_take)
+        n_cpu, n_mem, n_cpu_some, n_mem_some, n_mem_full = nb[0], nb[1], nb[2], nb[3], nb[4]
+        gb = self._guest_flat.take(self._guest_take)
+        ratio, run_fraction, received, memhost = gb[0], gb[1], gb[2], gb[3]
+        g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = gb[4], gb[5], gb[6], gb[7]
+        # every guest HA: ha_idx is 0 … n − 1, and a copy is the take
+        place = self.svc_place.copy() if self._all_ha else self.svc_place.take(self.ha_idx, axis=1)
+        guest_node, guest_target = place[L.SVC_NODE], place[L.SVC_TARGET]
+        other_node, other_maxcpu, other_maxmem = self._other_view()
         if off:
             nan_n, nan_g = self._nan_nodes, self._nan_guests
             n_cpu = nan_n if "node_cpu" in off else n_cpu
@@ -717,8 +763,12 @@ class Simulation:
         else:
             guest_cpu, guest_mem = received, memhost * ratio
         results = self._view_results()
-        states = self.svc_state
-        return ClusterView(
+        states = self._view_states
+        if states is None:
+            svc = self.svc_state
+            states = tuple(svc) if self._all_ha else tuple([svc[i] for i in self._ha_list])
+            self._view_states = states
+        view = _SimView(
             t=self.t,
             node_names=cl.node_names,
             node_online=self._view_online,
@@ -732,10 +782,8 @@ class Simulation:
             sids=self.ha_sids,
             guest_node=guest_node,
             guest_target=guest_target,
-            guest_state=tuple(states)
-            if self._all_ha
-            else tuple([states[i] for i in self._ha_list]),
-            guest_running=running,
+            guest_state=states,
+            guest_running=_LATER,  # from run_fraction, when read
             guest_maxcpu=self._view_maxcpu,
             guest_maxmem=self._view_maxmem,
             guest_cpu=guest_cpu,
@@ -750,10 +798,24 @@ class Simulation:
             results=results,
             motion_active=self.motion_active(),
             mode=self.scenario.crs_mode,
-            other_node=cl.node[other],
-            other_maxcpu=cl.guest_maxcpu[other],
-            other_maxmem=cl.guest_maxmem[other],
+            other_node=other_node,
+            other_maxcpu=other_maxcpu,
+            other_maxmem=other_maxmem,
         )
+        view._run_fraction = run_fraction  # a row of this view's copy of the telemetry
+        view._running_mask = None if self._all_running else self._view_running
+        return view
+
+    def _other_view(self) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
+        """The running non-HA guests' node, vCPUs and memory (bytes) for a view: none when every
+        guest is HA (shared empty arrays, the values a selection of nothing gives)."""
+        cl = self.cluster
+        if self._no_other:
+            return self._empty_other
+        other = self._other_idx[self._other_running]  # non-HA guests that run
+        if self._killed:  # the OOM killer's victims do not
+            other = np.array([g for g in other.tolist() if g not in self._killed], dtype=np.int64)
+        return cl.node[other], cl.guest_maxcpu[other], cl.guest_maxmem[other]
 
     # ------------------------------------------------------------------ results
     def transfer_in_flight(self) -> tuple[float, float]:

@@ -85,6 +85,8 @@ class Telemetry:
         #: guest -> (arrival time, source) of guests moved recently (their samples lag)
         self.arrivals: dict[int, tuple[float, int]] = {}
         self._rounds = 0
+        self._age: list[float] = self.node_age.tolist()
+        self._marked: list[int] = []
         cl.totals[L.T_TEL_ON] = 0.0 if self.passthrough else 1.0
 
     def reset(self) -> None:
@@ -93,7 +95,10 @@ class Telemetry:
         if self.phased:
             ages = self._rng.random(cl.n_nodes) * UPDATE_S / self.round_s
             self.node_age[:] = np.minimum(ages, 1.0)
+        # the ages as floats for before_round (fixed within the episode; a list reads faster)
+        self._age = self.node_age.tolist()
         self._state[:] = 0.0
+        self._marked = []  # guests whose state before_round set (the others are 0)
         cl.totals[L.T_TEL_FIRST] = 1.0  # no earlier sample: the first round takes its state
         cl.totals[L.T_TEL_STATES] = 0.0
         self.arrivals.clear()
@@ -109,17 +114,21 @@ class Telemetry:
         empty: which moved guests the samples taken by then hold back or report with cpu 0 —
         still the source's value until the target's pvestatd samples the guest, whose first
         sample reports cpu 0."""
-        state = self._state
-        state[:] = 0.0
+        state, age, node, round_s = self._state, self._age, self.cluster.node, self.round_s
+        for g in self._marked:  # only the guests marked last time are not 0
+            state[g] = 0.0
+        marked: list[int] = []
         for g, (t_arr, _source) in list(self.arrivals.items()):
-            target = int(self.cluster.node[g])
-            taken = t - float(self.node_age[target]) * self.round_s  # the target's latest sample
+            taken = t - age[node[g]] * round_s  # the target's latest sample
             if taken < t_arr:
                 state[g] = L.TEL_HOLD
+                marked.append(g)
             elif taken - UPDATE_S < t_arr:
                 state[g] = L.TEL_ZERO_CPU
+                marked.append(g)
             else:
                 del self.arrivals[g]
+        self._marked = marked
         self.cluster.totals[L.T_TEL_STATES] = 1.0 if self.arrivals else 0.0
 
     def after_round(self, t: float) -> None:
