@@ -197,8 +197,8 @@ class GuestMemory:
         """Guest ``g``'s footprint before KSM merging (bytes): what a migration sends and what
         its target holds."""
         cl = self.cluster
-        frac = float(cl.ksm_frac[g])
-        return float(cl.memhost[g]) / (1.0 - frac) if frac < 1.0 else float(cl.memhost[g])
+        frac = cl.ksm_frac.item(g)  # Python floats straight away (a read every migrating round)
+        return cl.memhost.item(g) / (1.0 - frac) if frac < 1.0 else cl.memhost.item(g)
 
     def round(self, t: float, dt: float, migrating: int) -> None:
         """pvestatd's and ksmd's work over the round starting at ``t`` (s), from the state the
