@@ -327,7 +327,7 @@ class Migration:
     @property
     def t(self) -> float:
         """Seconds since the ``migrate`` command."""
-        return float(self._f[K.F_T])
+        return self._f.item(K.F_T)  # a Python float without boxing a NumPy scalar
 
     @property
     def outcome(self) -> str:
@@ -337,7 +337,7 @@ class Migration:
     @property
     def transferred(self) -> float:
         """RAM bytes sent so far (``ram.transferred``)."""
-        return float(self._f[K.F_TRANSFERRED])
+        return self._f.item(K.F_TRANSFERRED)
 
     @property
     def remaining(self) -> float:
@@ -373,7 +373,7 @@ class Migration:
     def guest_pause_s(self) -> float:
         """Guest-visible pause (s): QEMU downtime + wait for qemu-server's next poll + resume
         latency (A.3). 0 unless completed."""
-        return float(self._f[K.F_PAUSE]) if self._s[K.S_OUTCOME] == K.COMPLETED_CODE else 0.0
+        return self._f.item(K.F_PAUSE) if self._s.item(K.S_OUTCOME) == K.COMPLETED_CODE else 0.0
 
     @property
     def error(self) -> str:
@@ -506,7 +506,7 @@ class Migration:
         if dt < 0 or not math.isfinite(dt):
             raise ValueError(f"dt must be a finite non-negative number of seconds, got {dt!r}")
         f, s, advance = self._f, self._s, self._advance
-        target = float(f[K.F_T]) + dt
+        target = f.item(K.F_T) + dt
         result = advance(f, s, self._p, target, _SEGMENTS, _EVENTS)
         while result & K.NEED_DRAIN:
             self._drain()

@@ -119,7 +119,7 @@ class Telemetry:
             state[g] = 0.0
         marked: list[int] = []
         for g, (t_arr, _source) in list(self.arrivals.items()):
-            taken = t - age[node[g]] * round_s  # the target's latest sample
+            taken = t - age[node.item(g)] * round_s  # the target's latest sample
             if taken < t_arr:
                 state[g] = L.TEL_HOLD
                 marked.append(g)
