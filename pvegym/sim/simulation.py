@@ -607,9 +607,12 @@ class Simulation:
         if not self.node_allowed[g, target]:
             return False
         negative = self.negative.get(g)
-        return not negative or not any(
-            self.svc_node[p] == target or self.svc_target[p] == target for p in negative
-        )
+        if negative:  # a loop, not any() over a generator: this runs for every action taken
+            svc_node, svc_target = self.svc_node, self.svc_target
+            for p in negative:
+                if svc_node[p] == target or svc_target[p] == target:
+                    return False
+        return True
 
     def motion_active(self) -> bool:
         """``any_resource_motion_queued_or_running``: a service in migrate/relocate or a queued cmd."""
