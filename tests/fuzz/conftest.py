@@ -7,7 +7,10 @@ A case *passes* when it ends in one of two ways:
   outside the places the command writes to;
 * **refused**: exit 2 with exactly one line on stderr of at most :data:`MAX_MESSAGE` characters.
 
-A case killed at the wall-clock limit while it was computing (more than :data:`STARVED_CPU_S` of
+A case killed at the CPU limit is run once more from fresh files and judged on that run (the
+table counts the reruns): the first child to need a numba kernel specialization compiles it,
+which on a cold cache can take the whole budget; a real hang hangs again. A case killed at the
+wall-clock limit while it was computing (more than :data:`STARVED_CPU_S` of
 CPU) was *starved* by other processes on a shared machine: counted, printed, not judged.
 
 Anything else is a failure, by signature: a traceback (exception and the deepest pvegym frame), a
@@ -100,6 +103,7 @@ class KindStats:
 class Tally:
     def __init__(self) -> None:
         self.kinds: dict[str, KindStats] = defaultdict(KindStats)
+        self.reruns: Counter[str] = Counter()  # cases run again after a CPU-limit kill, per kind
 
     def add(self, o: Outcome) -> None:
         s = self.kinds[o.kind]
@@ -136,6 +140,9 @@ class Tally:
             f"{total.verdicts['traceback']:>9}{total.verdicts['hang']:>7}"
             f"{total.verdicts['memory']:>8}{'':>7}{total.seconds:>9.1f}"
         )
+        if self.reruns:
+            each = ", ".join(f"{k} {v}" for k, v in sorted(self.reruns.items()))
+            lines.append(f"  rerun once after a CPU-limit kill (judged on the rerun): {each}")
         for kind, s in sorted(self.kinds.items()):
             for sig, outs in sorted(s.signatures.items()):
                 o = outs[0]
@@ -209,16 +216,11 @@ class Fuzz:
         if not kept:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def run_all(self, cases: list[Any]) -> list[Outcome]:
-        """Run ``cases`` on up to :attr:`jobs` fork servers at once; judge and tally each."""
-        with cf.ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            return list(pool.map(self.run, cases))
-
-    def run(self, case: Any) -> Outcome:
-        with self._lock:
-            self._n += 1
-            n = self._n
-        case_dir = self.root / f"{case.kind}-{n:06d}"
+    def _attempt(
+        self, case: Any, case_dir: Path, n: int
+    ) -> tuple[dict[str, Any], str, str, set[str]]:
+        """Write the case's files into ``case_dir``, run it on a fork server: its reply, stdout,
+        stderr and the files the directory held before it ran."""
         case_dir.mkdir()
         for rel, blob in case.files.items():
             p = case_dir / rel
@@ -247,6 +249,28 @@ class Fuzz:
         err = (io_dir / f"{n}.err").read_text(errors="replace")
         (io_dir / f"{n}.out").unlink()
         (io_dir / f"{n}.err").unlink()
+        return reply, out, err, before
+
+    def run_all(self, cases: list[Any]) -> list[Outcome]:
+        """Run ``cases`` on up to :attr:`jobs` fork servers at once; judge and tally each."""
+        with cf.ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            return list(pool.map(self.run, cases))
+
+    def run(self, case: Any) -> Outcome:
+        with self._lock:
+            self._n += 1
+            n = self._n
+        case_dir = self.root / f"{case.kind}-{n:06d}"
+        reply, out, err, before = self._attempt(case, case_dir, n)
+        if reply["killed"] and reply["seconds"] < WALL_S:
+            # killed at the CPU limit: run it once more, from fresh files. A case whose child
+            # spent its budget compiling a numba kernel (a cold cache: the first child to need a
+            # specialization compiles it, the next loads it) passes now; a real hang hangs again
+            case.log.append(f"rerun after {reply['cpu_s']:.1f} s CPU")
+            with self._lock:
+                self.tally.reruns[case.kind] += 1
+            shutil.rmtree(case_dir, ignore_errors=True)
+            reply, out, err, before = self._attempt(case, case_dir, n)
         verdict, sig = self._judge(case, case_dir, reply, out, err, before)
         o = Outcome(
             case.kind,
