@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import importlib.util
+import json
 import os
 import queue
 import re
@@ -92,6 +93,7 @@ class KindStats:
     seconds: float = 0.0
     max_seconds: float = 0.0
     max_rss: int = 0
+    detail: list[str] = field(default_factory=list)  # failure lines of a pytest-xdist worker
 
     @property
     def failures(self) -> int:
@@ -114,6 +116,45 @@ class Tally:
         s.max_rss = max(s.max_rss, o.rss_growth)
         if not o.passed:
             s.signatures[f"{o.verdict}: {o.signature}"].append(o)
+
+    def to_json(self) -> str:
+        """The counts and failure lines, for the pytest-xdist controller (:meth:`merge`)."""
+        kinds = {
+            kind: {
+                "cases": s.cases,
+                "verdicts": dict(s.verdicts),
+                "seconds": s.seconds,
+                "max_seconds": s.max_seconds,
+                "max_rss": s.max_rss,
+                "detail": s.detail + self._detail(kind, s),
+            }
+            for kind, s in self.kinds.items()
+        }
+        return json.dumps({"kinds": kinds, "reruns": dict(self.reruns)})
+
+    def merge(self, text: str) -> None:
+        """Add a worker's tally (:meth:`to_json`): each kind runs in one worker, so the sums are
+        the session's."""
+        doc = json.loads(text)
+        for kind, d in doc["kinds"].items():
+            s = self.kinds[kind]
+            s.cases += d["cases"]
+            s.verdicts.update(d["verdicts"])
+            s.seconds += d["seconds"]
+            s.max_seconds = max(s.max_seconds, d["max_seconds"])
+            s.max_rss = max(s.max_rss, d["max_rss"])
+            s.detail += d["detail"]
+        self.reruns.update(doc["reruns"])
+
+    @staticmethod
+    def _detail(kind: str, s: KindStats) -> list[str]:
+        lines = []
+        for sig, outs in sorted(s.signatures.items()):
+            o = outs[0]
+            lines.append(f"  [{kind}] {len(outs)}× {sig}")
+            lines.append(f"      e.g. {' '.join(o.argv)[:160]!r} {'; '.join(o.log)[:200]!r}")
+            lines.append(f"      kept in {o.case_dir}")
+        return lines
 
     def table(self) -> list[str]:
         head = (
@@ -144,11 +185,7 @@ class Tally:
             each = ", ".join(f"{k} {v}" for k, v in sorted(self.reruns.items()))
             lines.append(f"  rerun once after a CPU-limit kill (judged on the rerun): {each}")
         for kind, s in sorted(self.kinds.items()):
-            for sig, outs in sorted(s.signatures.items()):
-                o = outs[0]
-                lines.append(f"  [{kind}] {len(outs)}× {sig}")
-                lines.append(f"      e.g. {' '.join(o.argv)[:160]!r} {'; '.join(o.log)[:200]!r}")
-                lines.append(f"      kept in {o.case_dir}")
+            lines += s.detail + self._detail(kind, s)
         return lines
 
 
@@ -346,11 +383,33 @@ def fuzz(request: pytest.FixtureRequest) -> Iterator[Fuzz]:
 _KEY = pytest.StashKey[Fuzz]()
 
 
+_MERGED = pytest.StashKey[Tally]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: hand the tally to the controller, which prints the table."""
+    f = session.config.stash.get(_KEY, None)
+    out = getattr(session.config, "workeroutput", None)
+    if f is not None and out is not None:
+        out["pvegym_fuzz"] = f.tally.to_json()
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """In the pytest-xdist controller: add a finished worker's tally (``-n N`` runs the kinds in
+    N processes; the table is the session's)."""
+    text = getattr(node, "workeroutput", {}).get("pvegym_fuzz")
+    if text:
+        node.config.stash.setdefault(_MERGED, Tally()).merge(text)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     f = config.stash.get(_KEY, None)
-    if f is None or not f.tally.kinds:
+    tally = f.tally if f is not None else config.stash.get(_MERGED, None)
+    if tally is None or not tally.kinds:
         return
-    mode = "long (--fuzz)" if f.long else "CI (derandomized)"
+    long = bool(config.getoption("--fuzz"))
+    mode = "long (--fuzz)" if long else "CI (derandomized)"
     terminalreporter.write_sep("-", f"fuzz: cases per input kind, {mode}")
-    for line in f.tally.table():
+    for line in tally.table():
         terminalreporter.write_line(line)
