@@ -316,3 +316,24 @@ def test_bad_study_storages_are_one_line(cli: Any, tmp_path: Path, url: str, wor
     (tmp_path / "truncated.db").write_bytes(blob[: len(blob) // 3])
     argv = ("tune", str(tmp_path / "s.toml"), "--storage", url.format(tmp=tmp_path), "--no-report")
     refused(cli(*argv, "--quiet"), "--storage", words)
+
+
+# --------------------------------------------------------------------------- found by the fuzz suite
+@pytest.mark.parametrize("policy", ["noop", "upstream", "patched", "guest-centric"])
+def test_a_cluster_without_guests_simulates(cli: Any, policy: str) -> None:
+    """A scenario whose guests were all deleted (``guests`` is optional) used to crash in
+    auto-ballooning: an empty guest row was float, and ``float & bool`` raised a TypeError."""
+    code, out, err = cli(
+        "simulate",
+        "--scenario",
+        "contended-3node",
+        "--duration",
+        "2m",
+        "--set",
+        "guests=[]",
+        "--policy",
+        policy,
+        "--json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["metrics"]["moves"] == 0

@@ -41,11 +41,12 @@ def write_json_atomic(path: Path, doc: Any) -> None:
     write_bytes_durable(path, lambda fh: fh.write(text.encode()))
 
 
-def clean_stale_tmp(root: Path) -> list[Path]:
-    """Remove the temporary files (``.<name>.<pid>.tmp``) that writers killed mid-write left under
-    ``root``; a file of a process that still runs is kept (it may be writing it now)."""
+def clean_stale_tmp(root: Path, pattern: str = ".*.tmp", recursive: bool = True) -> list[Path]:
+    """Remove the temporary files (``.<name>.<pid>.tmp``, or those matching ``pattern``) that
+    writers killed mid-write left under ``root`` (or, not ``recursive``, directly in it); a file of
+    a process that still runs is kept (it may be writing it now)."""
     removed = []
-    for tmp in root.rglob(".*.tmp"):
+    for tmp in root.rglob(pattern) if recursive else root.glob(pattern):
         pid = tmp.name.rsplit(".", 2)[-2] if tmp.name.count(".") >= 3 else ""
         if pid.isdigit() and Path(f"/proc/{pid}").exists() and int(pid) != os.getpid():
             continue

@@ -13,18 +13,21 @@ by git; ``results/`` holds the committed reports, regenerated with an explicit `
 
 A run directory is marked by ``pvegym-run.json``: the kind of run, its name and the SHA-256 of
 the config that decides whether it can be resumed (for a study its search space, suites and
-objectives; for training the resolved train file).
+objectives; for training the resolved train file). The mark is written durably and atomically
+(:func:`~pvegym.experiments.files.write_json_atomic`); a process killed between creating the
+directory and placing the mark leaves only the mark's temporary file, which the next run removes
+(its writer is gone) — so the directory counts as empty and is claimed, not skipped as foreign.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from pvegym.errors import ConfigError
+from pvegym.experiments.files import clean_stale_tmp, write_json_atomic
 
 RUNS = Path("runs")
 MARK = "pvegym-run.json"
@@ -52,10 +55,16 @@ def _same(mark: dict[str, str] | None, kind: str, config_sha256: str) -> bool:
 
 def _claim(directory: Path, kind: str, name: str, config_sha256: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{MARK}.{os.getpid()}.tmp"
     doc = {"kind": kind, "name": name, "config_sha256": config_sha256}
-    tmp.write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n")
-    os.replace(tmp, directory / MARK)
+    write_json_atomic(directory / MARK, doc)
+
+
+def _clean_stale_mark(directory: Path) -> None:
+    """Remove the mark's temporary files (``.pvegym-run.json.<pid>.tmp``) whose writer no longer
+    runs: a run killed between ``mkdir`` and placing its mark left one (the other files of the
+    directory, a foreign run's included, are not touched)."""
+    if directory.is_dir():
+        clean_stale_tmp(directory, f".{MARK}.*.tmp", recursive=False)
 
 
 def choose(
@@ -70,6 +79,7 @@ def choose(
     its own (see the module docstring). ``fresh`` empties an explicit ``out`` first."""
     if out is not None:
         path = Path(out)
+        _clean_stale_mark(path)
         mark = read_mark(path)
         if fresh and path.exists():
             shutil.rmtree(path)
@@ -86,6 +96,7 @@ def choose(
     k = 1
     while True:
         path = root / (name if k == 1 else f"{name}-{k}")
+        _clean_stale_mark(path)
         mark = read_mark(path)
         if _same(mark, kind, config_sha256):
             return RunDir(path, True)

@@ -159,11 +159,13 @@ class GuestMemory:
         self.cluster = cl = cluster
         self.settings = s = settings
         guests = cl.guests
-        self.balloon_min = np.array([g.balloon_min or 0.0 for g in guests])
-        self.shares = np.array([float(g.shares) for g in guests])
-        self.shareable = np.array([g.ksm_shareable for g in guests])
-        self.mem_ratio = np.array([g.mem_ratio for g in guests])  # the guest's own view / memhost
-        self.vm = np.array([g.kind == "vm" for g in guests])
+        # dtypes given: a cluster without guests has empty rows, which NumPy would make float
+        self.balloon_min = np.array([g.balloon_min or 0.0 for g in guests], dtype=np.float64)
+        self.shares = np.array([float(g.shares) for g in guests], dtype=np.float64)
+        self.shareable = np.array([g.ksm_shareable for g in guests], dtype=np.float64)
+        # the guest's own view / memhost
+        self.mem_ratio = np.array([g.mem_ratio for g in guests], dtype=np.float64)
+        self.vm = np.array([g.kind == "vm" for g in guests], dtype=bool)
         self.ballooning = s.autoballoon and bool(np.any((self.balloon_min > 0) & self.vm))
         self.merging = s.ksm and bool(np.any(self.shareable > 0))
         self.merged: NDArray[np.float64] = np.zeros(cl.n_guests)  # of the shareable part, 0–1

@@ -46,15 +46,18 @@ that workers started at the same moment on several machines never sample the sam
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
+import fcntl
 import hashlib
 import json
 import multiprocessing
+import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,13 +148,14 @@ def make_storage(url: str) -> RDBStorage:
     missing driver) is one line at ``--storage``."""
     if not url or "\x00" in url or len(url) > 4096:
         raise ConfigError("--storage", f"{show(url)} is not a database URL")
+    database: Path | None = None
     if url.startswith("sqlite:"):
-        check_sqlite(url)
+        database = check_sqlite(url)
         engine_kwargs: dict[str, Any] = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
     else:
         engine_kwargs = {"pool_pre_ping": True}
     try:
-        with warnings.catch_warnings():
+        with _schema_lock(url, database), warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             storage = RDBStorage(
                 url,
@@ -165,6 +169,27 @@ def make_storage(url: str) -> RDBStorage:
     if url.startswith("sqlite:"):
         _serialize_sqlite(storage.engine)
     return storage
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str, database: Path | None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the SQLite file while Optuna creates or checks its schema:
+    two workers started at once on a new file both found the tables missing and the second died
+    on ``table … already exists`` (Optuna creates the tables, its version row and the alembic
+    stamp outside any transaction). ``flock`` does not interact with SQLite's own ``fcntl`` locks
+    on Linux. Other databases serialize their DDL themselves."""
+    if database is None:
+        yield
+        return
+    try:
+        fd = os.open(database, os.O_RDONLY | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise ConfigError("--storage", f"cannot use {redact(url)}: {err.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _serialize_sqlite(engine: Any) -> None:
@@ -413,6 +438,14 @@ def _worker(
     )
     started = time.monotonic()
     failed, in_a_row, error = 0, 0, ""
+    # the trial each optimize call ran, as Optuna hands it to the callbacks (an enqueued trial —
+    # the defaults, a retry — has a number below the trials that existed before: counting "new
+    # numbers" missed it, and a defaults trial that failed every time looped for ever)
+    ran: list[FrozenTrial] = []
+
+    def record(_: optuna.Study, trial: FrozenTrial) -> None:
+        ran.append(trial)
+
     while cfg.timeout_s is None or time.monotonic() - started < cfg.timeout_s:
         reap_orphans(study)
         ensure_defaults(cfg, study)
@@ -424,15 +457,13 @@ def _worker(
         if done + running >= target and not waiting:
             time.sleep(POLL_S)  # the budget is taken by running trials: wait for them (or take
             continue  # over theirs, should their worker die)
-        trials = study.get_trials(False)
-        study.optimize(guarded, n_trials=1, catch=(Exception,))
+        ran.clear()
+        study.optimize(guarded, n_trials=1, catch=(Exception,), callbacks=[record])
         if guarded.over:
             guarded.over = False
             time.sleep(POLL_S)
             continue
-        new = [t for t in study.get_trials(False) if t.number >= len(trials)]
-        mine = [t for t in new if t.user_attrs.get("worker") == worker_name()]
-        for t in mine:
+        for t in ran:
             if on_trial is not None:
                 on_trial(study, t)
             if t.state == TrialState.FAIL:
@@ -474,7 +505,9 @@ def run_study(
     study = open_study(cfg, url)
     reap_orphans(study)
     before = count_finished(study)
-    first = len(study.get_trials(deepcopy=False))
+    # trials already over before this run (an enqueued trial that is still WAITING is not: its
+    # failure during this run counts, as the defaults trial's does)
+    over = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
     target = before + n_trials if n_trials is not None else cfg.n_trials
     info = RunInfo(url, before, before, target, 0.0)
     if target <= before:
@@ -504,7 +537,7 @@ def run_study(
     failures = [
         t
         for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
-        if t.number >= first and "error" in t.user_attrs
+        if t.number not in over and "error" in t.user_attrs
     ]
     info.failed = len(failures)
     if failures:

@@ -7,7 +7,10 @@ A case *passes* when it ends in one of two ways:
   outside the places the command writes to;
 * **refused**: exit 2 with exactly one line on stderr of at most :data:`MAX_MESSAGE` characters.
 
-A case killed at the wall-clock limit while it was computing (more than :data:`STARVED_CPU_S` of
+A case killed at the CPU limit is run once more from fresh files and judged on that run (the
+table counts the reruns): the first child to need a numba kernel specialization compiles it,
+which on a cold cache can take the whole budget; a real hang hangs again. A case killed at the
+wall-clock limit while it was computing (more than :data:`STARVED_CPU_S` of
 CPU) was *starved* by other processes on a shared machine: counted, printed, not judged.
 
 Anything else is a failure, by signature: a traceback (exception and the deepest pvegym frame), a
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import importlib.util
+import json
 import os
 import queue
 import re
@@ -89,6 +93,7 @@ class KindStats:
     seconds: float = 0.0
     max_seconds: float = 0.0
     max_rss: int = 0
+    detail: list[str] = field(default_factory=list)  # failure lines of a pytest-xdist worker
 
     @property
     def failures(self) -> int:
@@ -100,6 +105,7 @@ class KindStats:
 class Tally:
     def __init__(self) -> None:
         self.kinds: dict[str, KindStats] = defaultdict(KindStats)
+        self.reruns: Counter[str] = Counter()  # cases run again after a CPU-limit kill, per kind
 
     def add(self, o: Outcome) -> None:
         s = self.kinds[o.kind]
@@ -110,6 +116,45 @@ class Tally:
         s.max_rss = max(s.max_rss, o.rss_growth)
         if not o.passed:
             s.signatures[f"{o.verdict}: {o.signature}"].append(o)
+
+    def to_json(self) -> str:
+        """The counts and failure lines, for the pytest-xdist controller (:meth:`merge`)."""
+        kinds = {
+            kind: {
+                "cases": s.cases,
+                "verdicts": dict(s.verdicts),
+                "seconds": s.seconds,
+                "max_seconds": s.max_seconds,
+                "max_rss": s.max_rss,
+                "detail": s.detail + self._detail(kind, s),
+            }
+            for kind, s in self.kinds.items()
+        }
+        return json.dumps({"kinds": kinds, "reruns": dict(self.reruns)})
+
+    def merge(self, text: str) -> None:
+        """Add a worker's tally (:meth:`to_json`): each kind runs in one worker, so the sums are
+        the session's."""
+        doc = json.loads(text)
+        for kind, d in doc["kinds"].items():
+            s = self.kinds[kind]
+            s.cases += d["cases"]
+            s.verdicts.update(d["verdicts"])
+            s.seconds += d["seconds"]
+            s.max_seconds = max(s.max_seconds, d["max_seconds"])
+            s.max_rss = max(s.max_rss, d["max_rss"])
+            s.detail += d["detail"]
+        self.reruns.update(doc["reruns"])
+
+    @staticmethod
+    def _detail(kind: str, s: KindStats) -> list[str]:
+        lines = []
+        for sig, outs in sorted(s.signatures.items()):
+            o = outs[0]
+            lines.append(f"  [{kind}] {len(outs)}× {sig}")
+            lines.append(f"      e.g. {' '.join(o.argv)[:160]!r} {'; '.join(o.log)[:200]!r}")
+            lines.append(f"      kept in {o.case_dir}")
+        return lines
 
     def table(self) -> list[str]:
         head = (
@@ -136,12 +181,11 @@ class Tally:
             f"{total.verdicts['traceback']:>9}{total.verdicts['hang']:>7}"
             f"{total.verdicts['memory']:>8}{'':>7}{total.seconds:>9.1f}"
         )
+        if self.reruns:
+            each = ", ".join(f"{k} {v}" for k, v in sorted(self.reruns.items()))
+            lines.append(f"  rerun once after a CPU-limit kill (judged on the rerun): {each}")
         for kind, s in sorted(self.kinds.items()):
-            for sig, outs in sorted(s.signatures.items()):
-                o = outs[0]
-                lines.append(f"  [{kind}] {len(outs)}× {sig}")
-                lines.append(f"      e.g. {' '.join(o.argv)[:160]!r} {'; '.join(o.log)[:200]!r}")
-                lines.append(f"      kept in {o.case_dir}")
+            lines += s.detail + self._detail(kind, s)
         return lines
 
 
@@ -209,16 +253,11 @@ class Fuzz:
         if not kept:
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def run_all(self, cases: list[Any]) -> list[Outcome]:
-        """Run ``cases`` on up to :attr:`jobs` fork servers at once; judge and tally each."""
-        with cf.ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            return list(pool.map(self.run, cases))
-
-    def run(self, case: Any) -> Outcome:
-        with self._lock:
-            self._n += 1
-            n = self._n
-        case_dir = self.root / f"{case.kind}-{n:06d}"
+    def _attempt(
+        self, case: Any, case_dir: Path, n: int
+    ) -> tuple[dict[str, Any], str, str, set[str]]:
+        """Write the case's files into ``case_dir``, run it on a fork server: its reply, stdout,
+        stderr and the files the directory held before it ran."""
         case_dir.mkdir()
         for rel, blob in case.files.items():
             p = case_dir / rel
@@ -247,6 +286,28 @@ class Fuzz:
         err = (io_dir / f"{n}.err").read_text(errors="replace")
         (io_dir / f"{n}.out").unlink()
         (io_dir / f"{n}.err").unlink()
+        return reply, out, err, before
+
+    def run_all(self, cases: list[Any]) -> list[Outcome]:
+        """Run ``cases`` on up to :attr:`jobs` fork servers at once; judge and tally each."""
+        with cf.ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            return list(pool.map(self.run, cases))
+
+    def run(self, case: Any) -> Outcome:
+        with self._lock:
+            self._n += 1
+            n = self._n
+        case_dir = self.root / f"{case.kind}-{n:06d}"
+        reply, out, err, before = self._attempt(case, case_dir, n)
+        if reply["killed"] and reply["seconds"] < WALL_S:
+            # killed at the CPU limit: run it once more, from fresh files. A case whose child
+            # spent its budget compiling a numba kernel (a cold cache: the first child to need a
+            # specialization compiles it, the next loads it) passes now; a real hang hangs again
+            case.log.append(f"rerun after {reply['cpu_s']:.1f} s CPU")
+            with self._lock:
+                self.tally.reruns[case.kind] += 1
+            shutil.rmtree(case_dir, ignore_errors=True)
+            reply, out, err, before = self._attempt(case, case_dir, n)
         verdict, sig = self._judge(case, case_dir, reply, out, err, before)
         o = Outcome(
             case.kind,
@@ -322,11 +383,33 @@ def fuzz(request: pytest.FixtureRequest) -> Iterator[Fuzz]:
 _KEY = pytest.StashKey[Fuzz]()
 
 
+_MERGED = pytest.StashKey[Tally]()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker: hand the tally to the controller, which prints the table."""
+    f = session.config.stash.get(_KEY, None)
+    out = getattr(session.config, "workeroutput", None)
+    if f is not None and out is not None:
+        out["pvegym_fuzz"] = f.tally.to_json()
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """In the pytest-xdist controller: add a finished worker's tally (``-n N`` runs the kinds in
+    N processes; the table is the session's)."""
+    text = getattr(node, "workeroutput", {}).get("pvegym_fuzz")
+    if text:
+        node.config.stash.setdefault(_MERGED, Tally()).merge(text)
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     f = config.stash.get(_KEY, None)
-    if f is None or not f.tally.kinds:
+    tally = f.tally if f is not None else config.stash.get(_MERGED, None)
+    if tally is None or not tally.kinds:
         return
-    mode = "long (--fuzz)" if f.long else "CI (derandomized)"
+    long = bool(config.getoption("--fuzz"))
+    mode = "long (--fuzz)" if long else "CI (derandomized)"
     terminalreporter.write_sep("-", f"fuzz: cases per input kind, {mode}")
-    for line in f.tally.table():
+    for line in tally.table():
         terminalreporter.write_line(line)

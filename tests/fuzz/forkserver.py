@@ -113,6 +113,12 @@ def serve(torch: bool) -> None:
         from pvegym.cli import main
 
         main(["simulate", "--scenario", "failure-loop", "--duration", "1m", "--json"])
+        # live migrations run the migration kernels: numba compiles them on first use, and a
+        # child that compiles them (cold cache) spends its CPU budget there, not on the case
+        for policy in ("guest-centric", "patched"):
+            main(
+                ["simulate", "--scenario", "nonconverging-migration", "--json", "--policy", policy]
+            )
         main(
             [
                 "replay-upstream",

@@ -114,8 +114,8 @@ def check_files(*names: str, json_files: tuple[str, ...] = ()) -> Check:
 
 
 def check_study(storage: str, exact_budget: bool = True) -> Check:
-    """A finished ``tune``: every trial COMPLETE or PRUNED (a FAIL is a crash the file let
-    through), none RUNNING, and the study's budget reached exactly."""
+    """A finished ``tune``: every trial COMPLETE, PRUNED or still WAITING (a FAIL is a crash the
+    file let through), none RUNNING, and the study's budget reached exactly."""
 
     def check(case_dir: Path, stdout: str) -> str | None:
         import optuna
@@ -133,11 +133,12 @@ def check_study(storage: str, exact_budget: bool = True) -> Check:
         study = optuna.load_study(study_name=summaries[0].study_name, storage=url)
         trials = study.get_trials(deepcopy=False)
         finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
-        # a trial that found the budget taken by another worker ends FAIL without running
+        # a trial that found the budget taken by another worker ends FAIL without running; an
+        # enqueued trial (the defaults) still WAITING is work left, not a failure (--n-trials 0)
         bad = [
             t.number
             for t in trials
-            if t.state not in (TrialState.COMPLETE, TrialState.PRUNED)
+            if t.state not in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.WAITING)
             and not t.user_attrs.get("over_budget")
         ]
         if bad:
