@@ -907,6 +907,9 @@ def cli_case(draw: Any) -> Case:
                 argv[argv.index(flag) + 1] = str(value)
             else:
                 argv += [flag, str(value)]
+    if cmd == "tune" and "--n-trials" in argv:
+        # N more trials, not the study's budget: with 0 the enqueued defaults trial stays WAITING
+        check = check_study("sqlite:///out/s.db", exact_budget=False)
     if cmd == "simulate" and draw(st.booleans()):
         argv.append("--json")
         check = check_simulate_json
