@@ -97,6 +97,18 @@ def _read_text(path: Path) -> str:
     return read_input_file(path, path.name, "test")
 
 
+def _confined(entry: Path, root: Path) -> None:
+    """A test file is read only if it lies in its test directory: a symlink pointing out of it
+    (``log.expect -> /etc/passwd``) is refused by name, so no byte of another file reaches a
+    message (as for traces, :mod:`pvegym.sim.trace_source`)."""
+    try:
+        inside = entry.resolve().is_relative_to(root.resolve())
+    except (OSError, RuntimeError) as err:  # a symlink loop, an unreadable link
+        raise ConfigError(entry.name, f"cannot be resolved ({err})") from None
+    if not inside:
+        raise ConfigError(entry.name, "is a symbolic link out of the test directory")
+
+
 def _json(name: str, text: str) -> Any:
     try:
         return json.loads(text)
@@ -144,6 +156,7 @@ def read_testdir(path: str | Path) -> TestDir:
             raise ConfigError(
                 name, "unknown file (upstream's harness reads: " + ", ".join(sorted(FILES)) + ")"
             )
+        _confined(entry, root)
         files[name] = _read_text(entry)
     if "cmdlist" not in files:
         raise ConfigError("cmdlist", "missing (upstream's harness requires it)")

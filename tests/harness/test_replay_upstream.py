@@ -226,6 +226,26 @@ def test_bad_input_exit_2(
     assert needle in err
 
 
+def test_a_symlink_out_of_the_test_directory_is_refused_unread(tmp_path: Path, monkeypatch, capsys):
+    """Found by the long fuzz run: ``log.expect -> /etc/passwd`` was followed and the parse
+    error quoted its first line. Now the link is refused by name (exit 2, one line), unread."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:SECRET-LINE\n")
+    d = _copy(tmp_path, "test-crs-dynamic-auto-rebalance1")
+    (d / "log.expect").unlink()
+    (d / "log.expect").symlink_to(secret)
+    assert _cli(monkeypatch, ["replay-upstream", str(d), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "log.expect" in err and "symbolic link out of the test directory" in err
+    assert "SECRET" not in err
+    # a link that stays inside the directory is an ordinary file
+    (d / "log.expect").unlink()
+    (d / "log.expect").symlink_to(d / "README")
+    _cli(monkeypatch, ["replay-upstream", str(d), "--json"])
+    assert "symbolic link" not in capsys.readouterr().err
+
+
 def test_replay_runs_the_model_layers_ha_manager(monkeypatch, capsys):
     """One implementation: ``pvegym replay-upstream`` goes through the model layer's round entry
     points (``Manager.manage``, ``LRM.do_one_iteration``) — the harness adds only hardware."""
