@@ -301,6 +301,7 @@ def test_error_messages_name_the_file_and_cut_long_values(cli: Any, tmp_path: Pa
         ("sqlite://", "in-memory"),
         ("postgresql+psycopg://u:p@127.0.0.1:9/db", "cannot use"),
         ("nonsense", "cannot use"),
+        ("", "is empty"),  # found by the long fuzz run: it wrote results/<study>/study.db
     ],
 )
 def test_bad_study_storages_are_one_line(cli: Any, tmp_path: Path, url: str, words: str) -> None:

@@ -86,6 +86,13 @@ def run(args: argparse.Namespace) -> int:
         whole_number(args.worker_id, "--worker-id", ge=0, le=2**31 - 1)
     if args.fresh and args.out is None:
         raise ConfigError("--fresh", "needs --out DIR (a new run gets a fresh directory anyway)")
+    if args.storage is not None and not args.storage.strip():
+        # an empty URL used to fall through to the library's default storage, outside the run dir
+        raise ConfigError(
+            "--storage",
+            "is empty (allowed: an RDB URL such as sqlite:///FILE or "
+            "postgresql+psycopg://…; without --storage: the run directory's study.db)",
+        )
     if args.out is not None:
         check_out_dir(Path(args.out))
     executor = parse_executor(args.executor, None)
