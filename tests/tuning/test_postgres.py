@@ -103,7 +103,12 @@ def test_two_workers_share_one_study_in_postgres(tmp_path: Path) -> None:
         finished = [t for t in trials if t.state == TrialState.COMPLETE]
         # the budget is the study's total; each worker may finish the trial it had started
         assert N_TRIALS <= len(finished) <= N_TRIALS + 1, [t.state for t in trials]
-        assert len(trials) == len(finished)
+        # a trial that found the budget taken at its start (two workers asking at once) ends FAIL
+        # without running (``over_budget``): the only other state a trial may end in
+        others = [t for t in trials if t.state != TrialState.COMPLETE]
+        assert all(
+            t.state == TrialState.FAIL and t.user_attrs.get("over_budget") for t in others
+        ), [(t.state, t.user_attrs) for t in others]
         assert sorted(t.number for t in trials) == list(range(len(trials)))
         params = [tuple(sorted(t.params.items())) for t in finished]
         assert len(set(params)) == len(params), "two workers evaluated the same candidate"
