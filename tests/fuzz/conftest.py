@@ -227,7 +227,10 @@ class Fuzz:
             passwd.read_text().splitlines()[:1] if passwd.exists() else []
         )
         self.tally = Tally()
-        self.jobs = int(config.getoption("--fuzz-jobs") or min(2, os.cpu_count() or 1))
+        # cases in parallel per pytest process: the cores shared among pytest-xdist's workers
+        # (each fork server costs seconds of start-up; more servers than cores only add that)
+        share = (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        self.jobs = int(config.getoption("--fuzz-jobs") or min(2, max(1, share)))
         self._idle: dict[bool, queue.Queue[Any]] = {False: queue.Queue(), True: queue.Queue()}
         self._started: dict[bool, int] = {False: 0, True: 0}
         self._servers: list[Any] = []
