@@ -70,7 +70,7 @@ def test_ctrl_c_is_one_line_and_keeps_finished_cells(tmp_path: Path) -> None:
     exp = tmp_path / "long.toml"
     exp.write_text(
         'name = "long"\nmetrics = ["moves"]\n[report]\ntimeline_seeds = 0\n'
-        '[[scenarios]]\nname = "small"\nseeds = {start = 1000000, count = 400}\n'
+        '[[scenarios]]\nname = "small"\nseeds = {start = 1000000, count = 40}\n'
         '[[policies]]\nname = "noop"\n[[policies]]\nname = "upstream"\n'
     )
     cells = tmp_path / "out" / "cells"
@@ -94,6 +94,4 @@ def test_ctrl_c_is_one_line_and_keeps_finished_cells(tmp_path: Path) -> None:
     assert proc.returncode == 130
     assert err.strip() == "pvegym: interrupted" and "Traceback" not in err
     done = len(list(cells.glob("*.json")))
-    # stopped: the cells running then finished, nothing new started (800 cells: far more than a
-    # loaded machine finishes between the second cell and the signal)
-    assert 2 <= done < 800
+    assert 2 <= done < 80  # stopped: the cells running then finished, nothing new started
