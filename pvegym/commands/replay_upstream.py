@@ -1,4 +1,4 @@
-"""``pvegym replay-upstream DIR [--log | --json]``: replay an upstream pve-ha-manager test directory.
+"""``pvegym replay-upstream DIR... [--log | --json]``: replay upstream pve-ha-manager test directories.
 
 The directory runs on upstream's test hardware (:mod:`pvegym.harness`) with pvegym's HA stack
 (:mod:`pvegym.sim.ha`) and upstream's balancer.
@@ -8,7 +8,9 @@ The directory runs on upstream's test hardware (:mod:`pvegym.harness`) with pveg
 * ``--json`` prints the balancer's decisions: ``{"decisions": [{"t", "sid", "target",
   "imbalance_before", "imbalance_after"}]}``.
 * Without either it says whether the log matches ``log.expect`` and shows the first difference
-  (exit code 1 if it differs).
+  (exit code 1 if it differs). Several directories (``pvegym replay-upstream src/test/test-*``)
+  are checked one after the other, one line each, and a last line counts the matches: the whole
+  suite, or a set of directories kept back from the project, in one command.
 
 A file or command upstream's harness does not understand is an error naming it (exit code 2).
 """
@@ -19,7 +21,8 @@ import argparse
 import json
 import sys
 
-from pvegym.harness import first_difference, read_testdir, replay
+from pvegym.errors import ConfigError
+from pvegym.harness import TestDir, first_difference, read_testdir, replay
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,7 +30,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "replay-upstream",
         help="replay an upstream HA test directory on pvegym's HA stack and compare its log",
     )
-    parser.add_argument("dir", metavar="DIR", help="a pve-ha-manager src/test/test-* directory")
+    parser.add_argument(
+        "dirs", metavar="DIR", nargs="+", help="pve-ha-manager src/test/test-* directories"
+    )
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--log", action="store_true", help="print the log in log.expect's format")
     out.add_argument("--json", action="store_true", help='print {"decisions": [...]} as JSON')
@@ -35,14 +40,38 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    td = read_testdir(args.dir)
-    result = replay(td)
+    if (args.log or args.json) and len(args.dirs) > 1:
+        raise ConfigError(
+            "--log" if args.log else "--json",
+            f"takes one DIR (got {len(args.dirs)}); without it, several DIRs are each compared "
+            "with their log.expect",
+        )
+    if len(args.dirs) == 1:
+        return _one(args, args.dirs[0])
+    testdirs = [read_testdir(d) for d in args.dirs]  # every directory read before any replay
+    codes = [_compare(td) for td in testdirs]
+    matched = sum(code == 0 for code in codes)
+    print(f"{matched} of {len(codes)} directories match their log.expect")
+    return 0 if matched == len(codes) else 1
+
+
+def _one(args: argparse.Namespace, path: str) -> int:
+    """One directory: its log (``--log``), its decisions (``--json``) or the comparison."""
+    td = read_testdir(path)
     if args.log:
+        result = replay(td)
         sys.stdout.write(result.log_text())
         return 0
     if args.json:
+        result = replay(td)
         print(json.dumps({"decisions": [d.as_dict() for d in result.decisions]}, indent=2))
         return 0
+    return _compare(td)
+
+
+def _compare(td: TestDir) -> int:
+    """Replay ``td`` and say whether its log matches ``log.expect`` (0) or where it first differs (1)."""
+    result = replay(td)
     lines = len(result.log_text().splitlines())
     if td.log_expect is None:
         print(f"{td.path.name}: {lines} log lines, no log.expect to compare with")

@@ -188,6 +188,37 @@ def test_cli_shows_first_difference(tmp_path: Path, monkeypatch, capsys):
     assert lines[5].strip() in out
 
 
+def test_cli_several_directories_counts_the_matches(tmp_path: Path, monkeypatch, capsys):
+    """The suite in one command: one line per directory, then the count; exit 1 when any differs."""
+    good = DATA / "test-basic1"
+    bad = _copy(tmp_path, "test-crs-dynamic-auto-rebalance2")
+    (bad / "log.expect").write_text((bad / "log.expect").read_text().replace("node2", "node9"))
+    assert _cli(monkeypatch, ["replay-upstream", str(good), str(good)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "2 of 2 directories match their log.expect"
+    assert _cli(monkeypatch, ["replay-upstream", str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "test-crs-dynamic-auto-rebalance2: log differs from log.expect" in out
+    assert out.splitlines()[-1] == "1 of 2 directories match their log.expect"
+
+
+@pytest.mark.parametrize("flag", ["--log", "--json"])
+def test_cli_log_or_json_of_several_directories_is_exit_2(monkeypatch, capsys, flag: str):
+    d = str(DATA / "test-basic1")
+    assert _cli(monkeypatch, ["replay-upstream", d, d, flag]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{flag}: takes one DIR (got 2)" in err
+
+
+def test_cli_a_bad_directory_among_several_is_exit_2_before_any_replay(
+    tmp_path: Path, monkeypatch, capsys
+):
+    assert (
+        _cli(monkeypatch, ["replay-upstream", str(DATA / "test-basic1"), str(tmp_path / "x")]) == 2
+    )
+    captured = capsys.readouterr()
+    assert captured.out == "" and "not a directory" in captured.err
+
+
 # ------------------------------------------------------------------ bad input -> exit 2
 
 
