@@ -260,6 +260,9 @@ class Scenario:
     memory: MemorySettings = MemorySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     crs_mode: Literal["dynamic", "static"] = "dynamic"
+    # the HA manager: the model's own CRM round (pvegym.sim.simulation) or the port of
+    # pve-ha-manager's CRM and LRM on the model's hardware (pvegym.sim.ha_stack)
+    ha_stack: Literal["model", "full"] = "model"
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
