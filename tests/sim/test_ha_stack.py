@@ -1,0 +1,179 @@
+"""The full HA stack in the simulation (scenario key ``ha_stack = "full"``): the port of
+pve-ha-manager's CRM and LRM on the cluster model's hardware (:mod:`pvegym.sim.ha_stack`).
+
+A migration goes through the Manager's state machine and an LRM worker and takes the model's
+migration time; the HA latency around it follows from the port's cadence (CRM at the round time,
+the source node's LRM at its phase after it). One implementation: ``replay-upstream``,
+``pvegym simulate`` and the environment all run :meth:`Manager.manage`. Same seed, same episode.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+
+import pvegym.env  # noqa: F401 - registers pvegym/Cluster-v0
+import pvegym.sim.ha.manager as ha_manager
+from policies.registry import make_policy
+from pvegym.cli import main
+from pvegym.sim.motions import Job
+from pvegym.sim.scenario import scenario_from_dict
+from pvegym.sim.simulation import Simulation
+from pvegym.sim.view import STARTED, Motion
+from pvegym.units import GiB
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "upstream-tests"
+
+
+def _scenario(stack: str) -> Any:
+    """Two nodes, two VMs on node1 and one on node2; constant demand (no noise in the
+    migration's inputs), so the model's migration time is the same whenever it starts."""
+
+    def vm(sid: str, node: str, cpu: float) -> dict[str, Any]:
+        return {
+            "sid": sid,
+            "node": node,
+            "maxcpu": 4,
+            "maxmem": 8 * GiB,
+            "cpu": cpu,
+            "memhost": 6 * GiB,
+            "dirty_rate": 50 * 2**20,
+        }
+
+    return scenario_from_dict(
+        {
+            "name": "t",
+            "duration": "10m",
+            "ha_stack": stack,
+            "nodes": [
+                {"name": "node1", "maxcpu": 16, "maxmem": 64 * GiB},
+                {"name": "node2", "maxcpu": 16, "maxmem": 64 * GiB},
+            ],
+            "guests": [
+                vm("vm:100", "node1", 2.0),
+                vm("vm:101", "node1", 1.0),
+                vm("vm:102", "node2", 1.0),
+            ],
+        }
+    )
+
+
+def _ended_job(sim: Simulation, sid: str) -> Job:
+    return next(e for _, e in sim._log if isinstance(e, Job) and e.sid == sid)
+
+
+def _migrate_at(stack: str, t_commit: float) -> tuple[Simulation, list[tuple[float, str, int]]]:
+    """Step with no motion until ``t_commit``, commit vm:100 → node2, then step to the end;
+    the service table (time, state, node) of vm:100 after every commit."""
+    sim = Simulation(_scenario(stack), seed=3)
+    sim.reset()
+    g = sim.cluster.guest_index["vm:100"]
+    table = []
+    while sim.t < t_commit:
+        sim.step(None)
+    assert sim.motion_possible(g, 1)
+    assert sim.commit(Motion("vm:100", "node2"))
+    while sim.t < sim.scenario.duration - sim.round_s:
+        table.append((sim.t, sim.svc_state[g], int(sim.svc_node[g])))
+        sim.advance()
+        sim.receive()
+        sim.commit(None)
+    return sim, table
+
+
+def test_migration_through_the_full_stack_takes_the_model_time_plus_ha_latency() -> None:
+    t_commit = 60.0
+    full, table = _migrate_at("full", t_commit)
+    model, _ = _migrate_at("model", t_commit)
+    g, cl = full.cluster.guest_index["vm:100"], full.cluster
+    # the guest ends on the target, in the model and in the Manager's and the config's view
+    assert int(cl.node[g]) == 1 and int(full.svc_node[g]) == 1 and full.svc_state[g] == STARTED
+    assert full._stack is not None
+    assert full._stack.cfs.service_config["vm:100"]["node"] == "node2"
+    (rec,) = full.metrics.moves
+    assert rec.outcome == "succeeded" and rec.t == t_commit and rec.t_end is not None
+    # the worker starts the model's motion at the source LRM's tick after the CRM round
+    phase = next(p for p, env, _ in full._stack.lrms if env.nodename() == "node1")
+    job, model_job = _ended_job(full, "vm:100"), _ended_job(model, "vm:100")
+    assert job.t_start == pytest.approx(t_commit + phase)
+    # … and the motion itself takes the model's time (precheck + live migration)
+    assert job.t_end is not None and model_job.t_end is not None
+    assert job.t_end - job.t_start == pytest.approx(model_job.t_end - model_job.t_start)
+    assert full.metrics.migration_seconds == pytest.approx(model.metrics.migration_seconds)
+    assert rec.t_end == pytest.approx(job.t_end)
+    # the HA latency: the LRM ticks of a round run before its physics, so the worker is collected
+    # at the tick of the first round at or after the motion's end, and the CRM sees the result
+    # (state started, on the target) one round later
+    round_s = full.round_s
+    t_collect = math.ceil(job.t_end / round_s) * round_s
+    seen = [t for t, state, node in table if state == STARTED and node == 1]
+    assert seen[0] == t_collect + round_s
+    moving = [t for t, state, _ in table if state == "migrate"]
+    assert moving[0] == t_commit and moving[-1] == t_collect
+
+
+def test_same_seed_same_episode_with_the_full_stack() -> None:
+    scn = _scenario("full")
+    sims = [Simulation(scn, seed=5) for _ in range(2)]
+    runs = [sim.run(make_policy("upstream")) for sim in sims]
+    assert runs[0] == runs[1]
+    assert sims[0].log == sims[1].log
+    # the episode's log is the HA stack's (the CRM took the lock and started the services)
+    assert any(
+        "node1/crm: status change wait_for_quorum => master" in line for _, line in sims[0].log
+    )
+
+
+def test_bad_stack_is_one_line_naming_the_key(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["simulate", "--scenario", "small", "--set", "ha_stack=both"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "ha_stack" in err[0] and "model, full" in err[0]
+
+
+@pytest.fixture
+def manage_calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts :meth:`Manager.manage` calls: the round entry point of the one HA manager."""
+    calls = {"n": 0}
+    manage = ha_manager.Manager.manage
+
+    def counted(self: Any) -> None:
+        calls["n"] += 1
+        manage(self)
+
+    monkeypatch.setattr(ha_manager.Manager, "manage", counted)
+    return calls
+
+
+def test_one_implementation_replay_simulate_and_env(
+    manage_calls: dict[str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the upstream replay drives the port with upstream's test hardware
+    assert (
+        main(["replay-upstream", str(DATA / "test-crs-dynamic-constrained-auto-rebalance1")]) == 0
+    )
+    replay = manage_calls["n"]
+    assert replay > 0
+    # pvegym simulate with the full stack
+    args = ["simulate", "--scenario", "small", "--policy", "upstream", "--duration", "2m"]
+    assert main([*args, "--set", "ha_stack=full"]) == 0
+    simulate = manage_calls["n"] - replay
+    assert simulate == 12  # one Manager round per CRM round of 10 s
+    # the environment with the full stack
+    env = gymnasium.make("pvegym/Cluster-v0", scenario="small", overrides={"ha_stack": "full"})
+    env.reset(seed=0)
+    base: Any = env.unwrapped
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        valid = base.action_masks().nonzero()[0]
+        env.step(int(valid[int(rng.random() * valid.size)]))
+    assert manage_calls["n"] - replay - simulate >= 6  # a step runs one round or more
+    # and the model stack does not run it
+    before = manage_calls["n"]
+    assert main(args) == 0
+    assert manage_calls["n"] == before
+    capsys.readouterr()
