@@ -397,7 +397,7 @@ class ModelHAEnv(HAEnv):
             return None
         plugin = self._plugins.get(service_type)
         if plugin is None:
-            plugin = self._plugins[service_type] = ModelGuest(self.sim, self.cfs, service_type)
+            plugin = self._plugins[service_type] = ModelGuest(self.sim, self.stack, service_type)
         return plugin
 
     def steal_service(self, sid: str, current_node: str, new_node: str) -> None:
@@ -464,9 +464,10 @@ class ModelGuest:
     """The resource agent of a model guest (``vm`` or ``ct``): runs where the model has it; a
     move is a motion of the model (:class:`pvegym.sim.motions.Job`)."""
 
-    def __init__(self, sim: Simulation, cfs: ModelCFS, service_type: str) -> None:
+    def __init__(self, sim: Simulation, stack: Stack, service_type: str) -> None:
         self.sim = sim
-        self.cfs = cfs
+        self.stack = stack
+        self.cfs: ModelCFS = stack.cfs
         self.service_type = service_type
 
     def type(self) -> str:
@@ -508,8 +509,9 @@ class ModelGuest:
         job = MotionJob(g, sid, source, cl.node_index[target], kind, sim.t, now)
         job.move_id = sim._pending_move.pop(g, None)
         sim.jobs.append(job)
-        while job.phase != "done":
-            yield job
+        self.stack.motion_queued()
+        while job.t_end is None or job.t_end > haenv.get_time():  # type: ignore[attr-defined]
+            yield job  # the physics has not ended it by the worker's time
         if not job.ok:
             return False
         self.cfs.change_service_location(sid, target)

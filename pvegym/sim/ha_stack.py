@@ -54,6 +54,8 @@ class HAStack:
         #: :meth:`ModelHAEnv.balancer_view`)
         self.stub_view: ClusterView | None = None
         self._synced_serial: Any = None
+        #: the round whose LRM ticks run now, ``(t0, t1)`` s
+        self.ticking: tuple[float, float] | None = None
         self.cfs = ModelCFS(sim)
         rng = np.random.default_rng(np.random.SeedSequence(sim.seed).spawn(4)[3])
         phases = rng.uniform(0.0, sim.scenario.migration.lrm_delay_max_s, cl.n_nodes).tolist()
@@ -88,8 +90,7 @@ class HAStack:
         self.sim._ha_active = True
 
     def round(self) -> None:
-        """Every CRM at the simulation's time, the service table read back, every LRM at its
-        tick."""
+        """Every CRM at the simulation's time, then the service table read back."""
         sim = self.sim
         t = sim.t
         for env, crm in self.crms:
@@ -97,10 +98,23 @@ class HAStack:
             crm.do_one_iteration()
         self.committed.pending = None  # no master asked (e.g. still taking the lock)
         self.sync()
-        for phase, env, lrm in self.lrms:
-            env.start_at(t + phase)
-            lrm.do_one_iteration()
         sim._results = []
+
+    def lrm_ticks(self, t0: float, t1: float) -> None:
+        """Every LRM at its tick ``t0 + phase`` of the round ``(t0, t1]`` (s), in tick order
+        (``Simulation.advance`` calls it once the round's motions have run)."""
+        self.ticking = (t0, t1)
+        for phase, env, lrm in self.lrms:
+            env.start_at(t0 + phase)
+            lrm.do_one_iteration()
+        self.ticking = None
+
+    def motion_queued(self) -> None:
+        """A worker queued a motion (:class:`~pvegym.sim.motions.Job`): alone in the pipeline,
+        it runs over the rest of the round now, so that the worker's polls see when it ends."""
+        sim = self.sim
+        if self.ticking is not None and len(sim.jobs) == 1:
+            sim.run_new_motion(*self.ticking)
 
     def sync(self) -> None:
         """The simulation's service table (states, nodes, targets) from the manager status,
