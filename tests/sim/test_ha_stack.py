@@ -20,9 +20,11 @@ import pvegym.env  # noqa: F401 - registers pvegym/Cluster-v0
 import pvegym.sim.ha.manager as ha_manager
 from policies.registry import make_policy
 from pvegym.cli import main
+from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
 from pvegym.sim.ha.lrm import WORKER_POLL_TIME
 from pvegym.sim.motions import Job
 from pvegym.sim.scenario import scenario_from_dict
+from pvegym.sim.scenarios import FIELD_SCENARIOS
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import STARTED, Motion
 from pvegym.units import GiB
@@ -180,3 +182,29 @@ def test_one_implementation_replay_simulate_and_env(
     assert main(args) == 0
     assert manage_calls["n"] == before
     capsys.readouterr()
+
+
+FIELD_CASES = [
+    pytest.param(scenario, policy, id=f"{scenario}-{policy}")
+    for scenario in FIELD_SCENARIOS
+    for policy in ("upstream", "patched")
+    if not (scenario == "pressure-evacuation" and policy == "upstream")  # no upstream target
+]
+
+
+@pytest.mark.parametrize(("scenario", "policy"), FIELD_CASES)
+def test_field_targets_hold_with_the_full_stack(scenario: str, policy: str) -> None:
+    """``docs/model.md`` (Targets) with the port as the HA manager: ≥ 8 of 10 seeds, as with the
+    model's round (``tests/sim/test_field_scenarios.py``)."""
+    results = []
+    for seed in range(10):
+        ep = run_episode(
+            scenario,
+            policy,
+            seed,
+            qemu_server=qemu_server_for(scenario, policy),
+            overrides={"ha_stack": "full"},
+        )
+        results.append(check_target(ep, policy))
+    passed = sum(1 for ok, _ in results if ok)
+    assert passed >= needed(10), [d for _, d in results]
