@@ -4,22 +4,25 @@
 simulation then hands its round to an :class:`HAStack` (``commit``, the balancer's checks, the
 scenario's manual commands) and keeps its physics.
 
-A round at time ``t`` (``commit``): every CRM iterates at ``t`` (the master's
+A round at time ``t``: ``commit`` runs every CRM at ``t`` (the master's
 :meth:`~pvegym.sim.ha.manager.Manager.manage`: LRM results, CRM commands, ``load_balance`` — which
-the committed motion answers —, the service state machine, the manager status), then the
-simulation's service table is read back from the manager status, then every node's LRM iterates at
-``t + phase[n]`` (forking the workers of new commands and collecting those whose motion the
-physics ended by then). ``advance`` is the model's physics, unchanged: the motions the workers
-queued (:class:`~pvegym.sim.motions.Job`) run there; ``receive`` queues scenario events as CRM
-commands (``migrate``/``relocate``) for the next round.
+the committed motion answers —, the service state machine, the manager status) and reads the
+simulation's service table back from the manager status. ``advance`` runs the round's physics
+``(t, t + 10]``: first the motions' part (the jobs queued earlier run on, and those that end in
+the round end), then every node's LRM at ``t + phase[n]`` (:meth:`HAStack.lrm_ticks`: it collects
+the workers whose motion ended by its poll and forks those of new commands; a motion queued onto
+an idle pipeline runs over the rest of the round at once, so the same tick's polls see it end),
+then the cluster's part. ``receive`` queues scenario events as CRM commands
+(``migrate``/``relocate``) for the next round.
 
-Latency against the model stack (``ha_stack = "model"``, :mod:`pvegym.sim.motions`): a job starts
-at its node's LRM tick after the CRM round that requested it (the model: a seeded offset after the
-round), and its end reaches the CRM one LRM tick later — the LRM ticks of a round run before that
-round's physics, so an LRM collects a job that ended in round ``(t', t' + 10]`` at ``t' + 10 +
-phase`` and the CRM sees it at ``t' + 20`` (the model: at ``t' + 10``). A motion therefore holds
-the balancer 10 s longer per motion, and the HA stack starts its services in the first rounds of
-an episode (the CRM takes the manager lock, adds the services, the LRMs take their agent locks).
+Against the model stack (``ha_stack = "model"``, :mod:`pvegym.sim.motions`): a job starts at its
+node's LRM tick after the CRM round that requested it (the model: a seeded offset after the round,
+drawn per job); the CRM sees its end at the first round after the tick that collected it — the
+tick in the round of the end if the end falls within that tick's 8 s of polls (and the round),
+else the next tick — where the model's CRM sees it at the first round after the end. A motion
+therefore holds the balancer up to one round longer, a job behind a running one (a bundle) starts
+in the round after the first ends, and the HA stack starts its services in the episode's first
+round (the CRM takes the manager lock and adds them, the LRMs take their agent locks).
 """
 
 from __future__ import annotations
