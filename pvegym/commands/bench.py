@@ -13,6 +13,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--quick", action="store_true", help="a few seconds: fewer steps and sizes")
     p.add_argument(
+        "--ha-stack",
+        choices=("model", "full"),
+        default="model",
+        help="the scenarios' HA stack (scenario key ha_stack): the model's round or the port of "
+        "pve-ha-manager (full: no vector-env figures)",
+    )
+    p.add_argument(
         "--out", metavar="FILE", help="also write the figures (with provenance) as JSON to FILE"
     )
     p.set_defaults(func=run)
@@ -25,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         from pvegym.config import check_out_file
 
         check_out_file(args.out, "--out")  # before minutes of measuring
-    doc = bench(quick=args.quick)
+    doc = bench(quick=args.quick, ha_stack=args.ha_stack)
     doc["provenance"] = provenance()
     if args.out:
         from pathlib import Path

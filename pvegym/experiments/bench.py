@@ -47,11 +47,15 @@ the commit, package versions, interpreter and CPU count; ``--out FILE`` also wri
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+
+#: the scenario key ``ha_stack`` (:class:`pvegym.sim.scenario.Scenario`)
+HAStack = Literal["model", "full"]
 
 DAY_ROUNDS = 8640
 FULL_SCALING = ((2, 10), (4, 40), (8, 100), (16, 300), (32, 1000), (64, 2000))
@@ -113,7 +117,14 @@ class ClusterLoop:
     per-call overhead. One episode long enough for every timed step, and a ``TimeLimit`` of
     the same length, so no reset is timed and no step is truncated."""
 
-    def __init__(self, scenario: Any, steps: int, warmup: int = 5, seed: int = 0) -> None:
+    def __init__(
+        self,
+        scenario: Any,
+        steps: int,
+        warmup: int = 5,
+        seed: int = 0,
+        overrides: dict[str, Any] | None = None,
+    ) -> None:
         import gymnasium
 
         from pvegym.env import ClusterEnv  # (and registers pvegym/Cluster-v0)
@@ -126,6 +137,7 @@ class ClusterLoop:
             scenario=scenario,
             episode_seconds=rounds * 10.0,
             max_episode_steps=rounds,
+            overrides=overrides,
         )
         base = self.env.unwrapped
         assert isinstance(base, ClusterEnv)
@@ -188,9 +200,11 @@ def paired_ratio(
     }
 
 
-def cluster_step_us(scenario: Any, steps: int, seed: int = 0) -> tuple[float, float]:
+def cluster_step_us(
+    scenario: Any, steps: int, seed: int = 0, overrides: dict[str, Any] | None = None
+) -> tuple[float, float]:
     """``(loop µs, step() µs)`` per step of :class:`ClusterLoop` (one block, for the scaling)."""
-    cl = ClusterLoop(scenario, steps, seed=seed)
+    cl = ClusterLoop(scenario, steps, seed=seed, overrides=overrides)
     loop, inner = cl.run(steps)
     cl.close()
     return loop / steps * 1e6, inner / steps * 1e6
@@ -200,7 +214,11 @@ DAY_POLICIES = ("noop", "upstream", "patched", "guest-centric")
 
 
 def days_paired(
-    names: tuple[str, ...], cartpole: CartPoleLoop, rounds: int, blocks: int = 24
+    names: tuple[str, ...],
+    cartpole: CartPoleLoop,
+    rounds: int,
+    blocks: int = 24,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, dict[str, float]]:
     """``rounds`` rounds of the simulation loop on ``bench-small`` instance 0 under each policy
     of ``names``, in ``blocks`` blocks per policy, each block paired with as many CartPole steps
@@ -215,7 +233,7 @@ def days_paired(
     from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
 
-    scenario = catalog.scenario("bench-small", 0)
+    scenario = catalog.scenario("bench-small", 0, overrides)
     loops: dict[str, list[Any]] = {}
     for name in names:
         warm = Simulation(scenario, seed=0)
@@ -257,14 +275,15 @@ def days_paired(
     }
 
 
-def day_noop_seconds(rounds: int) -> float:
+def day_noop_seconds(rounds: int, ha_stack: HAStack = "model") -> float:
     """Wall seconds of ``rounds`` rounds of ``Simulation.run`` with ``noop`` on a generated
     3-node, 30-guest scenario (the foundation's figure: the model alone, no environment)."""
     from policies import make_policy
     from pvegym.sim.families import build_scenario, generate
     from pvegym.sim.simulation import Simulation
 
-    sim = Simulation(build_scenario(generate(3, 30, 0)), seed=0)
+    scn = dataclasses.replace(build_scenario(generate(3, 30, 0)), ha_stack=ha_stack)
+    sim = Simulation(scn, seed=0)
     policy = make_policy("noop")
     sim.run(policy, 10 * sim.round_s)  # warm-up (JIT)
     t0 = time.perf_counter()
@@ -272,12 +291,14 @@ def day_noop_seconds(rounds: int) -> float:
     return time.perf_counter() - t0
 
 
-def scaling(sizes: tuple[tuple[int, int], ...], steps: int) -> list[dict[str, Any]]:
+def scaling(
+    sizes: tuple[tuple[int, int], ...], steps: int, ha_stack: HAStack = "model"
+) -> list[dict[str, Any]]:
     from pvegym.sim.families import build_scenario, generate
 
     rows = []
     for nodes, guests in sizes:
-        scn = build_scenario(generate(nodes, guests, 0))
+        scn = dataclasses.replace(build_scenario(generate(nodes, guests, 0)), ha_stack=ha_stack)
         n = steps if guests <= 500 else max(20, steps // 4)
         loop, _ = cluster_step_us(scn, n)
         _progress(f"scaling {nodes} nodes × {guests} guests: {loop:.0f} µs/step")
@@ -292,35 +313,52 @@ def fit_exponent(rows: list[dict[str, Any]]) -> float:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def bench(quick: bool = False) -> dict[str, Any]:
+def bench(quick: bool = False, ha_stack: HAStack = "model") -> dict[str, Any]:
+    """Every figure of the module docstring. ``ha_stack`` is the scenarios' HA stack (the
+    scenario key): ``"full"`` runs the port of pve-ha-manager in every environment and
+    simulation measured here but the vector env's (``vector`` and ``vec_wait`` are then empty:
+    its rows and short training runs would take most of an hour with the port's rounds)."""
+    overrides = None if ha_stack == "model" else {"ha_stack": ha_stack}
     steps_cp, steps_s, steps_l, steps_sc = (2000, 150, 20, 30) if quick else (20000, 3000, 400, 300)
     blocks = 5 if quick else 20
     cartpole = CartPoleLoop()
     cartpole.run(200)  # warm-up
     _progress("bench-small vs CartPole-v1, alternating blocks …")
-    small = paired_ratio(ClusterLoop("bench-small", steps_s), cartpole, steps_s, steps_cp, blocks)
+    small = paired_ratio(
+        ClusterLoop("bench-small", steps_s, overrides=overrides),
+        cartpole,
+        steps_s,
+        steps_cp,
+        blocks,
+    )
     _progress(
         f"bench-small: {small['step_us']:.0f} µs/step, CartPole-v1 "
         f"{small['cartpole_step_us']:.1f} µs/step: ×{small['ratio']:.1f}; bench-large …"
     )
     large = paired_ratio(
-        ClusterLoop("bench-large", steps_l), cartpole, steps_l, steps_cp // 4, blocks
+        ClusterLoop("bench-large", steps_l, overrides=overrides),
+        cartpole,
+        steps_l,
+        steps_cp // 4,
+        blocks,
     )
     _progress(f"bench-large: {large['step_us']:.0f} µs/step: ×{large['ratio']:.1f}; a day …")
     cp = small["cartpole_step_us"]
     rounds = 360 if quick else DAY_ROUNDS
-    days = days_paired(DAY_POLICIES, cartpole, rounds)
+    days = days_paired(DAY_POLICIES, cartpole, rounds, overrides=overrides)
     for name in DAY_POLICIES:
         _progress(
             f"day ({name}): {days[name]['day_s']:.2f} s, ×{days[name]['ratio']:.1f} a CartPole "
             f"day, decide {days[name]['decide_us']:.1f} µs/round"
         )
-    day_noop = day_noop_seconds(rounds) * DAY_ROUNDS / rounds
+    day_noop = day_noop_seconds(rounds, ha_stack) * DAY_ROUNDS / rounds
     cartpole_day = cp * 1e-6 * DAY_ROUNDS
     cartpole.close()
-    vector = bench_vector(quick)
+    vector: dict[str, Any] = {"vector": [], "vec_wait": {}}
+    if ha_stack == "model":
+        vector = bench_vector(quick)
     _progress("scaling …")
-    rows = scaling(QUICK_SCALING if quick else FULL_SCALING, steps_sc)
+    rows = scaling(QUICK_SCALING if quick else FULL_SCALING, steps_sc, ha_stack)
     return {
         "cartpole_step_us": cp,
         "small_step_us": small["step_us"],
@@ -346,6 +384,7 @@ def bench(quick: bool = False) -> dict[str, Any]:
         "scaling_exponent": fit_exponent(rows),
         "scaling": rows,
         "quick": quick,
+        "ha_stack": ha_stack,
     }
 
 

@@ -260,12 +260,22 @@ class Scenario:
     memory: MemorySettings = MemorySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     crs_mode: Literal["dynamic", "static"] = "dynamic"
+    # the HA manager: the model's own CRM round (pvegym.sim.simulation) or the port of
+    # pve-ha-manager's CRM and LRM on the model's hardware (pvegym.sim.ha_stack)
+    ha_stack: Literal["model", "full"] = "model"
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
         if len(self.nodes) < 1:
             raise ConfigError(f"{pre}nodes", "needs at least one node")
         names = [n.name for n in self.nodes]
+        for i, spec in enumerate(self.nodes):
+            if self.ha_stack == "full" and not spec.online:
+                raise ConfigError(
+                    f"{pre}nodes[{i}].online",
+                    'must be true with ha_stack = "full" (the full stack models no node that is '
+                    "off yet: no fencing or recovery in the model)",
+                )
         for i, n in enumerate(names):
             if names.index(n) != i:
                 raise ConfigError(f"{pre}nodes[{i}].name", f"duplicate node name {n!r}")

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
+from pvegym.sim.ha_stack import HAStack
 from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.migration import COMPLETED, RUNNING, Migration
@@ -195,6 +196,10 @@ class Simulation:
         self._ended_migration: Migration | None = None  # its arrays serve the next migration
         self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
         self._killed: set[int] = set()  # guests the OOM killer killed
+        # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
+        # motion is queued or running in their manager status
+        self._ha_active = False
+        self._stack = HAStack(self) if self.scenario.ha_stack == "full" else None
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -254,6 +259,8 @@ class Simulation:
         if self.jobs:
             self._motion_rows_set = True
             self._lrm(t0, t1)
+        if self._stack is not None:
+            self._stack_lrm_ticks(t0, t1)
         if self._memory_moves:
             self.memory.round(t0, dt, self._migrating())
         tel = self.telemetry
@@ -274,6 +281,21 @@ class Simulation:
             tot[L.T_IMBALANCE],
         )
         self.t = t1
+
+    def _stack_lrm_ticks(self, t0: float, t1: float) -> None:
+        """The full stack's LRM ticks of the round ``(t0, t1]``, between the motions' physics
+        (which ended the jobs that end in it) and the cluster's: an LRM collects a worker whose
+        motion ended by its poll; a motion its new worker queues runs at once
+        (:meth:`run_new_motion`), so that the worker's polls of this tick see its end."""
+        assert self._stack is not None
+        self._stack.lrm_ticks(t0, t1)
+
+    def run_new_motion(self, t0: float, t1: float) -> None:
+        """The motions' physics of the round ``(t0, t1]`` for a job queued during it onto an
+        idle pipeline (the full stack's LRM worker); a job behind a running one waits for the
+        next round, as the LRM serializes them."""
+        self._motion_rows_set = True
+        self._lrm(t0, t1)
 
     def _oom_kill(self, t: float) -> None:
         """The kernel's OOM killer on each node whose memory in use exceeds MemTotal + swap
@@ -529,6 +551,11 @@ class Simulation:
         queued = False
         if motion is not None:
             queued = self._balancer_motion(motion)
+        if self._stack is not None:  # the port's CRM round and the LRMs' ticks
+            if queued and motion is not None:
+                self._stack.answer(-1, -1, motion)
+            self._stack.round()
+            return queued
         self._next_states()
         return queued
 
@@ -541,6 +568,12 @@ class Simulation:
         counts it as an invalid action and never hands it to the HA manager); returns whether it
         was queued.
         """
+        if self._stack is not None:
+            queued = self.motion_possible(g, target)
+            if queued:
+                self._issue(g, target)
+            self._stack.round()
+            return queued
         if not self.motion_possible(g, target):
             self._next_states()
             return False
@@ -598,8 +631,14 @@ class Simulation:
 
     def motion_possible(self, g: int, target: int) -> bool:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
-        if self.cmds or self.jobs or self.finished or self._results:  # motion_active(), inlined
+        # motion_active(), inlined
+        if self.cmds or self.jobs or self.finished or self._results or self._ha_active:
             return False
+        return self._placement_possible(g, target)
+
+    def _placement_possible(self, g: int, target: int) -> bool:
+        """:meth:`motion_possible` with an idle pipeline: ``g`` is a started HA service, and
+        ``target`` an online node other than its own that its rules allow."""
         if not self._is_ha_list[g] or self.svc_state[g] != STARTED:
             return False
         if target == self.svc_node[g] or not self._online_list[target]:
@@ -617,8 +656,9 @@ class Simulation:
     def motion_active(self) -> bool:
         """``any_resource_motion_queued_or_running``: a service in migrate/relocate or a queued cmd."""
         # a service is in migrate/relocate from its job's creation until the CRM has processed
-        # the job's result, so the job lists answer this in O(1)
-        return bool(self.cmds or self.jobs or self.finished or self._results)
+        # the job's result, so the job lists answer this in O(1); with the full stack (its
+        # manager status says) _ha_active
+        return bool(self.cmds or self.jobs or self.finished or self._results or self._ha_active)
 
     def _balancer_motion(self, motion: Motion) -> bool:
         cl = self.cluster
@@ -641,8 +681,12 @@ class Simulation:
         return True
 
     def _issue(self, g: int, target: int) -> None:
-        """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it."""
+        """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it
+        (with the full stack: this round's answer of the Manager's ``load_balance``)."""
         self._pending_move[g] = self._record_move(g, target)
+        if self._stack is not None:
+            self._stack.answer(g, target)
+            return
         self._queue(g, target)
 
     def _record_move(self, g: int, target: int) -> int:
@@ -658,7 +702,11 @@ class Simulation:
         return bool(self.cluster.totals[L.T_PEAK_SOME] < CHURN_PRESSURE_PCT)
 
     def _queue(self, g: int, target: int) -> None:
-        """``queue_resource_motion``: the service and its positive partners (not already there)."""
+        """``queue_resource_motion``: the service and its positive partners (not already there);
+        with the full stack, a CRM command for the Manager's next round."""
+        if self._stack is not None:
+            self._stack.queue_command(g, target)
+            return
         cl = self.cluster
         for p in self.negative.get(g, ()):
             if self.svc_node[p] == target or self.svc_target[p] == target:
