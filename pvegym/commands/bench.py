@@ -13,6 +13,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--quick", action="store_true", help="a few seconds: fewer steps and sizes")
     p.add_argument(
+        "--only",
+        choices=["ha-round"],
+        help="measure one figure alone: ha-round (a full round of the HA stack vs CartPole)",
+    )
+    p.add_argument(
         "--out", metavar="FILE", help="also write the figures (with provenance) as JSON to FILE"
     )
     p.set_defaults(func=run)
@@ -25,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
         from pvegym.config import check_out_file
 
         check_out_file(args.out, "--out")  # before minutes of measuring
-    doc = bench(quick=args.quick)
+    if args.only == "ha-round":
+        from pvegym.experiments.bench import bench_only_ha_round
+
+        doc = bench_only_ha_round(quick=args.quick)
+    else:
+        doc = bench(quick=args.quick)
     doc["provenance"] = provenance()
     if args.out:
         from pathlib import Path
@@ -35,6 +45,13 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(Path(args.out), doc)
     if args.json:
         print(json.dumps(doc, sort_keys=True))
+        return 0
+    if args.only == "ha-round":
+        print(f"CartPole-v1                 {doc['cartpole_step_us']:10.1f} µs/step")
+        print(
+            f"full HA round (4×12)        {doc['ha_round_us']:10.1f} µs/round"
+            f"  ×{doc['ha_round_ratio']:.1f} CartPole"
+        )
         return 0
     print(f"CartPole-v1                 {doc['cartpole_step_us']:10.1f} µs/step")
     for key, label in (("small", "bench-small (8×64)"), ("large", "bench-large (64×2000)")):

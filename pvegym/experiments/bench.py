@@ -38,6 +38,11 @@ Figures (``--json`` keys):
   ``n_steps`` × ``n_envs``) the learner waits on the vector env (``vec_wait`` has the details).
   ``--quick``: ``bench-large`` at N = 2 (no ``vector_large_n8_ratio``), a 256-step MaskablePPO run
   with a 64-step rollout, no PPO run (:mod:`pvegym.experiments.bench_vector`).
+* ``ha_round_us`` / ``ha_round_ratio`` — µs of one *full* round of the HA stack's port (every
+  CRM and LRM iteration of a 4-node, 12-service cluster with a migration pending, so that the
+  steady-state skip does not apply) and its ratio to a CartPole step, paired as above
+  (:mod:`pvegym.experiments.bench_ha` describes the hardware it runs on).
+  ``pvegym bench --only ha-round`` measures this figure alone (``--quick``: fewer rounds).
 * ``scaling`` — step µs for clusters from 2 nodes / 10 guests to 64 nodes / 2,000 guests, and
   ``scaling_exponent``: the slope of log(step µs) against log(guests) (least squares).
 
@@ -49,7 +54,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -157,8 +162,14 @@ class ClusterLoop:
         self.env.close()
 
 
+class TimedLoop(Protocol):
+    """What :func:`paired_ratio` times: ``run(steps)`` → ``(s of the whole loop, s in step())``."""
+
+    def run(self, steps: int) -> tuple[float, float]: ...
+
+
 def paired_ratio(
-    cluster: ClusterLoop, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
+    cluster: TimedLoop, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
 ) -> dict[str, float]:
     """Step costs of ``cluster`` and ``cartpole`` measured in alternating blocks, and their ratio.
 
@@ -306,7 +317,9 @@ def bench(quick: bool = False) -> dict[str, Any]:
     large = paired_ratio(
         ClusterLoop("bench-large", steps_l), cartpole, steps_l, steps_cp // 4, blocks
     )
-    _progress(f"bench-large: {large['step_us']:.0f} µs/step: ×{large['ratio']:.1f}; a day …")
+    _progress(f"bench-large: {large['step_us']:.0f} µs/step: ×{large['ratio']:.1f}; HA round …")
+    ha = bench_ha_round(cartpole, quick)
+    _progress("a day …")
     cp = small["cartpole_step_us"]
     rounds = 360 if quick else DAY_ROUNDS
     days = days_paired(DAY_POLICIES, cartpole, rounds)
@@ -330,6 +343,7 @@ def bench(quick: bool = False) -> dict[str, Any]:
         "small_ratio": small["ratio"],
         "large_ratio": large["ratio"],
         "large_cartpole_step_us": large["cartpole_step_us"],
+        **ha,
         "day_s": {k: v["day_s"] for k, v in days.items()},
         "day_ratio": {k: v["ratio"] for k, v in days.items()},
         "day_decide_us": {k: v["decide_us"] for k, v in days.items()},
@@ -347,6 +361,36 @@ def bench(quick: bool = False) -> dict[str, Any]:
         "scaling": rows,
         "quick": quick,
     }
+
+
+def bench_ha_round(cartpole: CartPoleLoop, quick: bool) -> dict[str, float]:
+    """``ha_round_us``, ``ha_round_ratio``, ``ha_round_cartpole_step_us``
+    (:func:`pvegym.experiments.bench_ha.ha_round`), with progress."""
+    from pvegym.experiments.bench_ha import HARoundLoop
+
+    steps, cp_steps, blocks = (200, 2000, 5) if quick else (2000, 20000, 20)
+    loop = HARoundLoop()
+    loop.run(20)  # warm-up
+    r = paired_ratio(loop, cartpole, steps, cp_steps, blocks)
+    ha = {
+        "ha_round_us": r["step_us"],
+        "ha_round_ratio": r["ratio"],
+        "ha_round_cartpole_step_us": r["cartpole_step_us"],
+    }
+    _progress(
+        f"full HA round: {ha['ha_round_us']:.0f} µs, CartPole-v1 "
+        f"{ha['ha_round_cartpole_step_us']:.1f} µs/step: ×{ha['ha_round_ratio']:.1f}"
+    )
+    return ha
+
+
+def bench_only_ha_round(quick: bool = False) -> dict[str, Any]:
+    """``pvegym bench --only ha-round``: the full HA round's figures alone."""
+    cartpole = CartPoleLoop()
+    cartpole.run(200)  # warm-up
+    ha = bench_ha_round(cartpole, quick)
+    cartpole.close()
+    return {"cartpole_step_us": ha["ha_round_cartpole_step_us"], **ha, "quick": quick}
 
 
 def bench_vector(quick: bool) -> dict[str, Any]:

@@ -124,7 +124,8 @@ def select_service_node(
     node_affinity = compiled_rules["node-affinity"]
     resource_affinity = compiled_rules["resource-affinity"]
 
-    online_nodes = {n: 1 for n in online_node_usage.list_nodes()}
+    # a fresh hash, as upstream's: get_node_affinity may return it, and try-next pops from it
+    online_nodes = dict(online_node_usage.online_nodes())
     allowed_nodes, pri_nodes = get_node_affinity(node_affinity, sid, online_nodes)
     if not pri_nodes:
         return None

@@ -51,6 +51,8 @@ class Resource:
 def _usize(value: Any, what: str) -> int:
     """serde's ``usize`` from a Perl number: a non-negative integer (a float with a fraction or a
     negative value does not deserialize)."""
+    if type(value) is int and value >= 0:  # the common case first (same result)
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SchedulerError(f"invalid type for {what}: {value!r}, expected usize")
     if value < 0 or value != int(value):
@@ -59,6 +61,8 @@ def _usize(value: Any, what: str) -> int:
 
 
 def _f64(value: Any, what: str) -> float:
+    if type(value) is float:  # the common case first (same result)
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SchedulerError(f"invalid type for {what}: {value!r}, expected f64")
     return float(value)
