@@ -575,10 +575,9 @@ class LRM:
         while haenv.get_time() - starttime <= WORKER_POLL_TIME:
             count = self.check_active_workers()
             # every queued job is scheduled eventually: the most often seen first
-            queued = sorted(
-                (sid for sid in workers if not workers[sid].get("pid")),
-                key=lambda s: (-workers[s]["start_tries"], s),
-            )
+            queued = [sid for sid, w in workers.items() if not w.get("pid")]
+            if len(queued) > 1:
+                queued.sort(key=lambda s: (-workers[s]["start_tries"], s))
             for sid in queued:
                 w = workers.get(sid)
                 if w is None:
@@ -656,9 +655,9 @@ class LRM:
             if sid not in ss:
                 del self.restart_tries[sid]
         for sid, sd in ss.items():
-            if not sd.get("node") or not sd.get("uid"):
-                continue
-            if sd["node"] != nodename:
+            # the node first (most services are elsewhere): the services skipped are upstream's
+            node = sd.get("node")
+            if not node or node != nodename or not sd.get("uid"):
                 continue
             request_state = sd.get("state")
             if request_state is None:

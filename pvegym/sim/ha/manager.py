@@ -124,13 +124,29 @@ def select_service_node(
     node_affinity = compiled_rules["node-affinity"]
     resource_affinity = compiled_rules["resource-affinity"]
 
-    # a fresh hash, as upstream's: get_node_affinity may return it, and try-next pops from it
-    online_nodes = dict(online_node_usage.online_nodes())
-    allowed_nodes, pri_nodes = get_node_affinity(node_affinity, sid, online_nodes)
-    if not pri_nodes:
-        return None
-
-    together, separate = get_resource_affinity(resource_affinity, sid, ss, online_nodes)
+    online_nodes = online_node_usage.online_nodes()
+    if (
+        node_preference != "try-next"
+        and node_affinity.get(sid) is None
+        and not resource_affinity["positive"].get(sid)
+        and not resource_affinity["negative"].get(sid)
+    ):
+        # Not upstream's structure (same result): a service without rules may run on every
+        # online node, and no partner narrows that down, so the shared hash of the online nodes
+        # serves as allowed and preferred nodes unmodified (nothing below pops from it without
+        # try-next, and the affinity steps are no-ops without partners)
+        allowed_nodes = pri_nodes = online_nodes
+        if not pri_nodes:
+            return None
+        together: dict[str, int] = {}
+        separate: dict[str, int] = {}
+    else:
+        # a fresh hash, as upstream's: get_node_affinity may return it, and try-next pops from it
+        online_nodes = dict(online_nodes)
+        allowed_nodes, pri_nodes = get_node_affinity(node_affinity, sid, online_nodes)
+        if not pri_nodes:
+            return None
+        together, separate = get_resource_affinity(resource_affinity, sid, ss, online_nodes)
 
     # stay on current node if possible (avoids random migrations)
     if (
