@@ -101,6 +101,40 @@ def compute_new_uuid(state: str) -> str:
     return f"{state}:{next(_uid_counter)}"
 
 
+def _allowed_nodes_and_partners(
+    compiled_rules: CompiledRules,
+    online_node_usage: Usage,
+    sid: str,
+    ss: dict[str, dict[str, Any]],
+    node_preference: str,
+) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]] | None:
+    """The first steps of ``select_service_node``: ``(allowed nodes, preferred nodes, together,
+    separate)`` of ``sid`` among the online nodes, or ``None`` when no node is preferred."""
+    node_affinity = compiled_rules["node-affinity"]
+    resource_affinity = compiled_rules["resource-affinity"]
+    online_nodes = online_node_usage.online_nodes()
+    if (
+        node_preference != "try-next"
+        and node_affinity.get(sid) is None
+        and not resource_affinity["positive"].get(sid)
+        and not resource_affinity["negative"].get(sid)
+    ):
+        # Not upstream's structure (same result): a service without rules may run on every
+        # online node, and no partner narrows that down, so the shared hash of the online nodes
+        # serves as allowed and preferred nodes unmodified (nothing in select_service_node pops
+        # from it without try-next, and the affinity steps are no-ops without partners)
+        if not online_nodes:
+            return None
+        return online_nodes, online_nodes, {}, {}
+    # a fresh hash, as upstream's: get_node_affinity may return it, and try-next pops from it
+    online_nodes = dict(online_nodes)
+    allowed_nodes, pri_nodes = get_node_affinity(node_affinity, sid, online_nodes)
+    if not pri_nodes:
+        return None
+    together, separate = get_resource_affinity(resource_affinity, sid, ss, online_nodes)
+    return allowed_nodes, pri_nodes, together, separate
+
+
 def select_service_node(
     compiled_rules: CompiledRules,
     online_node_usage: Usage,
@@ -121,32 +155,13 @@ def select_service_node(
     current_node: str = sd["node"]
     tried_nodes = sd.get("failed_nodes")
     maintenance_fallback = sd.get("maintenance_node")
-    node_affinity = compiled_rules["node-affinity"]
-    resource_affinity = compiled_rules["resource-affinity"]
 
-    online_nodes = online_node_usage.online_nodes()
-    if (
-        node_preference != "try-next"
-        and node_affinity.get(sid) is None
-        and not resource_affinity["positive"].get(sid)
-        and not resource_affinity["negative"].get(sid)
-    ):
-        # Not upstream's structure (same result): a service without rules may run on every
-        # online node, and no partner narrows that down, so the shared hash of the online nodes
-        # serves as allowed and preferred nodes unmodified (nothing below pops from it without
-        # try-next, and the affinity steps are no-ops without partners)
-        allowed_nodes = pri_nodes = online_nodes
-        if not pri_nodes:
-            return None
-        together: dict[str, int] = {}
-        separate: dict[str, int] = {}
-    else:
-        # a fresh hash, as upstream's: get_node_affinity may return it, and try-next pops from it
-        online_nodes = dict(online_nodes)
-        allowed_nodes, pri_nodes = get_node_affinity(node_affinity, sid, online_nodes)
-        if not pri_nodes:
-            return None
-        together, separate = get_resource_affinity(resource_affinity, sid, ss, online_nodes)
+    nodes_and_partners = _allowed_nodes_and_partners(
+        compiled_rules, online_node_usage, sid, ss, node_preference
+    )
+    if nodes_and_partners is None:
+        return None
+    allowed_nodes, pri_nodes, together, separate = nodes_and_partners
 
     # stay on current node if possible (avoids random migrations)
     if (
