@@ -10,8 +10,9 @@ manager status) and every node's LRM iteration (the manager status read back, th
 **The hardware** is :class:`MemoryHAEnv`, a minimal in-memory :class:`~pvegym.sim.ha.env.HAEnv`
 (not upstream's test hardware): the cluster file system keeps the objects written (as the cluster
 model's hardware does, :mod:`pvegym.sim.ha_model_env` of the integration), so the figure is the
-port's own cost, not the cost of a hardware's JSON round trips. Its quiescence token is ``None``
-(no steady state: every round is full). The cluster: 4 nodes (``node1``…``node4``), 12 HA VMs
+port's own cost, not the cost of a hardware's JSON round trips. Its quiescence token is the round
+number: no round is quiet, and the steady-state bookkeeping runs as with a pending motion on the
+cluster model's hardware. The cluster: 4 nodes (``node1``…``node4``), 12 HA VMs
 (``vm:101``…``vm:112``, three per node, ``started``), CRS mode ``dynamic`` (the scenario default)
 with usage statistics of fixed values, 4 LRM workers, no balancer. ``vm:101`` is migrating to
 ``node2`` and its worker never finishes: the migration stays pending for every timed round.
@@ -53,6 +54,7 @@ class MemoryCFS:
         self.locks: dict[str, dict[str, Any]] = {}
         self.service_config: dict[str, dict[str, Any]] = {}
         self.running: dict[str, str] = {}  # sid → node it runs on
+        self.round = 0  # the quiescence token (see MemoryHAEnv.quiescence_token)
         for i in range(len(NODES) * PER_NODE):
             sid, node = f"vm:{101 + i}", NODES[i % len(NODES)]
             self.service_config[sid] = {
@@ -135,7 +137,10 @@ class MemoryHAEnv(HAEnv):
             self.lines.append(f"{level} {self.get_time():g} {msg}")
 
     def quiescence_token(self) -> Hashable | None:
-        return None  # every round full
+        """The round number: it changes every round, so no round is quiet, while the
+        steady-state bookkeeping (the Manager's state snapshots and serial, the LRM's memos) runs
+        as on the cluster model's hardware, whose token changes with every pending motion."""
+        return self.cfs.round
 
     def read_manager_status(self) -> dict[str, Any]:
         return self.cfs.manager_status
@@ -310,6 +315,7 @@ class HARoundLoop:
 
     def round(self) -> None:
         t = self.t
+        self.cfs.round += 1
         for env, crm in self.crms:
             env.start_at(t)
             crm.do_one_iteration()

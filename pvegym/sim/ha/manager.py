@@ -178,8 +178,10 @@ def select_service_node(
         for node in tried_nodes or []:
             pri_nodes.pop(node, None)
 
-    apply_negative_resource_affinity(separate, pri_nodes)
-    apply_positive_resource_affinity(together, pri_nodes)
+    if separate:  # (both are no-ops without partners)
+        apply_negative_resource_affinity(separate, pri_nodes)
+    if together:
+        apply_positive_resource_affinity(together, pri_nodes)
 
     if maintenance_fallback is not None and pri_nodes.get(maintenance_fallback):
         return maintenance_fallback
@@ -1029,19 +1031,25 @@ class Manager:
         # the uids are left out: every round gives each started service whose start the LRM
         # confirmed a new one, so that its LRM checks again that it runs (next_state_started);
         # a quiet round skips that check, which the quiescence token makes redundant
-        services = {sid: {k: v for k, v in sd.items() if k != "uid"} for sid, sd in self.ss.items()}
-        return frozen(
-            (
-                services,
-                self.ns.status,
-                ms.get("node_request"),
-                ms.get("disarm"),
-                self.crs_scheduler,
-                self.group_migration_round,
-                self.last_rules_digest,
-                self.last_groups_digest,
-                self.last_services_digest,
-            )
+        # (frozen(services without uids), built directly: no filtered copy of every service)
+        ss = self.ss
+        services = tuple(
+            [
+                (sid, tuple([(k, frozen(v)) for k in sorted(sd) if k != "uid" for v in (sd[k],)]))
+                for sid in sorted(ss)
+                for sd in (ss[sid],)
+            ]
+        )
+        return (
+            services,
+            frozen(self.ns.status),
+            frozen(ms.get("node_request")),
+            frozen(ms.get("disarm")),
+            self.crs_scheduler,
+            self.group_migration_round,
+            self.last_rules_digest,
+            self.last_groups_digest,
+            self.last_services_digest,
         )
 
     def _settled(self, before: Any, logs0: int) -> bool:

@@ -100,10 +100,27 @@ def has_min_version(version: str, min_version: str) -> bool:
 QUIET_SERIAL_KEY = "pvegym-serial"
 
 
+#: the scalar types of JSON-like data: :func:`frozen` returns them as they are
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def frozen(value: Any) -> Any:
-    """A deep, comparable (hashable) copy of JSON-like data."""
+    """A deep, comparable (hashable) copy of JSON-like data: a dict becomes the tuple of its
+    ``(key, frozen value)`` pairs in key order, a list or tuple the tuple of its frozen items.
+
+    The steady-state checks freeze the service status twice a full round, so scalars are
+    returned first and a dict's keys alone are sorted (they are unique: the order of the pairs
+    is the order of the keys)."""
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, dict):
-        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
+        return tuple(
+            [
+                (k, v if type(v) in _SCALARS else frozen(v))
+                for k in sorted(value)
+                for v in (value[k],)
+            ]
+        )
     if isinstance(value, list | tuple):
-        return tuple(frozen(v) for v in value)
+        return tuple([v if type(v) in _SCALARS else frozen(v) for v in value])
     return value

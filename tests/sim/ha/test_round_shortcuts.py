@@ -22,7 +22,7 @@ from pvegym.sim.ha.rules_resource_affinity import (
     get_resource_affinity,
     is_allowed_on_node,
 )
-from pvegym.sim.ha.tools import count_fenced_services
+from pvegym.sim.ha.tools import count_fenced_services, frozen
 from pvegym.sim.ha.usage import BasicUsage, DynamicUsage, StaticUsage, Usage
 
 
@@ -192,3 +192,68 @@ def test_lrm_results_follow_each_manager_status_read() -> None:
     assert set(lrm.results) <= {
         sd["uid"] for sd in loop.cfs.manager_status["service_status"].values()
     }
+
+
+def _frozen_upstream_port(value: Any) -> Any:
+    """:func:`frozen` as first written: every pair sorted."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen_upstream_port(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen_upstream_port(v) for v in value)
+    return value
+
+
+def _json_like(rng: random.Random, depth: int = 0) -> Any:
+    r = rng.random()
+    if depth < 3 and r < 0.3:
+        return {
+            f"{rng.choice('abcdefg')}{rng.randrange(5)}": _json_like(rng, depth + 1)
+            for _ in range(rng.randrange(5))
+        }
+    if depth < 3 and r < 0.45:
+        return [_json_like(rng, depth + 1) for _ in range(rng.randrange(4))]
+    if depth < 3 and r < 0.5:
+        return tuple(_json_like(rng, depth + 1) for _ in range(rng.randrange(4)))
+    return rng.choice([None, True, False, 0, 1, 2.5, "x", "", -3])
+
+
+def test_frozen_is_the_sorted_pairs_copy() -> None:
+    rng = random.Random(15)
+    for _ in range(3000):
+        value = _json_like(rng)
+        got = frozen(value)
+        assert got == _frozen_upstream_port(value)
+        assert repr(got) == repr(_frozen_upstream_port(value))
+        hash(got)
+
+
+def test_frozen_copy_is_independent() -> None:
+    """A snapshot does not change when the status it was taken of does."""
+    status = {"vm:101": {"state": "started", "failed_nodes": ["node1"]}}
+    snap = frozen(status)
+    status["vm:101"]["failed_nodes"].append("node2")
+    status["vm:101"]["state"] = "migrate"
+    assert snap == (("vm:101", (("failed_nodes", ("node1",)), ("state", "started"))),)
+
+
+def test_manager_state_snapshot_as_first_written() -> None:
+    loop = HARoundLoop()
+    manager = loop.crms[0][1].manager
+    assert manager is not None
+    manager.ss["vm:101"]["failed_nodes"] = ["node3"]
+    ms = manager.ms
+    services = {sid: {k: v for k, v in sd.items() if k != "uid"} for sid, sd in manager.ss.items()}
+    expected = _frozen_upstream_port(
+        (
+            services,
+            manager.ns.status,
+            ms.get("node_request"),
+            ms.get("disarm"),
+            manager.crs_scheduler,
+            manager.group_migration_round,
+            manager.last_rules_digest,
+            manager.last_groups_digest,
+            manager.last_services_digest,
+        )
+    )
+    assert manager._state_snapshot() == expected
