@@ -44,6 +44,7 @@ from pvegym.sim.ha.tools import (
     ERROR,
     EWRONG_NODE,
     IGNORED,
+    JSON_SCALARS,
     QUIET_SERIAL_KEY,
     SUCCESS,
     count_active_services,
@@ -1035,7 +1036,17 @@ class Manager:
         ss = self.ss
         services = tuple(
             [
-                (sid, tuple([(k, frozen(v)) for k in sorted(sd) if k != "uid" for v in (sd[k],)]))
+                (
+                    sid,
+                    tuple(
+                        [
+                            (k, v if type(v) in JSON_SCALARS else frozen(v))
+                            for k in sorted(sd)
+                            if k != "uid"
+                            for v in (sd[k],)
+                        ]
+                    ),
+                )
                 for sid in sorted(ss)
                 for sd in (ss[sid],)
             ]

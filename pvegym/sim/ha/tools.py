@@ -100,8 +100,9 @@ def has_min_version(version: str, min_version: str) -> bool:
 QUIET_SERIAL_KEY = "pvegym-serial"
 
 
-#: the scalar types of JSON-like data: :func:`frozen` returns them as they are
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+#: the scalar types of JSON-like data: :func:`frozen` returns them as they are (callers that
+#: freeze many values test it before calling)
+JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def frozen(value: Any) -> Any:
@@ -111,16 +112,16 @@ def frozen(value: Any) -> Any:
     The steady-state checks freeze the service status twice a full round, so scalars are
     returned first and a dict's keys alone are sorted (they are unique: the order of the pairs
     is the order of the keys)."""
-    if type(value) in _SCALARS:
+    if type(value) in JSON_SCALARS:
         return value
     if isinstance(value, dict):
         return tuple(
             [
-                (k, v if type(v) in _SCALARS else frozen(v))
+                (k, v if type(v) in JSON_SCALARS else frozen(v))
                 for k in sorted(value)
                 for v in (value[k],)
             ]
         )
     if isinstance(value, list | tuple):
-        return tuple([v if type(v) in _SCALARS else frozen(v) for v in value])
+        return tuple([v if type(v) in JSON_SCALARS else frozen(v) for v in value])
     return value
