@@ -18,8 +18,8 @@ with usage statistics of fixed values, 4 LRM workers, no balancer. ``vm:101`` is
 ``node2`` and its worker never finishes: the migration stays pending for every timed round.
 
 ``ha_round_us`` is the median µs of one such round (4 CRM + 4 LRM iterations) and
-``ha_round_ratio`` its ratio to a ``CartPole-v1`` step, in alternating blocks as the other
-ratios (:func:`pvegym.experiments.bench.paired_ratio`).
+``ha_round_ratio`` its ratio to a ``CartPole-v1`` step, in alternating blocks of CPU time
+(:func:`pvegym.experiments.bench.paired_cpu_ratio`).
 """
 
 from __future__ import annotations
@@ -323,6 +323,15 @@ class HARoundLoop:
             env.start_at(t + 1.0 + i)
             lrm.do_one_iteration()
         self.t = t + ROUND_S
+
+    def run_cpu(self, steps: int) -> float:
+        """CPU seconds of this thread in ``steps`` rounds."""
+        import time
+
+        t0 = time.thread_time()
+        for _ in range(steps):
+            self.round()
+        return time.thread_time() - t0
 
     def run(self, steps: int) -> tuple[float, float]:
         """``(seconds, seconds)`` of ``steps`` rounds (the pair :func:`paired_ratio` expects)."""
