@@ -52,3 +52,12 @@ def test_bench_quick_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert 0 < doc["vec_wait_share_maskable_ppo"] < 1
     assert doc["vec_wait"]["maskable_ppo"]["n_envs"] == 2  # the train file's
     assert "bench-small" in err  # progress on stderr
+
+
+def test_bench_only_ha_round(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--only ha-round`` measures the full HA round alone, paired with CartPole."""
+    assert main(["bench", "--only", "ha-round", "--quick", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {"ha_round_us", "ha_round_ratio", "cartpole_step_us", "provenance"} <= doc.keys()
+    assert doc["ha_round_us"] > 0 and doc["ha_round_ratio"] > 0
+    assert doc["cartpole_step_us"] == doc["ha_round_cartpole_step_us"]

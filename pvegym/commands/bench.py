@@ -20,6 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "pve-ha-manager (full: no vector-env figures)",
     )
     p.add_argument(
+        "--only",
+        choices=["ha-round"],
+        help="measure one figure alone: ha-round (a full round of the HA stack vs CartPole)",
+    )
+    p.add_argument(
         "--out", metavar="FILE", help="also write the figures (with provenance) as JSON to FILE"
     )
     p.set_defaults(func=run)
@@ -32,7 +37,12 @@ def run(args: argparse.Namespace) -> int:
         from pvegym.config import check_out_file
 
         check_out_file(args.out, "--out")  # before minutes of measuring
-    doc = bench(quick=args.quick, ha_stack=args.ha_stack)
+    if args.only == "ha-round":
+        from pvegym.experiments.bench import bench_only_ha_round
+
+        doc = bench_only_ha_round(quick=args.quick)
+    else:
+        doc = bench(quick=args.quick, ha_stack=args.ha_stack)
     doc["provenance"] = provenance()
     if args.out:
         from pathlib import Path
@@ -42,6 +52,13 @@ def run(args: argparse.Namespace) -> int:
         write_json_atomic(Path(args.out), doc)
     if args.json:
         print(json.dumps(doc, sort_keys=True))
+        return 0
+    if args.only == "ha-round":
+        print(f"CartPole-v1                 {doc['cartpole_step_us']:10.1f} µs/step")
+        print(
+            f"full HA round (4×12)        {doc['ha_round_us']:10.1f} µs/round"
+            f"  ×{doc['ha_round_ratio']:.1f} CartPole"
+        )
         return 0
     print(f"CartPole-v1                 {doc['cartpole_step_us']:10.1f} µs/step")
     for key, label in (("small", "bench-small (8×64)"), ("large", "bench-large (64×2000)")):

@@ -38,6 +38,12 @@ Figures (``--json`` keys):
   ``n_steps`` × ``n_envs``) the learner waits on the vector env (``vec_wait`` has the details).
   ``--quick``: ``bench-large`` at N = 2 (no ``vector_large_n8_ratio``), a 256-step MaskablePPO run
   with a 64-step rollout, no PPO run (:mod:`pvegym.experiments.bench_vector`).
+* ``ha_round_us`` / ``ha_round_ratio`` — µs of one *full* round of the HA stack's port (every
+  CRM and LRM iteration of a 4-node, 12-service cluster with a migration pending, so that the
+  steady-state skip does not apply) and its ratio to a CartPole step, in alternating blocks as
+  above but in the thread's CPU time (:func:`paired_cpu_ratio`; :mod:`pvegym.experiments.bench_ha`
+  describes the hardware it runs on).
+  ``pvegym bench --only ha-round`` measures this figure alone (``--quick``: fewer rounds).
 * ``scaling`` — step µs for clusters from 2 nodes / 10 guests to 64 nodes / 2,000 guests, and
   ``scaling_exponent``: the slope of log(step µs) against log(guests) (least squares).
 
@@ -50,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -169,8 +175,14 @@ class ClusterLoop:
         self.env.close()
 
 
+class TimedLoop(Protocol):
+    """What :func:`paired_ratio` times: ``run(steps)`` → ``(s of the whole loop, s in step())``."""
+
+    def run(self, steps: int) -> tuple[float, float]: ...
+
+
 def paired_ratio(
-    cluster: ClusterLoop, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
+    cluster: TimedLoop, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
 ) -> dict[str, float]:
     """Step costs of ``cluster`` and ``cartpole`` measured in alternating blocks, and their ratio.
 
@@ -342,7 +354,9 @@ def bench(quick: bool = False, ha_stack: HAStack = "model") -> dict[str, Any]:
         steps_cp // 4,
         blocks,
     )
-    _progress(f"bench-large: {large['step_us']:.0f} µs/step: ×{large['ratio']:.1f}; a day …")
+    _progress(f"bench-large: {large['step_us']:.0f} µs/step: ×{large['ratio']:.1f}; HA round …")
+    ha = bench_ha_round(cartpole, quick)
+    _progress("a day …")
     cp = small["cartpole_step_us"]
     rounds = 360 if quick else DAY_ROUNDS
     days = days_paired(DAY_POLICIES, cartpole, rounds, overrides=overrides)
@@ -368,6 +382,7 @@ def bench(quick: bool = False, ha_stack: HAStack = "model") -> dict[str, Any]:
         "small_ratio": small["ratio"],
         "large_ratio": large["ratio"],
         "large_cartpole_step_us": large["cartpole_step_us"],
+        **ha,
         "day_s": {k: v["day_s"] for k, v in days.items()},
         "day_ratio": {k: v["ratio"] for k, v in days.items()},
         "day_decide_us": {k: v["decide_us"] for k, v in days.items()},
@@ -386,6 +401,59 @@ def bench(quick: bool = False, ha_stack: HAStack = "model") -> dict[str, Any]:
         "quick": quick,
         "ha_stack": ha_stack,
     }
+
+
+def paired_cpu_ratio(
+    loop: Any, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
+) -> dict[str, float]:
+    """:func:`paired_ratio` in this thread's CPU time (``loop.run_cpu``, ``cartpole.run_cpu``):
+    ``ha_round_us``, ``ha_round_ratio`` (median of the block pairs' ratios) and
+    ``ha_round_cartpole_step_us``. CPU time for the reason :func:`days_paired` gives: a block of
+    full HA rounds runs several times longer than its CartPole block and would collect most of
+    a shared machine's preemptions in wall time."""
+    per = max(1, steps // blocks)
+    per_cp = max(1, cartpole_steps // blocks)
+    ha_us, cp_us, ratios = [], [], []
+    for b in range(blocks):
+        if b % 2:
+            ha = loop.run_cpu(per)
+            cp = cartpole.run_cpu(per_cp)
+        else:
+            cp = cartpole.run_cpu(per_cp)
+            ha = loop.run_cpu(per)
+        ha_us.append(ha / per * 1e6)
+        cp_us.append(cp / per_cp * 1e6)
+        ratios.append(ha_us[-1] / cp_us[-1])
+    return {
+        "ha_round_us": float(np.median(ha_us)),
+        "ha_round_ratio": float(np.median(ratios)),
+        "ha_round_cartpole_step_us": float(np.median(cp_us)),
+    }
+
+
+def bench_ha_round(cartpole: CartPoleLoop, quick: bool) -> dict[str, float]:
+    """``ha_round_us``, ``ha_round_ratio``, ``ha_round_cartpole_step_us``
+    (:func:`pvegym.experiments.bench_ha.ha_round`), with progress."""
+    from pvegym.experiments.bench_ha import HARoundLoop
+
+    steps, cp_steps, blocks = (200, 2000, 5) if quick else (2000, 20000, 20)
+    loop = HARoundLoop()
+    loop.run(20)  # warm-up
+    ha = paired_cpu_ratio(loop, cartpole, steps, cp_steps, blocks)
+    _progress(
+        f"full HA round: {ha['ha_round_us']:.0f} µs, CartPole-v1 "
+        f"{ha['ha_round_cartpole_step_us']:.1f} µs/step: ×{ha['ha_round_ratio']:.1f}"
+    )
+    return ha
+
+
+def bench_only_ha_round(quick: bool = False) -> dict[str, Any]:
+    """``pvegym bench --only ha-round``: the full HA round's figures alone."""
+    cartpole = CartPoleLoop()
+    cartpole.run(200)  # warm-up
+    ha = bench_ha_round(cartpole, quick)
+    cartpole.close()
+    return {"cartpole_step_us": ha["ha_round_cartpole_step_us"], **ha, "quick": quick}
 
 
 def bench_vector(quick: bool) -> dict[str, Any]:

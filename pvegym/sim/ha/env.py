@@ -38,6 +38,10 @@ from typing import Any
 from pvegym.sim.ha.resources import Job, ResourcePlugin
 from pvegym.sim.view import Balancer, ClusterView
 
+#: :meth:`HAEnv.parse_sid`'s results (valid sids only), at most :data:`_PARSED_SIDS_MAX`
+_PARSED_SIDS: dict[str, tuple[str, str, str]] = {}
+_PARSED_SIDS_MAX = 100_000
+
 
 class HAEnv(ABC):
     """One node's environment for one daemon (CRM or LRM)."""
@@ -210,12 +214,20 @@ class HAEnv(ABC):
 
     # ------------------------------------------------------------------ resources
     def parse_sid(self, sid: str) -> tuple[str, str, str]:
-        """``(sid, type, name)`` of ``type:name`` (``Sim/Env.pm parse_sid``)."""
+        """``(sid, type, name)`` of ``type:name`` (``Sim/Env.pm parse_sid``).
+
+        A pure function of ``sid``, so the parsed ids are kept (:data:`_PARSED_SIDS`): the LRM
+        parses the sid of every job it runs, and a full round runs one per started service."""
+        parsed = _PARSED_SIDS.get(sid)
+        if parsed is not None:
+            return parsed
         typ, sep, name = sid.partition(":")
         if not sep or not typ or not name or any(c.isspace() for c in sid):
             from pvegym.sim.ha.perl import PerlDie
 
             raise PerlDie(f"unable to parse service id '{sid}'")
+        if len(_PARSED_SIDS) < _PARSED_SIDS_MAX:
+            _PARSED_SIDS[sid] = (sid, typ, name)
         return sid, typ, name
 
     @abstractmethod

@@ -88,6 +88,9 @@ class LRM:
         self.cluster_state_update = False
         self.active_idle_rounds = 0
         self.service_status: dict[str, dict[str, Any]] = {}
+        #: the uids of :attr:`service_status` (:meth:`resource_command_finished`), built on first
+        #: use after each read of the manager status
+        self._valid_uids: set[Any] | None = None
         self.node_status = "unknown"
         self.ha_agent_wd: str | None = None
         # steady state: the Manager's serial of the manager status read last, the values derived
@@ -244,6 +247,7 @@ class LRM:
             haenv.log("err", f"updating service status from manager failed: {err}")
             return False
         self.service_status = ms.get("service_status") or {}
+        self._valid_uids = None
         self._ms_serial = ms.get(QUIET_SERIAL_KEY)
         nodename = haenv.nodename()
         self.node_status = (ms.get("node_status") or {}).get(nodename) or "unknown"
@@ -571,10 +575,9 @@ class LRM:
         while haenv.get_time() - starttime <= WORKER_POLL_TIME:
             count = self.check_active_workers()
             # every queued job is scheduled eventually: the most often seen first
-            queued = sorted(
-                (sid for sid in workers if not workers[sid].get("pid")),
-                key=lambda s: (-workers[s]["start_tries"], s),
-            )
+            queued = [sid for sid, w in workers.items() if not w.get("pid")]
+            if len(queued) > 1:
+                queued.sort(key=lambda s: (-workers[s]["start_tries"], s))
             for sid in queued:
                 w = workers.get(sid)
                 if w is None:
@@ -652,9 +655,9 @@ class LRM:
             if sid not in ss:
                 del self.restart_tries[sid]
         for sid, sd in ss.items():
-            if not sd.get("node") or not sd.get("uid"):
-                continue
-            if sd["node"] != nodename:
+            # the node first (most services are elsewhere): the services skipped are upstream's
+            node = sd.get("node")
+            if not node or node != nodename or not sd.get("uid"):
                 continue
             request_state = sd.get("state")
             if request_state is None:
@@ -736,12 +739,13 @@ class LRM:
         if exit_code == ETRY_AGAIN:
             return  # tell nobody, simply retry
         self.results[uid] = {"sid": w["sid"], "state": w["state"], "exit_code": exit_code}
-        # keep only the results of uids the manager still knows (a pure function of the manager
-        # status: memoized on its serial, one set per status rather than one per finished job)
-        valid_uids = self._memoized(
-            "valid_uids",
-            lambda: {sd["uid"] for sd in self.service_status.values() if sd.get("uid")},
-        )
+        # keep only the results of uids the manager still knows. Not upstream: the set is built
+        # once per read of the manager status, not for every finished job (LRM.pm
+        # resource_command_finished) — the status does not change between two reads
+        valid_uids = self._valid_uids
+        if valid_uids is None:
+            ss = self.service_status
+            valid_uids = self._valid_uids = {sd["uid"] for sd in ss.values() if sd.get("uid")}
         self.results = {k: v for k, v in self.results.items() if k in valid_uids}
 
     def handle_service_exitcode(self, sid: str, cmd: str, exit_code: int) -> int:

@@ -44,6 +44,7 @@ from pvegym.sim.ha.tools import (
     ERROR,
     EWRONG_NODE,
     IGNORED,
+    JSON_SCALARS,
     QUIET_SERIAL_KEY,
     SUCCESS,
     count_active_services,
@@ -101,6 +102,40 @@ def compute_new_uuid(state: str) -> str:
     return f"{state}:{next(_uid_counter)}"
 
 
+def _allowed_nodes_and_partners(
+    compiled_rules: CompiledRules,
+    online_node_usage: Usage,
+    sid: str,
+    ss: dict[str, dict[str, Any]],
+    node_preference: str,
+) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]] | None:
+    """The first steps of ``select_service_node``: ``(allowed nodes, preferred nodes, together,
+    separate)`` of ``sid`` among the online nodes, or ``None`` when no node is preferred."""
+    node_affinity = compiled_rules["node-affinity"]
+    resource_affinity = compiled_rules["resource-affinity"]
+    online_nodes = online_node_usage.online_nodes()
+    if (
+        node_preference != "try-next"
+        and node_affinity.get(sid) is None
+        and not resource_affinity["positive"].get(sid)
+        and not resource_affinity["negative"].get(sid)
+    ):
+        # Not upstream's structure (same result): a service without rules may run on every
+        # online node, and no partner narrows that down, so the shared hash of the online nodes
+        # serves as allowed and preferred nodes unmodified (nothing in select_service_node pops
+        # from it without try-next, and the affinity steps are no-ops without partners)
+        if not online_nodes:
+            return None
+        return online_nodes, online_nodes, {}, {}
+    # a fresh hash, as upstream's: get_node_affinity may return it, and try-next pops from it
+    online_nodes = dict(online_nodes)
+    allowed_nodes, pri_nodes = get_node_affinity(node_affinity, sid, online_nodes)
+    if not pri_nodes:
+        return None
+    together, separate = get_resource_affinity(resource_affinity, sid, ss, online_nodes)
+    return allowed_nodes, pri_nodes, together, separate
+
+
 def select_service_node(
     compiled_rules: CompiledRules,
     online_node_usage: Usage,
@@ -121,15 +156,13 @@ def select_service_node(
     current_node: str = sd["node"]
     tried_nodes = sd.get("failed_nodes")
     maintenance_fallback = sd.get("maintenance_node")
-    node_affinity = compiled_rules["node-affinity"]
-    resource_affinity = compiled_rules["resource-affinity"]
 
-    online_nodes = {n: 1 for n in online_node_usage.list_nodes()}
-    allowed_nodes, pri_nodes = get_node_affinity(node_affinity, sid, online_nodes)
-    if not pri_nodes:
+    nodes_and_partners = _allowed_nodes_and_partners(
+        compiled_rules, online_node_usage, sid, ss, node_preference
+    )
+    if nodes_and_partners is None:
         return None
-
-    together, separate = get_resource_affinity(resource_affinity, sid, ss, online_nodes)
+    allowed_nodes, pri_nodes, together, separate = nodes_and_partners
 
     # stay on current node if possible (avoids random migrations)
     if (
@@ -146,8 +179,10 @@ def select_service_node(
         for node in tried_nodes or []:
             pri_nodes.pop(node, None)
 
-    apply_negative_resource_affinity(separate, pri_nodes)
-    apply_positive_resource_affinity(together, pri_nodes)
+    if separate:  # (both are no-ops without partners)
+        apply_negative_resource_affinity(separate, pri_nodes)
+    if together:
+        apply_positive_resource_affinity(together, pri_nodes)
 
     if maintenance_fallback is not None and pri_nodes.get(maintenance_fallback):
         return maintenance_fallback
@@ -997,19 +1032,35 @@ class Manager:
         # the uids are left out: every round gives each started service whose start the LRM
         # confirmed a new one, so that its LRM checks again that it runs (next_state_started);
         # a quiet round skips that check, which the quiescence token makes redundant
-        services = {sid: {k: v for k, v in sd.items() if k != "uid"} for sid, sd in self.ss.items()}
-        return frozen(
-            (
-                services,
-                self.ns.status,
-                ms.get("node_request"),
-                ms.get("disarm"),
-                self.crs_scheduler,
-                self.group_migration_round,
-                self.last_rules_digest,
-                self.last_groups_digest,
-                self.last_services_digest,
-            )
+        # (frozen(services without uids), built directly: no filtered copy of every service)
+        ss = self.ss
+        services = tuple(
+            [
+                (
+                    sid,
+                    tuple(
+                        [
+                            (k, v if type(v) in JSON_SCALARS else frozen(v))
+                            for k in sorted(sd)
+                            if k != "uid"
+                            for v in (sd[k],)
+                        ]
+                    ),
+                )
+                for sid in sorted(ss)
+                for sd in (ss[sid],)
+            ]
+        )
+        return (
+            services,
+            frozen(self.ns.status),
+            frozen(ms.get("node_request")),
+            frozen(ms.get("disarm")),
+            self.crs_scheduler,
+            self.group_migration_round,
+            self.last_rules_digest,
+            self.last_groups_digest,
+            self.last_services_digest,
         )
 
     def _settled(self, before: Any, logs0: int) -> bool:

@@ -22,7 +22,7 @@ only changes the last bits of a float sum, below the 15-digit truncation of scor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pvegym.sim import crs
 
@@ -38,9 +38,12 @@ class SchedulerError(Exception):
     """An error the crate or its Perl binding returns (``anyhow::Error``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """``resource.rs`` ``Resource``: stats, ``running`` (Started) or not (Starting), placement."""
+class Resource(NamedTuple):
+    """``resource.rs`` ``Resource``: stats, ``running`` (Started) or not (Starting), placement.
+
+    Immutable like the crate's; a named tuple rather than a frozen dataclass because the
+    Manager builds one per service every full round, and a frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field) costs several times a tuple's."""
 
     stats: crs.ResourceStats
     running: bool
@@ -51,6 +54,8 @@ class Resource:
 def _usize(value: Any, what: str) -> int:
     """serde's ``usize`` from a Perl number: a non-negative integer (a float with a fraction or a
     negative value does not deserialize)."""
+    if type(value) is int and value >= 0:  # the common case first (same result)
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SchedulerError(f"invalid type for {what}: {value!r}, expected usize")
     if value < 0 or value != int(value):
@@ -59,6 +64,8 @@ def _usize(value: Any, what: str) -> int:
 
 
 def _f64(value: Any, what: str) -> float:
+    if type(value) is float:  # the common case first (same result)
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SchedulerError(f"invalid type for {what}: {value!r}, expected f64")
     return float(value)

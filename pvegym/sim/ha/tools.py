@@ -28,9 +28,11 @@ def count_fenced_services(ss: Mapping[str, Any], node: str) -> int:
     """Services on ``node`` in state ``fence`` (Tools.pm ``count_fenced_services``)."""
     count = 0
     for sd in ss.values():
-        if not sd.get("node") or sd["node"] != node:
+        # the state first (rarely 'fence'): the same count as upstream's node-then-state test
+        if sd.get("state") != "fence":
             continue
-        if sd.get("state") == "fence":
+        sd_node = sd.get("node")
+        if sd_node and sd_node == node:
             count += 1
     return count
 
@@ -98,10 +100,28 @@ def has_min_version(version: str, min_version: str) -> bool:
 QUIET_SERIAL_KEY = "pvegym-serial"
 
 
+#: the scalar types of JSON-like data: :func:`frozen` returns them as they are (callers that
+#: freeze many values test it before calling)
+JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def frozen(value: Any) -> Any:
-    """A deep, comparable (hashable) copy of JSON-like data."""
+    """A deep, comparable (hashable) copy of JSON-like data: a dict becomes the tuple of its
+    ``(key, frozen value)`` pairs in key order, a list or tuple the tuple of its frozen items.
+
+    The steady-state checks freeze the service status twice a full round, so scalars are
+    returned first and a dict's keys alone are sorted (they are unique: the order of the pairs
+    is the order of the keys)."""
+    if type(value) in JSON_SCALARS:
+        return value
     if isinstance(value, dict):
-        return tuple(sorted((k, frozen(v)) for k, v in value.items()))
+        return tuple(
+            [
+                (k, v if type(v) in JSON_SCALARS else frozen(v))
+                for k in sorted(value)
+                for v in (value[k],)
+            ]
+        )
     if isinstance(value, list | tuple):
-        return tuple(frozen(v) for v in value)
+        return tuple([v if type(v) in JSON_SCALARS else frozen(v) for v in value])
     return value

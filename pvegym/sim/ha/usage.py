@@ -37,6 +37,25 @@ class Usage:
         self.haenv = haenv
         #: nodes scored for a placement this round (the Manager's steady-state check reads it)
         self.score_calls = 0
+        #: ``{node: 1}`` of :meth:`list_nodes`, built on first use after a node was added or
+        #: removed (:meth:`online_nodes`)
+        self._online_nodes: dict[str, int] | None = None
+
+    def online_nodes(self) -> dict[str, int]:
+        """``{node: 1 for node in list_nodes()}``, shared: callers must not modify it.
+
+        Not upstream: ``Usage.pm`` builds this hash for every service it adds
+        (``add_service_usage``) and ``select_service_node`` for every placement; the Manager adds
+        every service every full round, so it is kept here until :meth:`add_node` or
+        :meth:`remove_node` changes the node list (the subclasses call :meth:`_nodes_changed`).
+        """
+        nodes = self._online_nodes
+        if nodes is None:
+            nodes = self._online_nodes = dict.fromkeys(self.list_nodes(), 1)
+        return nodes
+
+    def _nodes_changed(self) -> None:
+        self._online_nodes = None
 
     def add_node(self, nodename: str) -> None:
         raise NotImplementedError
@@ -57,8 +76,7 @@ class Usage:
 
     def add_service_usage(self, sid: str, sd: dict[str, Any]) -> None:
         """Add ``sid``'s usage to the online nodes its service data ``sd`` puts load on."""
-        online_nodes = dict.fromkeys(self.list_nodes(), 1)
-        current, target = get_used_service_nodes(online_nodes, sd)
+        current, target = get_used_service_nodes(self.online_nodes(), sd)
         # a service does only have the 'running' flag in 'started' state
         state = sd.get("state")
         running = bool(
@@ -111,9 +129,11 @@ class BasicUsage(Usage):
 
     def add_node(self, nodename: str) -> None:
         self.nodes[nodename] = {}
+        self._nodes_changed()
 
     def remove_node(self, nodename: str) -> None:
         self.nodes.pop(nodename, None)
+        self._nodes_changed()
 
     def list_nodes(self) -> list[str]:
         return list(self.nodes)
@@ -179,6 +199,7 @@ class _SchedulerUsage(Usage):
 
     def remove_node(self, nodename: str) -> None:
         self.scheduler.remove_node(nodename)
+        self._nodes_changed()
 
     def list_nodes(self) -> list[str]:
         return self.scheduler.list_nodes()
@@ -274,10 +295,12 @@ class StaticUsage(_SchedulerUsage):
             raise PerlDie(
                 f"initializing static node usage for '{nodename}' failed - {err}"
             ) from None
+        finally:
+            self._nodes_changed()
 
     def remove_node(self, nodename: str) -> None:
         self.node_services.pop(nodename, None)
-        super().remove_node(nodename)
+        super().remove_node(nodename)  # (and _nodes_changed)
 
     def _scheduler_add(self, sid: str, service: dict[str, Any]) -> None:
         self.scheduler.add_service(sid, service)
@@ -324,6 +347,8 @@ class DynamicUsage(_SchedulerUsage):
             raise PerlDie(
                 f"initializing dynamic node usage for '{nodename}' failed - {err}"
             ) from None
+        finally:
+            self._nodes_changed()
 
     def _scheduler_add(self, sid: str, service: dict[str, Any]) -> None:
         self.scheduler.add_resource(sid, service)
