@@ -8,7 +8,8 @@ that move in 2 s. This module gives it the cluster model instead:
 * **time** — the simulation's time. The CRM of every node runs at the round time ``t`` (the
   Manager's ``manage`` once per round, 10 s, upstream's cadence); the LRM of node *n* runs once a
   round at ``t + phase[n]`` (a seeded phase in ``[0, lrm_delay_max_s)``, fixed per episode, as a
-  node's LRM loop keeps its own rhythm). ``sleep`` inside an iteration advances the daemon's own
+  node's LRM loop keeps its own rhythm), inside the round's physics once the motions' part of it
+  has run (:mod:`pvegym.sim.ha_stack`). ``sleep`` inside an iteration advances the daemon's own
   clock (the LRM's ``run_workers`` polls its workers each second for 8 s).
 * **cluster file system** — :class:`ModelCFS`: the manager status, each LRM's status and the CRM
   command queue are kept as the objects written (no daemon keeps one across another daemon's
@@ -32,9 +33,10 @@ that move in 2 s. This module gives it the cluster model instead:
   services ``maxcpu``/``maxmem`` and ``cpu``/``mem``, nodes their capacities and sampled usage.
 * **workers** — ``fork_worker``/``waitpid`` run the LRM's jobs as generators
   (:mod:`pvegym.sim.ha.resources`). A move is the model's motion (:mod:`pvegym.sim.motions`): the
-  plugin queues a :class:`~pvegym.sim.motions.Job` that ``Simulation.advance`` runs (precheck,
-  local resources, huge pages, the live migration of :mod:`pvegym.sim.migration`, a container's
-  downtime) and yields until the physics ended it; the worker's exit code is its outcome.
+  plugin queues a :class:`~pvegym.sim.motions.Job` that ``Simulation`` runs (precheck, local
+  resources, huge pages, the live migration of :mod:`pvegym.sim.migration`, a container's
+  downtime; alone in the pipeline, over the rest of the round at once) and yields until the job
+  ended by the worker's time; the worker's exit code is its outcome.
 * **balancer** — ``new_balancer`` answers the Manager's ``load_balance`` with the motion the
   policy or environment committed for this round (:class:`CommittedMotion`).
 
@@ -435,7 +437,7 @@ class ModelHAEnv(HAEnv):
             return None
         plugin = self._plugins.get(service_type)
         if plugin is None:
-            plugin = self._plugins[service_type] = ModelGuest(self.sim, self.cfs, service_type)
+            plugin = self._plugins[service_type] = ModelGuest(self.sim, self.stack, service_type)
         return plugin
 
     def steal_service(self, sid: str, current_node: str, new_node: str) -> None:
@@ -505,9 +507,10 @@ class ModelGuest:
     """The resource agent of a model guest (``vm`` or ``ct``): runs where the model has it; a
     move is a motion of the model (:class:`pvegym.sim.motions.Job`)."""
 
-    def __init__(self, sim: Simulation, cfs: ModelCFS, service_type: str) -> None:
+    def __init__(self, sim: Simulation, stack: Stack, service_type: str) -> None:
         self.sim = sim
-        self.cfs = cfs
+        self.stack = stack
+        self.cfs: ModelCFS = stack.cfs
         self.service_type = service_type
 
     def type(self) -> str:
@@ -549,8 +552,9 @@ class ModelGuest:
         job = MotionJob(g, sid, source, cl.node_index[target], kind, sim.t, now)
         job.move_id = sim._pending_move.pop(g, None)
         sim.jobs.append(job)
-        while job.phase != "done":
-            yield job
+        self.stack.motion_queued()
+        while job.t_end is None or job.t_end > haenv.get_time():  # type: ignore[attr-defined]
+            yield job  # the physics has not ended it by the worker's time
         if not job.ok:
             return False
         self.cfs.change_service_location(sid, target)

@@ -4,22 +4,27 @@
 simulation then hands its round to an :class:`HAStack` (``commit``, the balancer's checks, the
 scenario's manual commands) and keeps its physics.
 
-A round at time ``t`` (``commit``): every CRM iterates at ``t`` (the master's
+A round at time ``t``: ``commit`` runs every CRM at ``t`` (the master's
 :meth:`~pvegym.sim.ha.manager.Manager.manage`: LRM results, CRM commands, ``load_balance`` — which
-the committed motion answers —, the service state machine, the manager status), then the
-simulation's service table is read back from the manager status, then every node's LRM iterates at
-``t + phase[n]`` (forking the workers of new commands and collecting those whose motion the
-physics ended by then). ``advance`` is the model's physics, unchanged: the motions the workers
-queued (:class:`~pvegym.sim.motions.Job`) run there; ``receive`` queues scenario events as CRM
-commands (``migrate``/``relocate``) for the next round.
+the committed motion answers —, the service state machine, the manager status) and reads the
+simulation's service table back from the manager status. ``advance`` runs the round's physics
+``(t, t + 10]``: first the motions' part (the jobs queued earlier run on, and those that end in
+the round end), then every node's LRM at ``t + phase[n]`` (:meth:`HAStack.lrm_ticks`: it collects
+the workers whose motion ended by its poll and forks those of new commands; a motion queued onto
+an idle pipeline runs over the rest of the round at once, so the same tick's polls see it end),
+then the cluster's part. ``receive`` applies the scenario's events due (:meth:`HAStack.event`):
+the hardware's (power, network) at once, an operator's as CRM commands or service-config changes
+the master reads in its next round. A watchdog that expired resets its node at the start of the
+next round (:meth:`HAStack.round`).
 
-Latency against the model stack (``ha_stack = "model"``, :mod:`pvegym.sim.motions`): a job starts
-at its node's LRM tick after the CRM round that requested it (the model: a seeded offset after the
-round), and its end reaches the CRM one LRM tick later — the LRM ticks of a round run before that
-round's physics, so an LRM collects a job that ended in round ``(t', t' + 10]`` at ``t' + 10 +
-phase`` and the CRM sees it at ``t' + 20`` (the model: at ``t' + 10``). A motion therefore holds
-the balancer 10 s longer per motion, and the HA stack starts its services in the first rounds of
-an episode (the CRM takes the manager lock, adds the services, the LRMs take their agent locks).
+Against the model stack (``ha_stack = "model"``, :mod:`pvegym.sim.motions`): a job starts at its
+node's LRM tick after the CRM round that requested it (the model: a seeded offset after the round,
+drawn per job); the CRM sees its end at the first round after the tick that collected it — the
+tick in the round of the end if the end falls within that tick's 8 s of polls (and the round),
+else the next tick — where the model's CRM sees it at the first round after the end. A motion
+therefore holds the balancer up to one round longer, a job behind a running one (a bundle) starts
+in the round after the first ends, and the HA stack starts its services in the episode's first
+round (the CRM takes the manager lock and adds them, the LRMs take their agent locks).
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ class HAStack:
         #: :meth:`ModelHAEnv.balancer_view`)
         self.stub_view: ClusterView | None = None
         self._synced_serial: Any = None
+        #: the round whose LRM ticks run now, ``(t0, t1)`` s
+        self.ticking: tuple[float, float] | None = None
         self.cfs = ModelCFS(sim)
         rng = np.random.default_rng(np.random.SeedSequence(sim.seed).spawn(4)[3])
         phases = rng.uniform(0.0, sim.scenario.migration.lrm_delay_max_s, cl.n_nodes).tolist()
@@ -159,8 +166,7 @@ class HAStack:
         self.sim._ha_active = True
 
     def round(self) -> None:
-        """Every CRM at the simulation's time, the service table read back, every LRM at its
-        tick."""
+        """Every CRM at the simulation's time, then the service table read back."""
         sim = self.sim
         t = sim.t
         for node in self.cfs.expired_nodes(t):  # the hardware watchdog reset the node
@@ -170,12 +176,25 @@ class HAStack:
             crm.do_one_iteration()
         self.committed.pending = None  # no master asked (e.g. still taking the lock)
         self.sync()
-        for phase, env, lrm in self.lrms:
-            env.start_at(t + phase)
-            lrm.do_one_iteration()
-            if self._open_failures:
-                self.failure_check(t + phase)
         sim._results = []
+
+    def lrm_ticks(self, t0: float, t1: float) -> None:
+        """Every LRM at its tick ``t0 + phase`` of the round ``(t0, t1]`` (s), in tick order
+        (``Simulation.advance`` calls it once the round's motions have run)."""
+        self.ticking = (t0, t1)
+        for phase, env, lrm in self.lrms:
+            env.start_at(t0 + phase)
+            lrm.do_one_iteration()
+            if self._open_failures:  # a failed node's services start at their new node's tick
+                self.failure_check(t0 + phase)
+        self.ticking = None
+
+    def motion_queued(self) -> None:
+        """A worker queued a motion (:class:`~pvegym.sim.motions.Job`): alone in the pipeline,
+        it runs over the rest of the round now, so that the worker's polls see when it ends."""
+        sim = self.sim
+        if self.ticking is not None and len(sim.jobs) == 1:
+            sim.run_new_motion(*self.ticking)
 
     # ------------------------------------------------------------------ what the metrics read
     def guest_up(self, g: int) -> bool:

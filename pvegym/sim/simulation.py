@@ -278,6 +278,8 @@ class Simulation:
         if self.jobs:
             self._motion_rows_set = True
             self._lrm(t0, t1)
+        if self._stack is not None:
+            self._stack_lrm_ticks(t0, t1)
         if self._memory_moves:
             self.memory.round(t0, dt, self._migrating())
         tel = self.telemetry
@@ -302,6 +304,21 @@ class Simulation:
             tot[L.T_IMBALANCE],
         )
         self.t = t1
+
+    def _stack_lrm_ticks(self, t0: float, t1: float) -> None:
+        """The full stack's LRM ticks of the round ``(t0, t1]``, between the motions' physics
+        (which ended the jobs that end in it) and the cluster's: an LRM collects a worker whose
+        motion ended by its poll; a motion its new worker queues runs at once
+        (:meth:`run_new_motion`), so that the worker's polls of this tick see its end."""
+        assert self._stack is not None
+        self._stack.lrm_ticks(t0, t1)
+
+    def run_new_motion(self, t0: float, t1: float) -> None:
+        """The motions' physics of the round ``(t0, t1]`` for a job queued during it onto an
+        idle pipeline (the full stack's LRM worker); a job behind a running one waits for the
+        next round, as the LRM serializes them."""
+        self._motion_rows_set = True
+        self._lrm(t0, t1)
 
     def _oom_kill(self, t: float) -> None:
         """The kernel's OOM killer on each node whose memory in use exceeds MemTotal + swap

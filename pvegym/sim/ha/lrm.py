@@ -736,8 +736,12 @@ class LRM:
         if exit_code == ETRY_AGAIN:
             return  # tell nobody, simply retry
         self.results[uid] = {"sid": w["sid"], "state": w["state"], "exit_code": exit_code}
-        # keep only the results of uids the manager still knows
-        valid_uids = {sd["uid"] for sd in self.service_status.values() if sd.get("uid")}
+        # keep only the results of uids the manager still knows (a pure function of the manager
+        # status: memoized on its serial, one set per status rather than one per finished job)
+        valid_uids = self._memoized(
+            "valid_uids",
+            lambda: {sd["uid"] for sd in self.service_status.values() if sd.get("uid")},
+        )
         self.results = {k: v for k, v in self.results.items() if k in valid_uids}
 
     def handle_service_exitcode(self, sid: str, cmd: str, exit_code: int) -> int:
