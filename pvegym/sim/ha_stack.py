@@ -269,7 +269,9 @@ class HAStack:
         active = False
         for g in sim._ha_list:
             sd = ss.get(sids[g])
-            if sd is None:
+            if sd is None:  # not (yet) managed; an ignored one is dropped from the status
+                if self.cfs.service_config[sids[g]]["state"] == "ignored":
+                    svc_state[g], started[g], svc_target[g] = "ignored", False, -1
                 continue
             state = sd.get("state") or ""
             svc_state[g] = state
@@ -284,7 +286,8 @@ class HAStack:
             if moving or (cmd and cmd[0] in _MOVING):
                 active = True
         sim._view_states = None
-        sim._ha_active = active or bool(self.cfs.crm_commands)
+        # while HA is disarmed the Manager runs no load_balance: no motion is possible
+        sim._ha_active = active or bool(self.cfs.crm_commands) or bool(ms.get("disarm"))
 
     def _sync_nodes(self, ms: dict[str, Any]) -> None:
         """The simulation's node states (:meth:`Simulation.set_node_states`) from the manager
