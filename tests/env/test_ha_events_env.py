@@ -19,8 +19,8 @@ from numpy.typing import NDArray
 
 from pvegym.env import observation_layout as L
 from pvegym.env.cluster_env_v1 import ClusterEnvV1
-from pvegym.sim.view import Motion
 from pvegym.sim.scenario import scenario_from_dict
+from pvegym.sim.view import Motion
 from tests.sim.test_ha_events import RECOVERY_BOUND_S, T0, scenario_toml
 
 
