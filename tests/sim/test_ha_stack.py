@@ -20,6 +20,7 @@ import pvegym.env  # noqa: F401 - registers pvegym/Cluster-v0
 import pvegym.sim.ha.manager as ha_manager
 from policies.registry import make_policy
 from pvegym.cli import main
+from pvegym.errors import ConfigError
 from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
 from pvegym.sim.ha.lrm import WORKER_POLL_TIME
 from pvegym.sim.motions import Job
@@ -138,6 +139,22 @@ def test_bad_stack_is_one_line_naming_the_key(capsys: pytest.CaptureFixture[str]
     code = main(["simulate", "--scenario", "small", "--set", "ha_stack=both"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "ha_stack" in err[0] and "model, full" in err[0]
+
+
+def test_full_stack_refuses_a_node_that_is_off() -> None:
+    data = {
+        "name": "t",
+        "ha_stack": "full",
+        "nodes": [
+            {"name": "node1", "maxcpu": 4, "maxmem": 8 * GiB},
+            {"name": "node2", "maxcpu": 4, "maxmem": 8 * GiB, "online": False},
+        ],
+    }
+    with pytest.raises(ConfigError) as err:
+        scenario_from_dict(data)
+    assert str(err.value).startswith("nodes[1].online: must be true")
+    data["ha_stack"] = "model"
+    assert scenario_from_dict(data).nodes[1].online is False
 
 
 @pytest.fixture
