@@ -74,8 +74,10 @@ class HAStack:
         #: ``(phase s, env, LRM)`` in tick order
         self.lrms: list[tuple[float, ModelHAEnv, LRM]] = []
         for i, node in enumerate(cl.node_names):
-            if cl.node_online[i]:  # a node that is off runs no daemon
+            if cl.node_online[i]:
                 self._start_daemons(node)
+            else:  # a node that is off runs no daemon and no guest: the HA manager fences it
+                sim.power_off_node(i, 0.0)
         self._order_daemons()
         #: the node states of the manager status last synced (:meth:`_sync_nodes`)
         self._node_states: tuple[str, ...] = ()

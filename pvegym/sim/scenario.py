@@ -333,13 +333,6 @@ class Scenario:
         if len(self.nodes) < 1:
             raise ConfigError(f"{pre}nodes", "needs at least one node")
         names = [n.name for n in self.nodes]
-        for i, spec in enumerate(self.nodes):
-            if self.ha_stack == "full" and not spec.online:
-                raise ConfigError(
-                    f"{pre}nodes[{i}].online",
-                    'must be true with ha_stack = "full" (the full stack models no node that is '
-                    "off yet: no fencing or recovery in the model)",
-                )
         for i, n in enumerate(names):
             if names.index(n) != i:
                 raise ConfigError(f"{pre}nodes[{i}].name", f"duplicate node name {n!r}")
