@@ -475,8 +475,8 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             sim.node_allowed[self._ha_idx] & cl.node_online[None, :] & self._mask_guests()[:, None]
         )
         # the node states the mask last followed (:meth:`_follow_node_states`)
-        self._allowed, self._allowed_base = allowed, allowed.copy()
-        self._node_state_version = -1
+        self._allowed, self._guest_ok = allowed, self._mask_guests()[:, None]
+        self._node_state_version = 0
         self._mask_args: tuple[Any, ...] = (
             self._grid, allowed, self._ha_idx, sim.svc_place, sim.svc_started,
             sim.neg_ptr, sim.neg_idx,
@@ -542,11 +542,13 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     def _follow_node_states(self) -> None:
         """The mask's targets follow the HA manager's node states (``ha_stack = "full"``: a
         node in maintenance, unknown, being fenced or off is no target, as ``Manager.pm``
-        ignores a motion to a node that is not ``online``); the model stack never changes them."""
+        ignores a motion to a node that is not ``online``, and node affinity picks among the
+        ``online`` nodes); the model stack never changes them."""
         sim = self.sim
         if sim.node_state_version != self._node_state_version:
             self._node_state_version = sim.node_state_version
-            np.logical_and(self._allowed_base, sim.node_usable[None, :], out=self._allowed)
+            allowed = sim.node_allowed[self._ha_idx] & sim.node_usable[None, :] & self._guest_ok
+            self._allowed[:] = allowed
 
     def _encode(self) -> NDArray[np.float32]:
         """Fill the preallocated observation from this round's telemetry; return a copy."""

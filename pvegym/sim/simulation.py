@@ -144,7 +144,8 @@ class Simulation:
         self.neg_idx = np.array(
             [p for i in range(cl.n_guests) for p in self.negative.get(i, ())], dtype=np.int64
         )
-        # node affinity: the targets each guest's rules allow (nodes do not change power state)
+        # node affinity: the targets each guest's rules allow (with the full stack recomputed as
+        # the HA manager's node states change: set_node_states)
         self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, cl.node_online)
         self._migratable = np.array([not g.local_resources for g in cl.guests])
         # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
@@ -799,6 +800,9 @@ class Simulation:
         usable = [st == "online" for st in states]
         self._online_list[:] = usable
         self.node_usable[:] = usable
+        # node affinity's highest-priority group among the online nodes (``get_node_affinity``)
+        cl = self.cluster
+        self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, self.node_usable)
         self.node_flags[NODE_MAINTENANCE] = [st == "maintenance" for st in states]
         self.node_flags[NODE_FENCED] = [st in ("fence", "unknown", "gone") for st in states]
         self._view_online = np.array(usable, dtype=np.bool_)

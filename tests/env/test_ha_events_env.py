@@ -24,9 +24,12 @@ from pvegym.sim.view import Motion
 from tests.sim.test_ha_events import RECOVERY_BOUND_S, T0, scenario_toml
 
 
-def env_at(events: list[dict[str, Any]], t: float) -> tuple[ClusterEnvV1, NDArray[np.float32]]:
-    """Cluster-v1 on the test cluster with ``events``, run with no motion until time ``t``."""
-    scn = scenario_from_dict(tomllib.loads(scenario_toml(events)))
+def env_at(
+    events: list[dict[str, Any]], t: float, **extra: Any
+) -> tuple[ClusterEnvV1, NDArray[np.float32]]:
+    """Cluster-v1 on the test cluster with ``events`` (and ``extra`` scenario keys), run with no
+    motion until time ``t``."""
+    scn = scenario_from_dict({**tomllib.loads(scenario_toml(events)), **extra})
     env = ClusterEnvV1(scn)
     obs, _ = env.reset(seed=0)
     while env.sim.t < t:
@@ -127,3 +130,17 @@ def test_disarmed_ha_moves_nothing_until_armed(mode: str) -> None:
     assert refused(env, "vm:101", "node2")
     env, _ = env_at(events, 260.0)
     assert allowed(env, "vm:101", "node2")
+
+
+def test_node_affinity_follows_the_online_nodes() -> None:
+    """vm:103 (on node3) prefers node3 (priority 2) over node1 and node2 (1): no target while
+    node3 is online; with node3 in maintenance the HA manager picks among the online nodes, so
+    vm:103, drained to one of node1 and node2, may move to the other."""
+    rule = {"name": "na", "resources": ["vm:103"], "nodes": {"node3": 2, "node1": 1, "node2": 1}}
+    events = [{"t": T0, "type": "maintenance-enable", "node": "node3"}]
+    env, _ = env_at(events, T0 - 10.0, node_affinity=[rule])
+    assert not allowed(env, "vm:103", "node1") and not allowed(env, "vm:103", "node2")
+    env, _ = env_at(events, 300.0, node_affinity=[rule])
+    here = env.view.node_names[env.view.guest_node[env.view.sids.index("vm:103")]]
+    other = {"node1": "node2", "node2": "node1"}[here]
+    assert allowed(env, "vm:103", other) and refused(env, "vm:103", "node3")
