@@ -50,8 +50,11 @@ SECTION_9 = (
 #: issue 17's built-ins beyond the first metric set, each after the metric it refines: a live migration that
 #: succeeded but paused its guest ≥ 10 s, a guest killed by the OOM killer
 BEYOND_9 = {"moves_aborted": "moves_guest_failed", "stall_mem_s": "oom_kills"}
-BUILTIN_ORDER = tuple(
-    name for s9 in SECTION_9 for name in (s9, BEYOND_9.get(s9)) if name is not None
+#: issue 16's: what failures and maintenance make measurable, after the first set
+FAILURES_16 = ("recovery_s", "services_down_s", "maintenance_moves")
+BUILTIN_ORDER = (
+    *(name for s9 in SECTION_9 for name in (s9, BEYOND_9.get(s9)) if name is not None),
+    *FAILURES_16,
 )
 
 
@@ -107,11 +110,12 @@ def test_builtin_registry_is_section_9() -> None:
     )
     assert set(metrics_in(HEADLINE)) <= set(metrics_in(GLANCE))
     assert "evacuation_latency_s" in metrics_in(ABLATION)
-    # a mean, a maximum and a latency do not add up round by round
+    # a mean, a maximum and two latencies do not add up round by round
     assert {s.name for s in additive_metrics()} == set(BUILTIN_ORDER) - {
         "max_moves_one_guest",
         "evacuation_latency_s",
         "imbalance_mean",
+        "recovery_s",
     }
 
 

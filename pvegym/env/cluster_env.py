@@ -309,6 +309,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         """Valid actions now (a fresh bool array): exactly the motions ``motion_possible`` accepts."""
         if self.sim.motion_active():
             return self._noop_mask.copy()
+        self._follow_node_states()
         self._fill_mask(
             *self._mask_args
         )  # the real guest × node cells; action 0 and padding are fixed
@@ -473,6 +474,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         allowed = np.ascontiguousarray(
             sim.node_allowed[self._ha_idx] & cl.node_online[None, :] & self._mask_guests()[:, None]
         )
+        # the node states the mask last followed (:meth:`_follow_node_states`)
+        self._allowed, self._guest_ok = allowed, self._mask_guests()[:, None]
+        self._node_state_version = 0
         self._mask_args: tuple[Any, ...] = (
             self._grid, allowed, self._ha_idx, sim.svc_place, sim.svc_started,
             sim.neg_ptr, sim.neg_idx,
@@ -517,7 +521,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         # place, and binding saves a step dozens of attribute lookups and slices
         self._enc_args = (
             self._obs, len(GLOBAL_FEATURES), len(NODE_FEATURES), self._disabled,
-            cl.node_online, sim.telemetry.node_rows, self._inv_node,
+            sim.node_usable, sim.telemetry.node_rows, self._inv_node,
             self._ha_idx, sim.svc_place, sim.svc_started,
             cl.running, sim.telemetry.guest_rows, self._inv_guest,
             self.max_nodes, self.max_guests,
@@ -532,7 +536,19 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         """Whether any motion is valid now (writes the mask buffer's guest × node grid)."""
         if self.sim.motion_active():
             return False
+        self._follow_node_states()
         return bool(self._fill_mask(*self._mask_args))
+
+    def _follow_node_states(self) -> None:
+        """The mask's targets follow the HA manager's node states (``ha_stack = "full"``: a
+        node in maintenance, unknown, being fenced or off is no target, as ``Manager.pm``
+        ignores a motion to a node that is not ``online``, and node affinity picks among the
+        ``online`` nodes); the model stack never changes them."""
+        sim = self.sim
+        if sim.node_state_version != self._node_state_version:
+            self._node_state_version = sim.node_state_version
+            allowed = sim.node_allowed[self._ha_idx] & sim.node_usable[None, :] & self._guest_ok
+            self._allowed[:] = allowed
 
     def _encode(self) -> NDArray[np.float32]:
         """Fill the preallocated observation from this round's telemetry; return a copy."""

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from pvegym.env.cluster_env import ClusterEnv
 from pvegym.env.encoding_v1 import encode_v1, fill_mask_v1
 from pvegym.env.memory import MotionMemory
-from pvegym.env.observation_layout import Layout, MemoryOptions
+from pvegym.env.observation_layout import N_INDEX, Layout, MemoryOptions
 from pvegym.errors import ConfigError, show
 from pvegym.limits import MAX_RATE
 from pvegym.sim import layout as R
@@ -25,6 +25,10 @@ _N_AVG10 = R.N_AVG + R.AVG10 * R.N_SERIES
 _G_AVG10 = R.G_AVG + R.AVG10 * R.G_SERIES
 #: rows of ClusterState.node_rows (and of pvestatd's samples, laid out alike) holding cpu, mem and
 #: PSI avg10 cpu some / mem some / mem full (pvegym.env.encoding_v1's NODE_* order)
+#: the node-state rows, adjacent in the layout in Simulation.node_flags's order
+_NF_MAINTENANCE = N_INDEX["maintenance"]
+assert N_INDEX["fenced"] == _NF_MAINTENANCE + 1
+
 _NODE_TELEMETRY_ROWS = np.array(
     [R.N_CPU, R.N_MEM, _N_AVG10 + R.N_CPU_SOME, _N_AVG10 + R.N_MEM_SOME, _N_AVG10 + R.N_MEM_FULL],
     dtype=np.int64,
@@ -159,11 +163,16 @@ class ClusterEnvV1(ClusterEnv):
         mem = self.memory
         self._enc_args_v1: tuple[Any, ...] = (
             self._obs, self.max_nodes, self.max_guests, self._disabled,
-            cl.node_online, node_cap, tel.node_rows, _NODE_TELEMETRY_ROWS,
+            sim.node_usable, node_cap, tel.node_rows, _NODE_TELEMETRY_ROWS,
             idx, sim.svc_place, sim.svc_started, cl.running, tel.guest_rows,
             _GUEST_TELEMETRY_ROWS, guest_static,
             mem.guest, mem.failures, mem.pair, mem.pressure_rounds, window_opts,
         )  # fmt: skip
+        # the node-state rows maintenance and fenced of the observation (the kernel fills
+        # online): with the full HA stack the HA manager's (Simulation.node_flags)
+        lay = self.layout
+        nodef = self._obs[lay.node_offset : lay.guest_offset].reshape(-1, self.max_nodes)
+        self._node_rows = nodef[_NF_MAINTENANCE : _NF_MAINTENANCE + 2]  # a view: adjacent rows
         self._encode_v1: Any = entry_point(
             encode_v1, *self._enc_args_v1, 0.0, 0.0, False, False, False
         )
@@ -183,7 +192,7 @@ class ClusterEnvV1(ClusterEnv):
         cs, ms, _ = seen.node_avg10()
         nan = np.full(self._n_nodes, np.nan)
         self._pressure_src = (
-            cl.node_online,
+            sim.node_usable,
             nan if "node_cpu_some" in self.scenario.telemetry.disabled else cs,
             nan if "node_mem_some" in self.scenario.telemetry.disabled else ms,
         )
@@ -210,6 +219,8 @@ class ClusterEnvV1(ClusterEnv):
             ok,
             failed,
         )
+        if sim._stack is not None:  # the HA manager's node states (the model stack: none)
+            self._node_rows[:, : self._n_nodes] = sim.node_flags
         return self._obs.copy() if self.copy_observation else self._obs
 
 

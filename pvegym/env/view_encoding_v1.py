@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from pvegym.env.encoding_v1 import encode_v1
 from pvegym.env.memory import MotionMemory
-from pvegym.env.observation_layout import Layout, MemoryOptions
+from pvegym.env.observation_layout import N_INDEX, Layout, MemoryOptions
 from pvegym.env.view_encoding import mask_from_view, negative_partners
 from pvegym.sim.scenario import TELEMETRY_FIELDS
 from pvegym.sim.view import STARTED, ClusterView
@@ -160,6 +160,11 @@ class ViewEncoderV1:
             guest_static, memory.guest, memory.failures, memory.pair, memory.pressure_rounds,
             self._opts, view.t, view.t / self.episode_len_s, view.motion_active, ok, failed,
         )  # fmt: skip
+        if view.node_maintenance is not None and view.node_fenced is not None:
+            nodef = obs[lay.node_offset : lay.guest_offset].reshape(-1, lay.max_nodes)
+            n = len(view.node_names)
+            nodef[N_INDEX["maintenance"], :n] = view.node_maintenance
+            nodef[N_INDEX["fenced"], :n] = view.node_fenced
         return obs
 
     def mask(self, view: ClusterView) -> NDArray[np.bool_]:

@@ -15,11 +15,20 @@ that move in 2 s. This module gives it the cluster model instead:
   command queue are kept as the objects written (no daemon keeps one across another daemon's
   write, so a reader sees what a JSON round trip would give); the service config is built from the
   scenario (every HA guest, ``started`` or ``stopped``) and follows its guests' moves.
-* **membership** — the scenario's nodes (``online`` as configured; power and network events come
-  with issue 16), quorate while more than half are online; the daemons run on online nodes only.
-* **locks and watchdog** — upstream's cluster-wide locks (``Sim/Env.pm`` ``sim_get_lock``, 120 s
-  timeout); a watchdog per daemon that is opened, updated and closed (nothing expires while every
-  daemon runs every round).
+* **membership** — a node is a member while its power and its network are on (``online`` as
+  configured at the start; the scenario's ``power-*`` and ``network-*`` events change them,
+  :class:`ModelCFS`); the cluster is quorate while more than half are members, and without
+  quorum no node is (``Sim/Hardware.pm`` ``$compute_node_info``, corosync's votequorum). A node
+  outside the quorate partition sees no quorum: its daemons cannot renew their locks. The
+  daemons run on powered nodes only.
+* **locks and watchdog** — the cluster-wide locks of pmxcfs, renewed by their holder and free
+  :data:`LOCK_TIMEOUT` (120 s) after the last renewal (``Env/PVE2.pm`` ``get_pve_lock``:
+  ``$retry_timeout = 120; # hardcoded lock lifetime limit from pmxcfs``); a watchdog per daemon
+  that expires :data:`WATCHDOG_TIMEOUT` (60 s) after its last update (``watchdog-mux.c``
+  ``CLIENT_WATCHDOG_TIMEOUT``) and then resets its node: the stack powers the node off at the
+  first round boundary after the expiry (:meth:`ModelCFS.expired_nodes`). Fencing is the port's:
+  the master acknowledges it when it gets the node's agent lock (``NodeStatus.pm``), i.e. at
+  least 120 s after the node's LRM last renewed it — after its watchdog reset the node.
 * **usage statistics** — what the balancer's view shows (pvestatd's samples of the telemetry):
   services ``maxcpu``/``maxmem`` and ``cpu``/``mem``, nodes their capacities and sampled usage.
 * **workers** — ``fork_worker``/``waitpid`` run the LRM's jobs as generators
@@ -59,7 +68,10 @@ if TYPE_CHECKING:
 Simulation = Any
 Stack = Any
 
-LOCK_TIMEOUT = 120.0  # s, the cluster-wide lock timeout (Sim/Env.pm ``lock_timeout``)
+LOCK_TIMEOUT = 120.0  # s, pmxcfs's lock lifetime (Env/PVE2.pm ``get_pve_lock`` ``$retry_timeout``)
+#: s, watchdog-mux's client timeout (``src/watchdog-mux.c`` ``CLIENT_WATCHDOG_TIMEOUT``): a daemon
+#: that armed the watchdog and did not update it for this long resets its node
+WATCHDOG_TIMEOUT = 60.0
 
 #: the datacenter settings of the model: the scenario's CRS mode, the balancer on (its policy is
 #: the environment's), upstream's defaults otherwise
@@ -142,19 +154,42 @@ class ModelCFS:
         self.rules = rules
         self.groups = Groups.parse_config("groups", "")
         self.datacenter = {"ha": {}, "crs": {"ha": scn.crs_mode, **_CRS_DEFAULTS}}
-        online = cl.node_online.tolist()
-        self.node_info = {
-            n: {"online": bool(on)} for n, on in zip(cl.node_names, online, strict=True)
-        }
-        self.quorate = sum(online) > len(online) // 2
-        if not self.quorate:
-            for d in self.node_info.values():
-                d["online"] = False
+        #: the hardware: each node's power and network (``Sim/Hardware.pm``'s hardware status)
+        self.power: dict[str, bool] = dict(
+            zip(cl.node_names, (bool(x) for x in cl.node_online.tolist()), strict=True)
+        )
+        self.network: dict[str, bool] = dict(self.power)
+        self.node_info: dict[str, dict[str, Any]] = {}
+        self.quorate = False
+        self.membership()
         #: bumped on every change of the service config or the CRM command queue
         self.config_version = 0
 
     def bump(self) -> None:
         self.config_version += 1
+
+    def membership(self) -> None:
+        """The cluster's membership from power and network: a member has both on; quorate while
+        more than half of the nodes are members, and without quorum no node is online
+        (``Sim/Hardware.pm`` ``$compute_node_info``)."""
+        member = {n: self.power[n] and self.network[n] for n in self.power}
+        self.quorate = sum(member.values()) > len(member) // 2
+        self.node_info = {n: {"online": on and self.quorate} for n, on in member.items()}
+
+    def expired_nodes(self, now: float) -> list[str]:
+        """The powered nodes one of whose watchdogs expired by ``now`` (s): not updated for more
+        than :data:`WATCHDOG_TIMEOUT` s (the hardware watchdog then resets the node)."""
+        out: list[str] = []
+        for wfh, t in self.watchdogs.items():
+            node = wfh.partition("/")[0]
+            if now - t > WATCHDOG_TIMEOUT and self.power[node] and node not in out:
+                out.append(node)
+        return sorted(out)
+
+    def drop_watchdogs(self, node: str) -> None:
+        """A node that powers off loses its watchdogs (``watchdog_reset_nolock``)."""
+        for wfh in [w for w in self.watchdogs if w.partition("/")[0] == node]:
+            del self.watchdogs[wfh]
 
     def change_service_location(self, sid: str, new_node: str) -> None:
         self.service_config[sid]["node"] = new_node
@@ -286,9 +321,12 @@ class ModelHAEnv(HAEnv):
 
     # ------------------------------------------------------------------ membership, locks
     def get_node_info(self) -> tuple[dict[str, dict[str, Any]], bool]:
-        return self.cfs.node_info, self.cfs.quorate
+        """The membership and this node's own quorum (``check_cfs_quorum``: a node cut off from
+        the quorate partition has none)."""
+        return self.cfs.node_info, self.quorate()
 
     def quorate(self) -> bool:
+        """This node is in the quorate partition (``PVE2.pm`` ``quorate``)."""
         return bool(self.cfs.node_info[self._nodename]["online"])
 
     def cluster_state_update(self) -> bool:
@@ -403,7 +441,10 @@ class ModelHAEnv(HAEnv):
         return plugin
 
     def steal_service(self, sid: str, current_node: str, new_node: str) -> None:
+        """Recovery of a fenced node's service: its config moves to ``new_node``, and so does the
+        (stopped) guest of the model — the new node's LRM starts it there."""
         self.cfs.change_service_location(sid, new_node)
+        self.sim.place_stopped_guest(self.sim.cluster.guest_index[sid], new_node, self.get_time())
 
     # ------------------------------------------------------------------ workers, balancer
     def get_max_workers(self) -> int:
@@ -489,10 +530,10 @@ class ModelGuest:
         return node == haenv.nodename() and bool(sim.cluster.running[g])
 
     def start(self, haenv: AgentEnv, id: str) -> None:
-        self.sim.cluster.running[self._guest(id)] = True
+        self.sim.set_running(self._guest(id), True)
 
     def shutdown(self, haenv: AgentEnv, id: str, timeout: Any = None) -> None:
-        self.sim.cluster.running[self._guest(id)] = False
+        self.sim.set_running(self._guest(id), False)
 
     def migrate(
         self, haenv: AgentEnv, id: str, target: str, online: bool

@@ -12,8 +12,10 @@ simulation's service table back from the manager status. ``advance`` runs the ro
 the round end), then every node's LRM at ``t + phase[n]`` (:meth:`HAStack.lrm_ticks`: it collects
 the workers whose motion ended by its poll and forks those of new commands; a motion queued onto
 an idle pipeline runs over the rest of the round at once, so the same tick's polls see it end),
-then the cluster's part. ``receive`` queues scenario events as CRM commands
-(``migrate``/``relocate``) for the next round.
+then the cluster's part. ``receive`` applies the scenario's events due (:meth:`HAStack.event`):
+the hardware's (power, network) at once, an operator's as CRM commands or service-config changes
+the master reads in its next round. A watchdog that expired resets its node at the start of the
+next round (:meth:`HAStack.round`).
 
 Against the model stack (``ha_stack = "model"``, :mod:`pvegym.sim.motions`): a job starts at its
 node's LRM tick after the CRM round that requested it (the model: a seeded offset after the round,
@@ -38,6 +40,8 @@ from pvegym.sim.ha_model_env import CommittedMotion, ModelCFS, ModelHAEnv
 from pvegym.sim.view import STARTED, ClusterView, Motion
 
 _MOVING = ("migrate", "relocate")
+#: service states with nothing to move off a node in maintenance
+_AT_REST = ("stopped", "disabled", "ignored", "error")
 
 
 class HAStack:
@@ -62,19 +66,90 @@ class HAStack:
         self.cfs = ModelCFS(sim)
         rng = np.random.default_rng(np.random.SeedSequence(sim.seed).spawn(4)[3])
         phases = rng.uniform(0.0, sim.scenario.migration.lrm_delay_max_s, cl.n_nodes).tolist()
+        #: node → its LRM's phase in the round (s), fixed per episode
+        self.phase: dict[str, float] = dict(zip(cl.node_names, phases, strict=True))
+        #: node → (CRM env, CRM, LRM env, LRM) of a powered node
+        self.daemons: dict[str, tuple[ModelHAEnv, CRM, ModelHAEnv, LRM]] = {}
         self.crms: list[tuple[ModelHAEnv, CRM]] = []
-        lrms: list[tuple[float, str, ModelHAEnv, LRM]] = []
-        for i, node in enumerate(cl.node_names):
-            if not cl.node_online[i]:
-                continue  # a node that is off runs no daemon
-            crm_env = ModelHAEnv(sim, self, node, "crm")
-            crm_env.balancer = self.committed
-            self.crms.append((crm_env, CRM(crm_env)))
-            lrm_env = ModelHAEnv(sim, self, node, "lrm")
-            lrms.append((phases[i], node, lrm_env, LRM(lrm_env)))
-        lrms.sort(key=lambda x: (x[0], x[1]))
         #: ``(phase s, env, LRM)`` in tick order
-        self.lrms = [(phase, env, lrm) for phase, _, env, lrm in lrms]
+        self.lrms: list[tuple[float, ModelHAEnv, LRM]] = []
+        for i, node in enumerate(cl.node_names):
+            if cl.node_online[i]:
+                self._start_daemons(node)
+            else:  # a node that is off runs no daemon and no guest: the HA manager fences it
+                sim.power_off_node(i, 0.0)
+        self._order_daemons()
+        #: the node states of the manager status last synced (:meth:`_sync_nodes`)
+        self._node_states: tuple[str, ...] = ()
+        #: failures being recovered: (index into ``metrics.failures``, guests of the node)
+        self._open_failures: list[tuple[int, list[int]]] = []
+
+    # ------------------------------------------------------------------ daemons
+    def _start_daemons(self, node: str) -> None:
+        """A powered node's CRM and LRM (fresh daemons: what a boot starts)."""
+        crm_env = ModelHAEnv(self.sim, self, node, "crm")
+        crm_env.balancer = self.committed
+        lrm_env = ModelHAEnv(self.sim, self, node, "lrm")
+        self.daemons[node] = (crm_env, CRM(crm_env), lrm_env, LRM(lrm_env))
+
+    def _order_daemons(self) -> None:
+        """The CRMs in node order, the LRMs in tick order (phase, then name)."""
+        names = self.sim.cluster.node_names
+        self.crms = [(d[0], d[1]) for n in names if (d := self.daemons.get(n)) is not None]
+        ticks = sorted((self.phase[n], n) for n in self.daemons)
+        self.lrms = [(p, self.daemons[n][2], self.daemons[n][3]) for p, n in ticks]
+
+    def power(self, node: str, on: bool, why: str = "") -> None:
+        """``power NODE on|off`` (``Sim/Hardware.pm``): off kills the node's daemons (its
+        watchdogs with them) and every guest on it; its network goes with the power; motions
+        from or to it fail. On starts fresh daemons; the node's guests stay stopped until the
+        HA manager starts them."""
+        cfs, sim = self.cfs, self.sim
+        if cfs.power[node] == on:
+            return
+        t = sim.t
+        sim._log.append((t, f"hardware: power {node} {'on' if on else 'off'}{why}"))
+        cfs.power[node] = cfs.network[node] = on
+        cfs.membership()
+        n = sim.cluster.node_index[node]
+        sim.cluster.node_online[n] = on
+        if on:
+            self._start_daemons(node)
+        else:
+            self.daemons.pop(node, None)
+            cfs.drop_watchdogs(node)
+            sim.power_off_node(n, t)
+        self._order_daemons()
+
+    def network(self, node: str, on: bool) -> None:
+        """``network NODE on|off``: the node leaves or rejoins the membership (its daemons keep
+        running, without quorum while it is cut off)."""
+        cfs = self.cfs
+        self.sim._log.append((self.sim.t, f"hardware: network {node} {'on' if on else 'off'}"))
+        cfs.network[node] = on
+        cfs.membership()
+
+    def event(self, ev: Any) -> None:
+        """A scenario event (:class:`~pvegym.sim.scenario.EventSpec`) at the round time: the
+        hardware's (power, network) now; an operator's command (``ha-manager``) through the CRM
+        command queue or the service config, which the master reads in its next round."""
+        typ, sim = ev.type, self.sim
+        if typ in ("power-off", "network-off"):
+            self.failure_starts(ev.node)
+        if typ in ("power-off", "power-on"):
+            self.power(ev.node, typ == "power-on")
+        elif typ in ("network-off", "network-on"):
+            self.network(ev.node, typ == "network-on")
+        elif typ == "set-state":  # ha-manager set SID --state STATE: the config, directly
+            self.cfs.service_config[ev.sid]["state"] = ev.state
+            self.cfs.bump()
+        else:
+            self._queue(_crm_command(ev))
+        sim._ha_active = sim._ha_active or typ in ("migrate", "relocate")
+
+    def _queue(self, cmd: str) -> None:
+        self.cfs.crm_commands.append(cmd)
+        self.cfs.bump()
 
     def answer(self, g: int, target: int, motion: Motion | None = None) -> None:
         """The answer of this round's ``load_balance``: guest ``g`` to node ``target`` (the
@@ -83,19 +158,21 @@ class HAStack:
         self.committed.pending = motion or Motion(cl.sids[g], cl.node_names[target])
 
     def queue_command(self, g: int, target: int) -> None:
-        """A scenario event: the CRM command ``qm migrate``/``pct migrate`` of an HA guest queues
-        (``ha-manager crm-command``), read by the master's next round; the balancer waits."""
+        """A scenario's ``migrate`` event: the CRM command ``qm migrate``/``pct migrate`` of an
+        HA guest queues (``ha-manager crm-command``), read by the master's next round; the
+        balancer waits."""
         cl = self.sim.cluster
         sid = cl.sids[g]
         task = "migrate" if sid.startswith("vm:") else "relocate"
-        self.cfs.crm_commands.append(f"{task} {sid} {cl.node_names[target]}")
-        self.cfs.bump()
+        self._queue(f"{task} {sid} {cl.node_names[target]}")
         self.sim._ha_active = True
 
     def round(self) -> None:
         """Every CRM at the simulation's time, then the service table read back."""
         sim = self.sim
         t = sim.t
+        for node in self.cfs.expired_nodes(t):  # the hardware watchdog reset the node
+            self.power(node, False, " (watchdog expired)")
         for env, crm in self.crms:
             env.start_at(t)
             crm.do_one_iteration()
@@ -110,6 +187,8 @@ class HAStack:
         for phase, env, lrm in self.lrms:
             env.start_at(t0 + phase)
             lrm.do_one_iteration()
+            if self._open_failures:  # a failed node's services start at their new node's tick
+                self.failure_check(t0 + phase)
         self.ticking = None
 
     def motion_queued(self) -> None:
@@ -119,10 +198,67 @@ class HAStack:
         if self.ticking is not None and len(sim.jobs) == 1:
             sim.run_new_motion(*self.ticking)
 
+    # ------------------------------------------------------------------ what the metrics read
+    def guest_up(self, g: int) -> bool:
+        """HA guest ``g`` runs on a member of the quorate partition (a guest on a node cut off
+        from it may run, but serves no one and is about to be reset)."""
+        cl = self.sim.cluster
+        if not cl.running[g] or g in self.sim._killed:
+            return False
+        return bool(self.cfs.node_info[cl.node_names[int(cl.node[g])]]["online"])
+
+    def down_count(self) -> int:
+        """HA services the config requests ``started`` that are not up (:meth:`guest_up`)."""
+        conf, sids = self.cfs.service_config, self.sim.cluster.sids
+        return sum(
+            conf[sids[g]]["state"] == "started" and not self.guest_up(g) for g in self.sim._ha_list
+        )
+
+    def failure_starts(self, node: str) -> None:
+        """A node fails (power or network off): its HA services that are requested started and
+        up now are what must run again (``Metrics.failures``)."""
+        sim = self.sim
+        cl, conf = sim.cluster, self.cfs.service_config
+        n = cl.node_index[node]
+        guests = [
+            g
+            for g in sim._ha_list
+            if int(cl.node[g]) == n and conf[cl.sids[g]]["state"] == "started" and self.guest_up(g)
+        ]
+        sim.metrics.failures.append([sim.t, None])
+        self._open_failures.append((len(sim.metrics.failures) - 1, guests))
+
+    def failure_check(self, t: float) -> None:
+        """Close every failure whose services are all up again at ``t`` (s)."""
+        still: list[tuple[int, list[int]]] = []
+        for i, guests in self._open_failures:
+            if all(self.guest_up(g) for g in guests):
+                self.sim.metrics.failures[i][1] = t
+            else:
+                still.append((i, guests))
+        self._open_failures = still
+
+    def maintenance_pending(self) -> bool:
+        """A node is asked into maintenance (the manager status's ``node_request``) or is in it,
+        and an HA service that is not stopped is still on it: the HA manager's maintenance moves
+        are pending."""
+        ms = self.cfs.manager_status
+        requests = ms.get("node_request") or {}
+        states = ms.get("node_status") or {}
+        nodes = {n for n, r in requests.items() if (r or {}).get("maintenance")}
+        nodes |= {n for n, st in states.items() if st == "maintenance"}
+        if not nodes:
+            return False
+        return any(
+            sd.get("node") in nodes and sd.get("state") not in _AT_REST
+            for sd in (ms.get("service_status") or {}).values()
+        )
+
     def sync(self) -> None:
         """The simulation's service table (states, nodes, targets) from the manager status,
         when the Manager wrote a new serial (a round that may have changed a state)."""
         ms = self.cfs.manager_status
+        self._sync_nodes(ms)
         serial = ms.get(QUIET_SERIAL_KEY, self)
         if serial is self._synced_serial or serial == self._synced_serial:
             return
@@ -135,7 +271,9 @@ class HAStack:
         active = False
         for g in sim._ha_list:
             sd = ss.get(sids[g])
-            if sd is None:
+            if sd is None:  # not (yet) managed; an ignored one is dropped from the status
+                if self.cfs.service_config[sids[g]]["state"] == "ignored":
+                    svc_state[g], started[g], svc_target[g] = "ignored", False, -1
                 continue
             state = sd.get("state") or ""
             svc_state[g] = state
@@ -150,4 +288,35 @@ class HAStack:
             if moving or (cmd and cmd[0] in _MOVING):
                 active = True
         sim._view_states = None
-        sim._ha_active = active or bool(self.cfs.crm_commands)
+        # while HA is disarmed the Manager runs no load_balance: no motion is possible
+        sim._ha_active = active or bool(self.cfs.crm_commands) or bool(ms.get("disarm"))
+
+    def _sync_nodes(self, ms: dict[str, Any]) -> None:
+        """The simulation's node states (:meth:`Simulation.set_node_states`) from the manager
+        status's ``node_status``, when it changed."""
+        ns = ms.get("node_status")
+        if not ns:
+            return
+        states = tuple(str(ns.get(n, "unknown")) for n in self.sim.cluster.node_names)
+        if states != self._node_states:
+            self._node_states = states
+            self.sim.set_node_states(states)
+
+
+def _crm_command(ev: Any) -> str:
+    """An operator's event as the CRM command ``ha-manager`` queues (``PVE/CLI/ha_manager.pm``,
+    ``crm-command``): ``migrate``/``relocate SID NODE``, ``stop SID TIMEOUT``,
+    ``enable-node-maintenance``/``disable-node-maintenance NODE``, ``disarm-ha MODE``,
+    ``arm-ha``."""
+    typ = ev.type
+    if typ in ("migrate", "relocate"):
+        return f"{typ} {ev.sid} {ev.target}"
+    if typ == "stop":
+        return f"stop {ev.sid} {ev.timeout}"
+    if typ in ("maintenance-enable", "maintenance-disable"):
+        return f"{typ.partition('-')[2]}-node-maintenance {ev.node}"
+    if typ == "disarm":
+        return f"disarm-ha {ev.mode}"
+    if typ == "arm":
+        return "arm-ha"
+    raise ValueError(f"event type {typ!r} is not a CRM command")

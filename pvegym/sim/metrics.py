@@ -248,6 +248,14 @@ class Metrics:
     _departures: dict[tuple[str, str], float] = field(default_factory=dict)
     per_guest: dict[str, int] = field(default_factory=dict)  # sid -> moves issued
     onsets: list[tuple[float, str]] = field(default_factory=list)  # pressure onsets (t, node)
+    #: HA service-seconds requested started but not up (not running, or on a node cut off from
+    #: the quorate partition)
+    services_down_s: float = 0.0
+    #: node failures (power or network off): [t of the failure, t when every HA service that was
+    #: up on the node is up again or None] (s)
+    failures: list[list[float | None]] = field(default_factory=list)
+    #: balancer motions issued while the HA manager's maintenance moves were pending
+    maintenance_moves: int = 0
     in_flight: Callable[[], tuple[float, float]] = _nothing_in_flight
 
     def add_round(
@@ -316,6 +324,15 @@ def _evacuation_latency(m: Metrics) -> float | None:
         if after:
             latency = min(after) if latency is None else min(latency, min(after))
     return latency
+
+
+def _recovery(m: Metrics) -> float | None:
+    """From each node failure until every HA service that was up on the node is up again: the
+    longest (s); a failure not recovered by the end counts until the end (a lower bound);
+    ``None`` without a failure."""
+    if not m.failures:
+        return None
+    return max((m.sim_seconds if t1 is None else t1) - t0 for t0, t1 in m.failures)  # type: ignore[operator]
 
 
 def _guest_failed(m: Metrics) -> int:
@@ -427,6 +444,21 @@ BUILTIN: tuple[MetricSpec, ...] = (
         "mean over rounds of the normalized imbalance of the true node loads", False,
         lambda m: m.imbalance_sum / m.rounds if m.rounds else 0.0,
         tables=frozenset({GLANCE}),
+    ),
+    MetricSpec(
+        "recovery_s", "s", "lower",
+        "from a node failure until every HA service that was up on it runs again (the longest; "
+        "none: no failure)", False, _recovery,
+    ),
+    MetricSpec(
+        "services_down_s", "s", "lower",
+        "Σ over HA services requested started of the time they were not up", True,
+        lambda m: m.services_down_s,
+    ),
+    MetricSpec(
+        "maintenance_moves", "count", "lower",
+        "balancer motions issued while the HA manager's maintenance moves were pending", True,
+        lambda m: m.maintenance_moves,
     ),
 )  # fmt: skip
 

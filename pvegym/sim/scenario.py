@@ -128,16 +128,80 @@ class ResourceAffinitySpec:
     affinity: Literal["positive", "negative"]
 
 
+#: event types on a node (``node``): power and network (the hardware), node maintenance
+#: (``ha-manager crm-command node-maintenance enable|disable``)
+NODE_EVENTS = (
+    "power-off",
+    "power-on",
+    "network-off",
+    "network-on",
+    "maintenance-enable",
+    "maintenance-disable",
+)
+#: event types on an HA service (``sid``): ``ha-manager migrate|relocate SID NODE``,
+#: ``ha-manager crm-command stop SID TIMEOUT``, ``ha-manager set SID --state STATE``
+SERVICE_EVENTS = ("migrate", "relocate", "stop", "set-state")
+#: event types on the whole cluster: ``ha-manager crm-command disarm-ha MODE`` / ``arm-ha``
+CLUSTER_EVENTS = ("disarm", "arm")
+#: the event types the model's own CRM round (``ha_stack = "model"``) runs; every other one needs
+#: the port of pve-ha-manager (``ha_stack = "full"``)
+MODEL_STACK_EVENTS = ("migrate", "pressure-onset")
+
+EventType = Literal[
+    "migrate",
+    "pressure-onset",
+    "relocate",
+    "stop",
+    "set-state",
+    "power-off",
+    "power-on",
+    "network-off",
+    "network-on",
+    "maintenance-enable",
+    "maintenance-disable",
+    "disarm",
+    "arm",
+]
+
+
 @dataclass(frozen=True)
 class EventSpec:
-    """A timed event: a manual ``migrate`` of ``sid`` to ``target`` (queued like ``qm migrate``
-    through the HA stack), or a ``pressure-onset`` marker on ``node`` for ``evacuation_latency_s``."""
+    """A timed event (``docs/scenarios.md``, *events*), in pvegym's words for what an operator or
+    the hardware does to the cluster:
+
+    * ``migrate`` / ``relocate`` of ``sid`` to ``target`` (``ha-manager migrate|relocate``, a CRM
+      command; ``migrate`` of a container relocates, as the model stack always did);
+    * ``stop`` of ``sid`` with ``timeout`` s (``ha-manager crm-command stop``);
+    * ``set-state`` of ``sid`` to ``state`` (``ha-manager set --state``: ``started``,
+      ``stopped``, ``disabled``, ``ignored``);
+    * ``power-off`` / ``power-on``, ``network-off`` / ``network-on`` of ``node`` (the hardware:
+      membership, quorum, the watchdog and fencing follow), ``maintenance-enable`` /
+      ``maintenance-disable`` of ``node`` (``ha-manager crm-command node-maintenance``);
+    * ``disarm`` with ``mode`` (``freeze`` or ``ignore``) and ``arm``
+      (``ha-manager crm-command disarm-ha|arm-ha``);
+    * ``pressure-onset`` on ``node``: a marker for ``evacuation_latency_s``.
+
+    Every type but ``migrate`` and ``pressure-onset`` needs ``ha_stack = "full"``.
+    """
 
     t: float = field(ge=0.0, le=MAX_DURATION_S, unit="duration")
-    type: Literal["migrate", "pressure-onset"] = "migrate"
+    type: EventType = "migrate"
     sid: str = ""
     target: str = ""
     node: str = ""
+    state: Literal["", "started", "stopped", "disabled", "ignored"] = ""
+    mode: Literal["", "freeze", "ignore"] = ""
+    timeout: int = field(0, ge=0, le=86_400)  # s, for stop (0: hard stop)
+
+    def validate(self, path: str) -> None:
+        pre = f"{path}." if path else ""
+        if self.type == "set-state" and not self.state:
+            raise ConfigError(
+                f"{pre}state",
+                "set-state needs a state (allowed: started, stopped, disabled, ignored)",
+            )
+        if self.type == "disarm" and not self.mode:
+            raise ConfigError(f"{pre}mode", "disarm needs a mode (allowed: freeze, ignore)")
 
 
 @dataclass(frozen=True)
@@ -269,13 +333,6 @@ class Scenario:
         if len(self.nodes) < 1:
             raise ConfigError(f"{pre}nodes", "needs at least one node")
         names = [n.name for n in self.nodes]
-        for i, spec in enumerate(self.nodes):
-            if self.ha_stack == "full" and not spec.online:
-                raise ConfigError(
-                    f"{pre}nodes[{i}].online",
-                    'must be true with ha_stack = "full" (the full stack models no node that is '
-                    "off yet: no fencing or recovery in the model)",
-                )
         for i, n in enumerate(names):
             if names.index(n) != i:
                 raise ConfigError(f"{pre}nodes[{i}].name", f"duplicate node name {n!r}")
@@ -307,19 +364,43 @@ class Scenario:
                         f"{pre}node_affinity[{i}].nodes.{node}", f"unknown node {node!r}"
                     )
         for i, ev in enumerate(self.events):
-            if ev.type == "migrate":
-                if ev.sid not in sids:
-                    raise ConfigError(f"{pre}events[{i}].sid", f"unknown guest {ev.sid!r}")
-                if ev.target not in names:
-                    raise ConfigError(f"{pre}events[{i}].target", f"unknown node {ev.target!r}")
-            elif ev.node not in names:
-                raise ConfigError(f"{pre}events[{i}].node", f"unknown node {ev.node!r}")
+            self._validate_event(f"{pre}events[{i}]", ev, names)
         for i, name in enumerate(self.telemetry.disabled):
             if name not in TELEMETRY_FIELDS:
                 raise ConfigError(
                     f"{pre}telemetry.disabled[{i}]",
                     f"unknown field {name!r} (allowed: {', '.join(TELEMETRY_FIELDS)})",
                 )
+
+    def _validate_event(self, path: str, ev: EventSpec, names: list[str]) -> None:
+        """An event's time, stack and targets: before the end, on the stack that runs it, and
+        naming a node, an HA guest and a target node of this scenario."""
+        if ev.t >= self.duration:
+            raise ConfigError(
+                f"{path}.t",
+                f"{ev.t:g} s is not before the end of the scenario ({self.duration:g} s)",
+            )
+        if ev.type not in MODEL_STACK_EVENTS and self.ha_stack != "full":
+            raise ConfigError(
+                f"{path}.type",
+                f'{ev.type!r} needs the full HA stack: set ha_stack = "full" '
+                f"(the model stack runs only {', '.join(MODEL_STACK_EVENTS)})",
+            )
+        if ev.type in SERVICE_EVENTS:
+            guests = {g.sid: g for g in self.guests}
+            if ev.sid not in guests:
+                raise ConfigError(f"{path}.sid", f"unknown guest {ev.sid!r}")
+            if ev.type != "migrate" and not guests[ev.sid].ha:
+                raise ConfigError(f"{path}.sid", f"{ev.sid!r} is not an HA guest (ha = false)")
+            if ev.type in ("migrate", "relocate") and ev.target not in names:
+                raise ConfigError(
+                    f"{path}.target",
+                    f"unknown node {ev.target!r} (allowed: {', '.join(names)})",
+                )
+        elif ev.type not in CLUSTER_EVENTS and ev.node not in names:
+            raise ConfigError(
+                f"{path}.node", f"unknown node {ev.node!r} (allowed: {', '.join(names)})"
+            )
 
 
 TELEMETRY_FIELDS = (

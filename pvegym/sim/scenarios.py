@@ -531,6 +531,95 @@ FIELD_SCENARIOS = (
 )
 
 
+# --------------------------------------------------------------------------------------------
+# failures and maintenance (issue 16): the full HA stack's fencing, recovery and maintenance
+
+#: ``maintenance-drain``: node1 enters maintenance (s) and leaves it (s)
+MAINTENANCE_ON_S = 600.0
+MAINTENANCE_OFF_S = 2400.0
+#: ``node-failure``: node2 loses its network (s)
+NODE_FAILURE_S = 600.0
+
+
+def _loaded_4node(name: str, description: str, duration: str) -> ScenarioData:
+    """A loaded 4-node cluster on the full HA stack: four nodes of 32 cores and 128 GiB, each
+    running five VMs of 8 vCPUs and 16 GiB (12 GiB on the host, 30 MiB/s of dirtying in a 2 GiB
+    working set) busy with 3.5–5.5 cores each — ~22.5 of 32 cores per node (70 %), so that three
+    nodes carrying a fourth node's guests run at ~30 of 32 cores, under CPU pressure. Every node
+    runs the same five loads (rotated): the cluster is balanced before the event."""
+    nodes = [f"node{i}" for i in range(1, 5)]
+    guests: list[dict[str, Any]] = []
+    for i, node in enumerate(nodes):
+        for j in range(5):
+            cores = 3.5 + 0.5 * ((i + j) % 5)
+            cpu = [{"type": "constant", "level": cores}, _noise(0.0, 0.4, 60.0)]
+            guests.append(
+                _vm(
+                    f"vm:{101 + 100 * i + j}",
+                    node,
+                    8,
+                    16,
+                    cpu,
+                    12 * GiB,
+                    mem_ratio=0.85,
+                    dirty_rate=30 * MiB,
+                    wws=2 * GiB,
+                )
+            )
+    return {
+        "name": name,
+        "description": description,
+        "duration": duration,
+        "ha_stack": "full",
+        "nodes": [_field_node(n, *_host()) for n in nodes],
+        "guests": guests,
+    }
+
+
+@scenario("maintenance-drain")
+def maintenance_drain() -> ScenarioData:
+    """Node maintenance on a loaded cluster: node1 enters maintenance at 10 min
+    (``ha-manager crm-command node-maintenance enable node1``) and leaves it at 40 min; 50 min.
+
+    The HA manager drains node1 (its LRM enters maintenance mode, the CRM migrates every service
+    to the best other node, remembering ``maintenance_node``) and moves them back when it leaves
+    maintenance. What a balancer must not do: target node1 while it is in maintenance (the HA
+    manager refuses such a motion, the mask too), interleave its own motions with the drain
+    (``maintenance_moves``), or fight the move back after it.
+    """
+    data = _loaded_4node(
+        "maintenance-drain",
+        "4 loaded nodes; node1 in maintenance from 10m to 40m (full HA stack)",
+        "50m",
+    )
+    data["events"] = [
+        {"t": MAINTENANCE_ON_S, "type": "maintenance-enable", "node": "node1"},
+        {"t": MAINTENANCE_OFF_S, "type": "maintenance-disable", "node": "node1"},
+    ]
+    return data
+
+
+@scenario("node-failure")
+def node_failure() -> ScenarioData:
+    """A node failure on a loaded cluster: node2 loses its network at 10 min; 20 min.
+
+    Node2 leaves the quorate partition: its LRM cannot renew its agent lock, its watchdog resets
+    it 60 s later, the master fences it once the lock expired (120 s after the last renewal) and
+    recovers its five services on the other nodes (CRS scoring). What a balancer must not do:
+    fight the recovery placement, or add motions while services are down (``recovery_s``,
+    ``services_down_s``).
+    """
+    data = _loaded_4node(
+        "node-failure", "4 loaded nodes; node2 loses its network at 10m (full HA stack)", "20m"
+    )
+    data["events"] = [{"t": NODE_FAILURE_S, "type": "network-off", "node": "node2"}]
+    return data
+
+
+#: the scenarios of failures and maintenance (issue 16), in the headline experiment
+EVENT_SCENARIOS = ("maintenance-drain", "node-failure")
+
+
 @scenario("contended-3node")
 def contended_3node() -> ScenarioData:
     """Three nodes; node1 is overloaded by busy guests with diurnal load and bursts, node3 idle.

@@ -52,6 +52,9 @@ from pvegym.sim.view import (
 )
 
 CHURN_PRESSURE_PCT = 10.0  # docs/metrics.md: churn_moves
+#: rows of ``Simulation.node_flags``: in maintenance; fenced or being fenced (``fence``, or
+#: ``unknown``/``gone``: outside the quorate partition, fenced before its services are recovered)
+NODE_MAINTENANCE, NODE_FENCED = 0, 1
 #: qemu-server ``QemuServer/Memory.pm`` ``hugepages_allocate``: the target cannot start the guest.
 HUGEPAGES_FAILED = "hugepage allocation failed"
 
@@ -141,7 +144,8 @@ class Simulation:
         self.neg_idx = np.array(
             [p for i in range(cl.n_guests) for p in self.negative.get(i, ())], dtype=np.int64
         )
-        # node affinity: the targets each guest's rules allow (nodes do not change power state)
+        # node affinity: the targets each guest's rules allow (with the full stack recomputed as
+        # the HA manager's node states change: set_node_states)
         self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, cl.node_online)
         self._migratable = np.array([not g.local_resources for g in cl.guests])
         # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
@@ -180,8 +184,9 @@ class Simulation:
         self.cmds: dict[int, tuple[str, int]] = {}
         self.jobs: list[Job] = []  # FIFO: the LRM runs one motion at a time
         self.finished: list[Job] = []  # ended, not yet seen by the CRM
+        # the events the round runs (pressure onsets are markers for the metrics), in time order
         self._events = sorted(
-            (e for e in self.scenario.events if e.type == "migrate"), key=lambda e: e.t
+            (e for e in self.scenario.events if e.type != "pressure-onset"), key=lambda e: e.t
         )
         self._event_pos = 0
         self.metrics = Metrics(in_flight=self.transfer_in_flight)
@@ -199,6 +204,21 @@ class Simulation:
         # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
         # motion is queued or running in their manager status
         self._ha_active = False
+        # the HA manager's node states (ha_stack = "full": its manager status; the model stack:
+        # the configured online nodes throughout): what a balancer may target (``node_usable``,
+        # ``_online_list``; the view's and the observation's ``online``) and the observation's
+        # other node-state rows (``node_flags``: maintenance, fenced; the view's
+        # ``node_maintenance``/``node_fenced``); ``node_state_version`` counts changes
+        self.node_usable = cl.node_online.copy()
+        self._online_list[:] = cl.node_online.tolist()
+        self.node_flags = np.zeros((2, cl.n_nodes))
+        self.node_state_version = 0
+        self._view_online = cl.node_online.copy()
+        self._view_online.flags.writeable = False
+        self._view_node_flags: tuple[Any, Any] = (None, None)
+        self._view_running = cl.running[self.ha_idx]
+        self._all_running = bool(self._view_running.all())
+        self._other_running = cl.running[self._other_idx]
         self._stack = HAStack(self) if self.scenario.ha_stack == "full" else None
 
     def reset(self, seed: int | None = None) -> ClusterView:
@@ -272,6 +292,10 @@ class Simulation:
         tot = cl.totals.tolist()  # one conversion: numpy scalar indexing costs ~100 ns a read
         if tot[L.T_OOM]:  # a node's memory in use went past MemTotal + swap
             self._oom_kill(t1)
+        if self._stack is not None:  # HA services requested started that do not run
+            self.metrics.services_down_s += dt * self._stack.down_count()
+        elif self._killed:
+            self.metrics.services_down_s += dt * sum(self._is_ha_list[g] for g in self._killed)
         self.metrics.add_round(
             dt,
             tot[L.T_STALL_CPU],
@@ -510,7 +534,11 @@ class Simulation:
         while self._event_pos < len(self._events) and self._events[self._event_pos].t <= self.t:
             ev = self._events[self._event_pos]
             self._event_pos += 1
-            self._queue(self.cluster.guest_index[ev.sid], self.cluster.node_index[ev.target])
+            if ev.type == "migrate":
+                self._queue(self.cluster.guest_index[ev.sid], self.cluster.node_index[ev.target])
+            else:  # validation admits the other events with the full stack only
+                assert self._stack is not None
+                self._stack.event(ev)
         if self.finished:  # jobs end in (t − round, t], so every finished one is due now
             self._results, self.finished = self.finished, []
         self._view = None
@@ -694,6 +722,8 @@ class Simulation:
         cl = self.cluster
         rec = MoveRecord(self.t, cl.sids[g], cl.node_names[self.svc_node[g]], cl.node_names[target])
         self.metrics.move_issued(rec, churn=self._no_true_pressure())
+        if self._stack is not None and self._stack.maintenance_pending():
+            self.metrics.maintenance_moves += 1
         return len(self.metrics.moves) - 1
 
     def _no_true_pressure(self) -> bool:
@@ -723,6 +753,65 @@ class Simulation:
                 continue
             self.cmds[m] = (self._motion_kind[m], target)
 
+    # ------------------------------------------------------------------ the hardware (full stack)
+    def set_running(self, g: int, on: bool) -> None:
+        """Guest ``g`` starts or stops (the LRM's resource agent, a node's power): the physics
+        and the views from now on see it."""
+        cl = self.cluster
+        cl.running[g] = on
+        self._view_running = cl.running[self.ha_idx]
+        self._all_running = bool(self._view_running.all())
+        self._other_running = cl.running[self._other_idx]
+
+    def power_off_node(self, n: int, t: float) -> None:
+        """Node ``n`` lost its power at ``t`` (s): every guest on it stops (an OOM kill there is
+        moot), and a motion from or to it fails — the guest stays where it was (its source, or
+        down with the node)."""
+        cl = self.cluster
+        for g in np.flatnonzero(cl.node == n).tolist():
+            self._killed.discard(g)
+            if cl.running[g]:
+                self.set_running(g, False)
+        for job in [j for j in self.jobs if n in (j.source, j.target)]:
+            self.jobs.remove(job)
+            job.phase, job.t_end, job.ok, job.reason = "done", t, False, "node powered off"
+            job.migration = None
+            self.finished.append(job)
+            if job.move_id is not None:
+                rec = self.metrics.moves[job.move_id]
+                self.metrics.move_ended(rec, False, False, job.reason, t)
+            self._log.append((t, job))
+
+    def place_stopped_guest(self, g: int, node: str, t: float) -> None:
+        """The HA manager recovered stopped guest ``g`` to ``node`` at ``t`` (s)
+        (``steal_service``): the model's guest is there from now on (its start is the LRM's)."""
+        cl = self.cluster
+        n, source = cl.node_index[node], int(cl.node[g])
+        if n == source:
+            return
+        cl.node[g] = n
+        self.memory.arrived(g)
+        self.telemetry.arrived(g, t, source)
+
+    def set_node_states(self, states: tuple[str, ...]) -> None:
+        """The HA manager's node states (``NodeStatus.pm``: ``online``, ``maintenance``,
+        ``unknown``, ``fence``, ``gone``), by node index: a balancer may target an ``online``
+        node only (``next_state_started`` ignores a motion to any other, ``Manager.pm``)."""
+        usable = [st == "online" for st in states]
+        self._online_list[:] = usable
+        self.node_usable[:] = usable
+        # node affinity's highest-priority group among the online nodes (``get_node_affinity``)
+        cl = self.cluster
+        self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, self.node_usable)
+        self.node_flags[NODE_MAINTENANCE] = [st == "maintenance" for st in states]
+        self.node_flags[NODE_FENCED] = [st in ("fence", "unknown", "gone") for st in states]
+        self._view_online = np.array(usable, dtype=np.bool_)
+        maintenance, fenced = self.node_flags.astype(np.bool_)  # copies: a view is a snapshot
+        for arr in (self._view_online, maintenance, fenced):
+            arr.flags.writeable = False
+        self._view_node_flags = (maintenance, fenced)
+        self.node_state_version += 1
+
     # ------------------------------------------------------------------ telemetry
     def _bind_view(self) -> None:
         """What :meth:`_build_view` reads, bound once per episode: the telemetry rows it copies
@@ -744,18 +833,14 @@ class Simulation:
         self._guest_flat = tel.guest_rows.reshape(-1)
         self._node_take = node_rows[:, None] * cl.n_nodes + np.arange(cl.n_nodes)[None, :]
         self._guest_take = guest_rows[:, None] * cl.n_guests + idx[None, :]
-        self._view_running = cl.running[idx]
-        self._all_running = bool(self._view_running.all())
         # constant facts every view of the episode shares (read-only: a view is a snapshot)
-        self._view_online = cl.node_online.copy()
         self._view_maxcpu = cl.guest_maxcpu[idx]
         self._view_maxmem = cl.guest_maxmem[idx]
         self._view_migratable = self._migratable[idx]
-        for shared in (self._view_online, self._view_maxcpu, self._view_maxmem):
+        for shared in (self._view_maxcpu, self._view_maxmem):
             shared.flags.writeable = False
         self._view_migratable.flags.writeable = False
         self._all_ha = idx.size == cl.n_guests
-        self._other_running = cl.running[self._other_idx]
         self._no_other = self._other_idx.size == 0
         # size 0: nothing a policy could change in them, so every view may share them
         self._empty_other = (
@@ -823,6 +908,8 @@ class Simulation:
             t=self.t,
             node_names=cl.node_names,
             node_online=self._view_online,
+            node_maintenance=self._view_node_flags[0],
+            node_fenced=self._view_node_flags[1],
             node_maxcpu=cl.node_maxcpu,
             node_maxmem=cl.node_maxmem,
             node_cpu=n_cpu,

@@ -128,6 +128,11 @@ class ClusterView:
     other_node: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     other_maxcpu: FloatArray = field(default_factory=lambda: np.zeros(0))  # vCPUs
     other_maxmem: FloatArray = field(default_factory=lambda: np.zeros(0))  # bytes
+    # the HA manager's node states beyond ``node_online`` (its ``online``: a node a motion may
+    # target), when the full HA stack runs (``None``: every node online or off as configured):
+    # in maintenance; fenced or being fenced (``fence``, ``unknown``, ``gone``)
+    node_maintenance: BoolArray | None = None
+    node_fenced: BoolArray | None = None
 
     def node_index(self, name: str) -> int:
         return self.node_names.index(name)

@@ -20,7 +20,6 @@ import pvegym.env  # noqa: F401 - registers pvegym/Cluster-v0
 import pvegym.sim.ha.manager as ha_manager
 from policies.registry import make_policy
 from pvegym.cli import main
-from pvegym.errors import ConfigError
 from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
 from pvegym.sim.ha.lrm import WORKER_POLL_TIME
 from pvegym.sim.motions import Job
@@ -141,20 +140,30 @@ def test_bad_stack_is_one_line_naming_the_key(capsys: pytest.CaptureFixture[str]
     assert code == 2 and len(err) == 1 and "ha_stack" in err[0] and "model, full" in err[0]
 
 
-def test_full_stack_refuses_a_node_that_is_off() -> None:
-    data = {
+def test_full_stack_fences_a_node_that_is_off_from_the_start() -> None:
+    """A node configured off (issue 16): no daemon, no running guest; the master fences it after
+    the fence delay (its agent lock was never taken) and recovers its services elsewhere."""
+    from pvegym.sim.ha.node_status import FENCE_DELAY
+
+    data: dict[str, Any] = {
         "name": "t",
         "ha_stack": "full",
+        "duration": "5m",
         "nodes": [
-            {"name": "node1", "maxcpu": 4, "maxmem": 8 * GiB},
-            {"name": "node2", "maxcpu": 4, "maxmem": 8 * GiB, "online": False},
+            {"name": f"node{i}", "maxcpu": 4, "maxmem": 8 * GiB, "online": i != 2}
+            for i in (1, 2, 3)
+        ],
+        "guests": [
+            {"sid": "vm:101", "node": "node1", "maxcpu": 1, "maxmem": GiB},
+            {"sid": "vm:201", "node": "node2", "maxcpu": 1, "maxmem": GiB},
         ],
     }
-    with pytest.raises(ConfigError) as err:
-        scenario_from_dict(data)
-    assert str(err.value).startswith("nodes[1].online: must be true")
-    data["ha_stack"] = "model"
-    assert scenario_from_dict(data).nodes[1].online is False
+    sim = Simulation(scenario_from_dict(data), seed=0)
+    sim.run(make_policy("noop"))
+    ack = next(t for t, line in sim.log if "fencing: acknowledged" in line and "node2" in line)
+    assert FENCE_DELAY <= ack <= FENCE_DELAY + 2 * sim.round_s
+    g = sim.cluster.guest_index["vm:201"]
+    assert sim.cluster.node_names[int(sim.cluster.node[g])] != "node2" and sim.cluster.running[g]
 
 
 @pytest.fixture
