@@ -48,11 +48,22 @@ def run(args: argparse.Namespace) -> int:
         )
     if len(args.dirs) == 1:
         return _one(args, args.dirs[0])
-    testdirs = [read_testdir(d) for d in args.dirs]  # every directory read before any replay
-    codes = [_compare(td) for td in testdirs]
-    matched = sum(code == 0 for code in codes)
-    print(f"{matched} of {len(codes)} directories match their log.expect")
-    return 0 if matched == len(codes) else 1
+    testdirs = [_read_named(d) for d in args.dirs]  # every directory read before any replay
+    outcomes = [_compare(td) for td in testdirs]
+    matched, differ = outcomes.count(MATCH), outcomes.count(DIFFERS)
+    unchecked = len(outcomes) - matched - differ
+    tail = f" ({unchecked} without a log.expect)" if unchecked else ""
+    print(f"{matched} of {matched + differ} directories match their log.expect{tail}")
+    return 1 if differ else 0
+
+
+def _read_named(path: str) -> TestDir:
+    """:func:`read_testdir`, its errors naming the directory too (one of several)."""
+    try:
+        return read_testdir(path)
+    except ConfigError as err:
+        where = err.path if err.path.startswith(str(path)) else f"{path}/{err.path}"
+        raise ConfigError(where, err.message) from None
 
 
 def _one(args: argparse.Namespace, path: str) -> int:
@@ -66,22 +77,26 @@ def _one(args: argparse.Namespace, path: str) -> int:
         result = replay(td)
         print(json.dumps({"decisions": [d.as_dict() for d in result.decisions]}, indent=2))
         return 0
-    return _compare(td)
+    return 1 if _compare(td) == DIFFERS else 0
 
 
-def _compare(td: TestDir) -> int:
-    """Replay ``td`` and say whether its log matches ``log.expect`` (0) or where it first differs (1)."""
+MATCH, DIFFERS, UNCHECKED = "match", "differs", "unchecked"
+
+
+def _compare(td: TestDir) -> str:
+    """Replay ``td`` and say whether its log matches ``log.expect`` (:data:`MATCH`), where it first
+    differs (:data:`DIFFERS`) or that it has none to compare with (:data:`UNCHECKED`)."""
     result = replay(td)
     lines = len(result.log_text().splitlines())
     if td.log_expect is None:
         print(f"{td.path.name}: {lines} log lines, no log.expect to compare with")
-        return 0
+        return UNCHECKED
     diff = first_difference(td.log_expect, result.log_text())
     if diff is None:
         print(f"{td.path.name}: log matches log.expect ({lines} lines)")
-        return 0
+        return MATCH
     lineno, expected, got = diff
     print(f"{td.path.name}: log differs from log.expect at line {lineno}")
     print(f"  expected: {expected if expected is not None else '(end of log.expect)'}")
     print(f"  got:      {got if got is not None else '(end of the simulated log)'}")
-    return 1
+    return DIFFERS

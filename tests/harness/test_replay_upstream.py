@@ -217,6 +217,22 @@ def test_cli_a_bad_directory_among_several_is_exit_2_before_any_replay(
     )
     captured = capsys.readouterr()
     assert captured.out == "" and "not a directory" in captured.err
+    # an error inside one of several directories names that directory
+    broken = _copy(tmp_path, "test-basic1")
+    (broken / "cmdlist").unlink()
+    assert _cli(monkeypatch, ["replay-upstream", str(DATA / "test-basic1"), str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{broken}/cmdlist: missing" in err
+
+
+def test_cli_a_directory_without_log_expect_is_not_counted_as_a_match(
+    tmp_path: Path, monkeypatch, capsys
+):
+    bare = _copy(tmp_path, "test-basic1")
+    (bare / "log.expect").unlink()
+    assert _cli(monkeypatch, ["replay-upstream", str(DATA / "test-basic1"), str(bare)]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "1 of 1 directories match their log.expect (1 without a log.expect)"
 
 
 # ------------------------------------------------------------------ bad input -> exit 2
