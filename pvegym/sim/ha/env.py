@@ -221,7 +221,7 @@ class HAEnv(ABC):
         parsed = _PARSED_SIDS.get(sid)
         if parsed is not None:
             return parsed
-        typ, sep, name = sid.partition(":")
+        typ, sep, name = sid.rpartition(":")  # Perl's greedy ^(\S+):(\S+)$: the last colon
         if not sep or not typ or not name or any(c.isspace() for c in sid):
             from pvegym.sim.ha.perl import PerlDie
 

@@ -147,6 +147,8 @@ def test_parse_sid_keeps_valid_ids_only() -> None:
     env = _env()
     assert env.parse_sid("vm:101") == ("vm:101", "vm", "101")
     assert env.parse_sid("vm:101") == ("vm:101", "vm", "101")  # from the kept ids
+    # Sim/Env.pm's ^(\S+):(\S+)$ is greedy: a second colon belongs to the type
+    assert env.parse_sid("ct:a:7") == ("ct:a:7", "ct:a", "7")
     for bad in ("vm101", ":101", "vm:", "vm: 101", "vm:1\u200901"):
         for _ in range(2):  # an invalid id is refused every time
             with pytest.raises(PerlDie, match="unable to parse service id"):
