@@ -88,6 +88,16 @@ def learner_actions(
     return out
 
 
+def _start_expert(expert: Any, env: ClusterEnv) -> None:
+    """Reset ``expert`` for the episode ``env`` just started; a privileged expert (one with
+    ``bind``: :class:`~pvegym.learning.lookahead.LookaheadExpert`) is bound to its simulation
+    (a new one when the family instance changed)."""
+    bind = getattr(expert, "bind", None)
+    if bind is not None:
+        bind(env.sim)
+    expert.reset(env.episode_seed)
+
+
 def collect_episode(
     env: ClusterEnv,
     instance: int,
@@ -112,10 +122,7 @@ def collect_episode(
     t0 = time.perf_counter()
     obs, _ = env.reset(seed=episode_seed, options={"instance_seed": instance})
     stats.env_s += time.perf_counter() - t0
-    bind = getattr(expert, "bind", None)  # a privileged expert reads the episode's simulation
-    if bind is not None:
-        bind(env.sim)
-    expert.reset(env.episode_seed)
+    _start_expert(expert, env)
     adopt = getattr(expert, "adopt", None)
     first = True
     pending = 0.0
