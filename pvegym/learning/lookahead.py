@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from pvegym.errors import ConfigError
+from pvegym.sim import layout as L
 from pvegym.sim.cost import BALANCER_COST, RunningCost
-from pvegym.sim.simulation import Simulation
+from pvegym.sim.simulation import CHURN_PRESSURE_PCT, Simulation
 from pvegym.sim.view import ClusterView, Motion
 from pvegym.units import parse_duration
 
@@ -97,6 +98,10 @@ class LookaheadExpert:
     margin: float = 0.0
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     proposer: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_PROPOSER))
+    #: a second proposer run in the shadow: ``{"policy": <registered balancer>, <its constants>}``
+    #: (e.g. the reference ``patched`` with its tuned constants); its motion, when it has one, is
+    #: one more option, and a round where only it proposes is also compared. Empty: none
+    shadow: dict[str, Any] = field(default_factory=dict)
     name: str = "lookahead"
 
     def __post_init__(self) -> None:
@@ -104,6 +109,10 @@ class LookaheadExpert:
 
         self._cost = RunningCost(self.weights, "lookahead.weights")
         self._proposer: Any = make_policy("guest-centric", "lookahead.proposer", **self.proposer)
+        shadow = dict(self.shadow)
+        self._shadow: Any = (
+            make_policy(str(shadow.pop("policy")), "lookahead.shadow", **shadow) if shadow else None
+        )
         self._sim: Simulation | None = None
         self.rollouts = 0  # rollouts done (a measure of its cost)
         self.attempts = 0  # rounds on which it compared options
@@ -114,32 +123,65 @@ class LookaheadExpert:
 
     def reset(self, seed: int | None = None) -> None:
         self._proposer.reset(seed)
+        if self._shadow is not None:
+            self._shadow.reset(seed)
 
     def adopt(self, view: ClusterView, motion: Motion) -> None:
         """Another balancer issued ``motion`` for this one (DAgger's learner): the proposer's
         outcome tracking follows it. The fork needs nothing: it reads the simulation's moves."""
         self._proposer.adopt(view, motion)
 
+    def _options(self, view: ClusterView) -> list[Motion]:
+        """The motions to try this round: the proposer's ``candidates`` best by relief minus
+        cost, then the shadow's motion if it is another (every proposer sees every round)."""
+        scored = self._proposer.propose(view)
+        ranked = sorted(scored, key=lambda c: -(c.relief - c.cost))[: self.candidates]
+        options = [Motion(sid=c.sid, target=c.target) for c in ranked]
+        extra = self._shadow.decide(view) if self._shadow is not None else None
+        if extra is not None and all(
+            (m.sid, m.target) != (extra.sid, extra.target) for m in options
+        ):
+            options.append(Motion(sid=extra.sid, target=extra.target))
+        return options
+
     def decide(self, view: ClusterView) -> Motion | None:
         sim = self._sim
         if sim is None:
             raise RuntimeError("LookaheadExpert.decide before bind(sim)")
-        scored = self._proposer.propose(view)
-        if not scored:
+        options = self._options(view)
+        if not options:
             return None
-        ranked = sorted(scored, key=lambda c: -(c.relief - c.cost))[: self.candidates]
         horizon = min(self.horizon_s, sim.scenario.duration - sim.t)
         self.attempts += 1
         best, best_cost = None, rollout_cost(sim, None, horizon, self._cost) - self.margin
-        for c in ranked:
-            motion = Motion(sid=c.sid, target=c.target)
+        for motion in options:
             cost = rollout_cost(sim, motion, horizon, self._cost)
             if cost < best_cost:
                 best, best_cost = motion, cost
-        self.rollouts += 1 + len(ranked)
+        self.rollouts += 1 + len(options)
         if best is not None:
             self._proposer.adopt(view, best)
         return best
+
+
+def pressured_rounds(scenario: Any, seed: int, duration: float) -> int:
+    """Decision rounds of the no-motion episode (``scenario``, ``seed``, ``duration`` s) at which
+    a move would not be a churn move (some online node's true PSI some avg10 at
+    ``CHURN_PRESSURE_PCT``; NaN counts as pressure, as ``churn_moves`` counts them).
+
+    Why: every policy's episode equals the no-motion one up to its first move, so on an instance
+    with none of these rounds any policy that moves makes a churn move — a policy held to zero
+    churn moves cannot move there, and ties a reference that does not move either."""
+    from pvegym.experiments.record import play
+
+    count = 0
+
+    def check(sim: Simulation) -> None:
+        nonlocal count
+        count += not bool(sim.cluster.totals[L.T_PEAK_SOME] < CHURN_PRESSURE_PCT)
+
+    play(Simulation(scenario, seed), lambda _view: None, duration, on_round=check)
+    return count
 
 
 #: the name that selects :class:`LookaheadExpert` as the recipe's teacher (``[imitation] expert``)
@@ -181,7 +223,7 @@ def evaluate(
     duration = parse_duration(env["episode_seconds"], "env.episode_seconds")
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    header = ["scenario", "policy", "seed", "wall_s", "rollouts", *METRIC_KEYS]
+    header = ["scenario", "policy", "seed", "wall_s", "rollouts", "pressured_rounds", *METRIC_KEYS]
     with (out / "metrics.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, header, extrasaction="ignore")
         writer.writeheader()
@@ -197,6 +239,7 @@ def evaluate(
                 t0 = time.perf_counter()
                 result, _ = play(sim, policy.decide, duration)
                 row = {"scenario": env["scenario"], "policy": label, "seed": seed}
+                row["pressured_rounds"] = pressured_rounds(scn, seed, duration)
                 row.update(wall_s=time.perf_counter() - t0, rollouts=getattr(policy, "rollouts", 0))
                 row.update(result["metrics"])
                 writer.writerow(row)
@@ -246,5 +289,6 @@ __all__ = [
     "evaluate",
     "fork",
     "make_expert",
+    "pressured_rounds",
     "rollout_cost",
 ]

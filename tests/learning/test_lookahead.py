@@ -17,6 +17,7 @@ from pvegym.learning.lookahead import (
     LookaheadExpert,
     fork,
     make_expert,
+    pressured_rounds,
     rollout_cost,
 )
 from pvegym.sim import catalog
@@ -121,3 +122,52 @@ def test_expert_only_dagger_collection_is_the_experts_episode() -> None:
 def test_unknown_expert_constant_names_its_key() -> None:
     with pytest.raises(ConfigError, match=r"imitation\.expert_params\.depth"):
         make_expert("lookahead", "imitation.expert_params", depth=2)
+
+
+def _first_possible(sim: Simulation) -> Motion:
+    """Some motion the HA manager would accept now."""
+    cl = sim.cluster
+    for g in sim.ha_idx.tolist():
+        for n in range(cl.n_nodes):
+            if sim.motion_possible(g, n):
+                return Motion(sid=cl.sids[g], target=cl.node_names[n])
+    raise AssertionError("no motion possible")
+
+
+def test_pressured_rounds_say_where_a_move_is_not_churn() -> None:
+    """On an instance without a pressured round any move is a churn move; on one whose every
+    round is pressured it is not (what bounds the wins a churn-free policy can have)."""
+    for calm in (True, False):
+        for seed in range(9000, 9040):
+            scn = catalog.scenario("small", seed)
+            n = pressured_rounds(scn, seed, 600.0)
+            if n == (0 if calm else 60):
+                break
+        else:
+            raise AssertionError(f"no {'calm' if calm else 'pressured'} instance in 9000–9039")
+        sim = Simulation(scn, seed)
+        sim.reset()
+        for _ in range(30):
+            sim.step(None)
+        sim.step(_first_possible(sim))
+        assert sim.metrics.churn_moves == (1 if calm else 0), (seed, n)
+
+
+def test_shadow_motion_is_an_option() -> None:
+    """A shadow proposer's motion is tried too: with its constants the expert compares on a round
+    where only the shadow would move (the reference patched here, guest-centric never gated)."""
+    sim, _ = _pressured()
+    never = {**DEFAULT_PROPOSER, "min_pressure_pct": 100.0}
+    alone = LookaheadExpert(**FAST, proposer=never)
+    shadowed = LookaheadExpert(**FAST, proposer=never, shadow={"policy": "patched"})
+    for expert in (alone, shadowed):
+        expert.bind(sim)
+        expert.reset(0)
+    view = sim.view
+    for _ in range(60):
+        alone.decide(view)
+        if shadowed.decide(view) is not None or shadowed.attempts:
+            break
+        view = sim.step(None)
+    assert alone.attempts == 0
+    assert shadowed.attempts > 0
