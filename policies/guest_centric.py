@@ -322,6 +322,18 @@ class GuestCentricPolicy:
     # ---------------------------------------------------------------- the round
 
     def decide(self, view: ClusterView) -> Motion | None:
+        return self._decide(view, issue=True)
+
+    def propose(self, view: ClusterView) -> list[Candidate]:
+        """:meth:`decide` without issuing anything: the candidates it scored on this round (empty
+        on a round it would not attempt). Why: a look-ahead expert
+        (``pvegym.learning.lookahead``) ranks its rollouts by this policy's scoring and tells it
+        what it did through :meth:`adopt`, so the outcome tracking follows the real trajectory."""
+        self._last_scored = []
+        self._decide(view, issue=False)
+        return self.last_scored
+
+    def _decide(self, view: ClusterView, issue: bool) -> Motion | None:
         self._base.observe(view)  # patch 1: backoff / cooldown from our motions' results
         self._learn(view)
         if view.motion_active:
@@ -333,11 +345,11 @@ class GuestCentricPolicy:
         if self.sustained < self.config.hold_rounds:
             return None
         self.sustained = 0
-        return self._choose(view)
+        return self._choose(view, issue)
 
     # ---------------------------------------------------------------- scoring
 
-    def _choose(self, view: ClusterView) -> Motion | None:
+    def _choose(self, view: ClusterView, issue: bool = True) -> Motion | None:
         cfg = self.config
         online = np.asarray(view.node_online, dtype=bool)
         ncs = np.asarray(view.node_cpu_some, dtype=np.float64)
@@ -412,7 +424,7 @@ class GuestCentricPolicy:
         # the scored list is built when read (last_scored): most attempts issue nothing
         self._scored_columns = (view, sub, relief, costs, src_after, tgt_after, mem_after)
         self._last_scored = None
-        if best < 0:
+        if best < 0 or not issue:
             return None
         return self._issue(view, cands, rows[best], self._scored_row(best))
 

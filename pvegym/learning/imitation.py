@@ -15,7 +15,8 @@ a round in which some motion is possible (or the first round), and its reward is
 the next decision. So the cloned policy's states and the critic's returns are those PPO will see.
 
 The expert's answer on a decision state is its label (its motion encoded as an action; one the
-mask forbids counts as no motion). When the learner acts instead, the expert is told
+mask forbids counts as no motion). A privileged expert (``pvegym.learning.lookahead``, one
+with ``bind``) is bound to the episode's simulation after each reset. When the learner acts instead, the expert is told
 (``adopt(view, motion)`` when it has it), so that its outcome tracking follows the trajectory
 that really happened.
 """
@@ -30,9 +31,9 @@ import numpy as np
 import torch as th
 from numpy.typing import NDArray
 
-from policies.registry import make_policy
 from pvegym.env import observation_layout as L
 from pvegym.env.cluster_env import ClusterEnv
+from pvegym.learning.lookahead import make_expert
 from pvegym.learning.pair_policy import greedy_actions
 from pvegym.learning.train_config import ImitationOptions
 
@@ -87,6 +88,16 @@ def learner_actions(
     return out
 
 
+def _start_expert(expert: Any, env: ClusterEnv) -> None:
+    """Reset ``expert`` for the episode ``env`` just started; a privileged expert (one with
+    ``bind``: :class:`~pvegym.learning.lookahead.LookaheadExpert`) is bound to its simulation
+    (a new one when the family instance changed)."""
+    bind = getattr(expert, "bind", None)
+    if bind is not None:
+        bind(env.sim)
+    expert.reset(env.episode_seed)
+
+
 def collect_episode(
     env: ClusterEnv,
     instance: int,
@@ -111,7 +122,7 @@ def collect_episode(
     t0 = time.perf_counter()
     obs, _ = env.reset(seed=episode_seed, options={"instance_seed": instance})
     stats.env_s += time.perf_counter() - t0
-    expert.reset(env.episode_seed)
+    _start_expert(expert, env)
     adopt = getattr(expert, "adopt", None)
     first = True
     pending = 0.0
@@ -291,7 +302,7 @@ def dagger(
     iteration (collection, times, BC accuracy), for the manifest."""
     rng = np.random.default_rng([seed, 7])
     env = make_env()
-    expert = make_policy(opts.expert, "imitation.expert", **opts.expert_params)
+    expert = make_expert(opts.expert, "imitation.expert_params", **opts.expert_params)
     data = Batch()
     report: dict[str, Any] = {"iterations": []}
     t_start = time.perf_counter()

@@ -232,9 +232,9 @@ class ImitationOptions:
     value_epochs: int = field(10, ge=0, le=10_000)
 
     def validate(self, path: str) -> None:
-        from policies.registry import make_policy
+        from pvegym.learning.lookahead import make_expert
 
-        make_policy(self.expert, f"{path}.expert_params", **self.expert_params)
+        make_expert(self.expert, f"{path}.expert_params", **self.expert_params)
 
 
 @dataclass(frozen=True)
