@@ -61,3 +61,15 @@ def test_bench_only_ha_round(capsys: pytest.CaptureFixture[str]) -> None:
     assert {"ha_round_us", "ha_round_ratio", "cartpole_step_us", "provenance"} <= doc.keys()
     assert doc["ha_round_us"] > 0 and doc["ha_round_ratio"] > 0
     assert doc["cartpole_step_us"] == doc["ha_round_cartpole_step_us"]
+
+
+@pytest.mark.parametrize("stack", ["full", "model"])
+def test_bench_only_ha_round_rejects_ha_stack(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only ha-round`` measures the full stack's round: ``--ha-stack`` would be ignored, so
+    the combination is refused in one line (exit 2) before any measuring."""
+    assert main(["bench", "--only", "ha-round", "--ha-stack", stack, "--quick", "--json"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert captured.out == "" and len(err) == 1 and "--ha-stack" in err[0] and "ha-round" in err[0]

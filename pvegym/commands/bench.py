@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from pvegym.errors import ConfigError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure environment step cost and simulator speed")
@@ -15,9 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ha-stack",
         choices=("model", "full"),
-        default="model",
-        help="the scenarios' HA stack (scenario key ha_stack): the model's round or the port of "
-        "pve-ha-manager (full: no vector-env figures)",
+        default=None,
+        help="the scenarios' HA stack (scenario key ha_stack): the model's round (default) or the "
+        "port of pve-ha-manager (full: no vector-env figures); not with --only ha-round, which "
+        "measures the full stack's round",
     )
     p.add_argument(
         "--only",
@@ -33,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pvegym.experiments.bench import bench, provenance
 
+    if args.only == "ha-round" and args.ha_stack is not None:
+        raise ConfigError("--ha-stack", "not with --only ha-round (it measures the full stack)")
     if args.out:
         from pvegym.config import check_out_file
 
@@ -42,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
         doc = bench_only_ha_round(quick=args.quick)
     else:
-        doc = bench(quick=args.quick, ha_stack=args.ha_stack)
+        doc = bench(quick=args.quick, ha_stack=args.ha_stack or "model")
     doc["provenance"] = provenance()
     if args.out:
         from pathlib import Path

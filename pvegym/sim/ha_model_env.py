@@ -112,12 +112,17 @@ class CommittedMotion:
 
     def __init__(self) -> None:
         self.pending: Motion | None = None
+        #: the motion ``load_balance`` took this round (``HAStack.round`` clears it): a motion
+        #: no master took — a Manager created this round resets its balancer — is retracted
+        self.taken: Motion | None = None
 
     def reset(self, seed: int | None = None) -> None:
         self.pending = None
 
     def decide(self, view: ClusterView) -> Motion | None:
         motion, self.pending = self.pending, None
+        if motion is not None:
+            self.taken = motion
         return motion
 
 
@@ -539,10 +544,17 @@ class ModelGuest:
         self, haenv: AgentEnv, id: str, target: str, online: bool
     ) -> Generator[MotionJob, Any, bool]:
         """The model's motion of the guest to ``target``: queued for the physics at the worker's
-        time, waited for; on success the config follows the guest."""
+        time, waited for; on success the config follows the guest. A guest that does not run (the
+        Manager's migrate of a stopped service, an offline migrate) moves at once, as the model
+        stack's ``next_state_stopped`` moves it: no motion, no downtime or migration time."""
         sim, g = self.sim, self._guest(id)
         sid = f"{self.service_type}:{id}"
         cl = sim.cluster
+        if not cl.running[g]:
+            cl.node[g] = cl.node_index[target]  # as _next_states moves it (no KSM/telemetry reset)
+            self.cfs.change_service_location(sid, target)
+            haenv.log("info", f"service {sid} - moved offline to node '{target}'")
+            return True
         kind = MIGRATE if online and self.service_type == "vm" else RELOCATE
         if online and self.service_type == "ct":
             haenv.log("warn", "unable to live migrate running container, fallback to relocate")

@@ -24,7 +24,8 @@ tick in the round of the end if the end falls within that tick's 8 s of polls (a
 else the next tick — where the model's CRM sees it at the first round after the end. A motion
 therefore holds the balancer up to one round longer, a job behind a running one (a bundle) starts
 in the round after the first ends, and the HA stack starts its services in the episode's first
-round (the CRM takes the manager lock and adds them, the LRMs take their agent locks).
+round (the CRM takes the manager lock and adds them, the LRMs take their agent locks): until a
+manager status shows the services, no motion is possible (:meth:`HAStack.sync`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pvegym.sim.ha.crm import CRM
 from pvegym.sim.ha.lrm import LRM
 from pvegym.sim.ha.tools import QUIET_SERIAL_KEY
 from pvegym.sim.ha_model_env import CommittedMotion, ModelCFS, ModelHAEnv
+from pvegym.sim.metrics import MoveRecord
 from pvegym.sim.view import STARTED, ClusterView, Motion
 
 _MOVING = ("migrate", "relocate")
@@ -60,7 +62,11 @@ class HAStack:
         #: the view ``load_balance`` passes when none was built this round (see
         #: :meth:`ModelHAEnv.balancer_view`)
         self.stub_view: ClusterView | None = None
+        #: the manager status's serial last synced (``None``: none yet, or it had no serial)
         self._synced_serial: Any = None
+        #: this round's answer until a master takes it: guest, then the move the simulation
+        #: records when it is taken (:meth:`Simulation.move_record`)
+        self._offered: tuple[int, tuple[MoveRecord, bool, bool]] | None = None
         #: the round whose LRM ticks run now, ``(t0, t1)`` s
         self.ticking: tuple[float, float] | None = None
         self.cfs = ModelCFS(sim)
@@ -151,11 +157,18 @@ class HAStack:
         self.cfs.crm_commands.append(cmd)
         self.cfs.bump()
 
-    def answer(self, g: int, target: int, motion: Motion | None = None) -> None:
-        """The answer of this round's ``load_balance``: guest ``g`` to node ``target`` (the
-        policy's ``motion`` itself when given: it carries the imbalances for the log)."""
+    def answer(self, g: int, target: int, move: tuple[MoveRecord, bool, bool]) -> None:
+        """The answer of this round's ``load_balance``: guest ``g`` to node ``target``; ``move``
+        (:meth:`Simulation.move_record`) counts in the metrics once a master took it
+        (:meth:`round`)."""
         cl = self.sim.cluster
-        self.committed.pending = motion or Motion(cl.sids[g], cl.node_names[target])
+        self.committed.pending = Motion(cl.sids[g], cl.node_names[target])
+        self._offered = (g, move)
+
+    def describe(self, motion: Motion) -> None:
+        """The answer is the policy's ``motion`` itself (it carries the imbalances for the
+        log)."""
+        self.committed.pending = motion
 
     def queue_command(self, g: int, target: int) -> None:
         """A scenario's ``migrate`` event: the CRM command ``qm migrate``/``pct migrate`` of an
@@ -168,7 +181,8 @@ class HAStack:
         self.sim._ha_active = True
 
     def round(self) -> None:
-        """Every CRM at the simulation's time, then the service table read back."""
+        """Every CRM at the simulation's time, the answer settled (:meth:`_settle`: counted if
+        the master took it, else retracted), then the service table read back."""
         sim = self.sim
         t = sim.t
         for node in self.cfs.expired_nodes(t):  # the hardware watchdog reset the node
@@ -176,9 +190,24 @@ class HAStack:
         for env, crm in self.crms:
             env.start_at(t)
             crm.do_one_iteration()
-        self.committed.pending = None  # no master asked (e.g. still taking the lock)
+        committed = self.committed
+        if self._offered is not None:
+            self._settle(*self._offered, taken=committed.taken is not None)
+        self._offered = committed.pending = committed.taken = None
         self.sync()
         sim._results = []
+
+    def _settle(self, g: int, move: tuple[MoveRecord, bool, bool], taken: bool) -> None:
+        """The answer for guest ``g`` after every CRM ran: taken by the master's
+        ``load_balance``, its move counts (the LRM's worker takes its index); else it is
+        retracted — no master asked (a Manager created this round resets its balancer), so the
+        HA manager never queues it — and only logged."""
+        sim = self.sim
+        if taken:
+            sim._pending_move[g] = sim.register_move(*move)
+            return
+        rec = move[0]
+        sim._log.append((sim.t, f"retracted motion {rec.guest} -> {rec.target}: no master took it"))
 
     def lrm_ticks(self, t0: float, t1: float) -> None:
         """Every LRM at its tick ``t0 + phase`` of the round ``(t0, t1]`` (s), in tick order
@@ -256,11 +285,13 @@ class HAStack:
 
     def sync(self) -> None:
         """The simulation's service table (states, nodes, targets) from the manager status,
-        when the Manager wrote a new serial (a round that may have changed a state)."""
+        when the Manager wrote a new serial (a round that may have changed a state) or the status
+        has none. Until a status shows the services (``service_status``: the first master wrote
+        it), the pipeline counts as busy: no motion is possible."""
         ms = self.cfs.manager_status
         self._sync_nodes(ms)
-        serial = ms.get(QUIET_SERIAL_KEY, self)
-        if serial is self._synced_serial or serial == self._synced_serial:
+        serial = ms.get(QUIET_SERIAL_KEY)
+        if serial is not None and serial == self._synced_serial:
             return
         self._synced_serial = serial
         sim = self.sim
@@ -289,7 +320,12 @@ class HAStack:
                 active = True
         sim._view_states = None
         # while HA is disarmed the Manager runs no load_balance: no motion is possible
-        sim._ha_active = active or bool(self.cfs.crm_commands) or bool(ms.get("disarm"))
+        sim._ha_active = (
+            active
+            or bool(self.cfs.crm_commands)
+            or bool(ms.get("disarm"))
+            or "service_status" not in ms
+        )
 
     def _sync_nodes(self, ms: dict[str, Any]) -> None:
         """The simulation's node states (:meth:`Simulation.set_node_states`) from the manager

@@ -202,8 +202,9 @@ class Simulation:
         self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
         self._killed: set[int] = set()  # guests the OOM killer killed
         # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
-        # motion is queued or running in their manager status
-        self._ha_active = False
+        # motion is queued or running in their manager status, or no master has written the
+        # services' status yet (HAStack.sync)
+        self._ha_active = self.scenario.ha_stack == "full"
         # the HA manager's node states (ha_stack = "full": its manager status; the model stack:
         # the configured online nodes throughout): what a balancer may target (``node_usable``,
         # ``_online_list``; the view's and the observation's ``online``) and the observation's
@@ -544,7 +545,8 @@ class Simulation:
         self._view = None
 
     def result_flags(self) -> tuple[bool, bool]:
-        """Whether an HA motion result arrived this round that succeeded / failed."""
+        """Whether an HA motion result arrived this round that succeeded / failed (the motions
+        :meth:`ended_motions` lists)."""
         if not self._results:  # most rounds: read once per environment step
             return False, False
         is_ha = self._is_ha_list
@@ -560,7 +562,11 @@ class Simulation:
     def ended_motions(self) -> list[tuple[int, int, int, bool, float, float]]:
         """The HA motions whose result the CRM sees this round (what ``view.results`` shows):
         ``(guest, source, target, ok, t_issued, t_end)`` with cluster guest and node indices and
-        times in s. An environment's motion memory reads them without building the view."""
+        times in s. An environment's motion memory reads them without building the view.
+
+        With the full stack: the motions the physics ended in the last round, whose result the
+        port's CRM reads from the LRM's status this round or the next (when the LRM tick that
+        collects it falls after the round of the end; ``pvegym.sim.ha_stack``)."""
         if not self._results:
             return []
         is_ha = self._is_ha_list
@@ -581,7 +587,7 @@ class Simulation:
             queued = self._balancer_motion(motion)
         if self._stack is not None:  # the port's CRM round and the LRMs' ticks
             if queued and motion is not None:
-                self._stack.answer(-1, -1, motion)
+                self._stack.describe(motion)
             self._stack.round()
             return queued
         self._next_states()
@@ -710,21 +716,32 @@ class Simulation:
 
     def _issue(self, g: int, target: int) -> None:
         """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it
-        (with the full stack: this round's answer of the Manager's ``load_balance``)."""
-        self._pending_move[g] = self._record_move(g, target)
+        (with the full stack: this round's answer of the Manager's ``load_balance``, recorded
+        once the master took it)."""
         if self._stack is not None:
-            self._stack.answer(g, target)
+            self._stack.answer(g, target, self.move_record(g, target))
             return
+        self._pending_move[g] = self._record_move(g, target)
         self._queue(g, target)
+
+    def move_record(self, g: int, target: int) -> tuple[MoveRecord, bool, bool]:
+        """The balancer's motion of guest ``g`` to ``target`` as the metrics record it now: the
+        record, whether it is churn, whether the HA manager's maintenance moves are pending."""
+        cl = self.cluster
+        rec = MoveRecord(self.t, cl.sids[g], cl.node_names[self.svc_node[g]], cl.node_names[target])
+        maintenance = self._stack is not None and self._stack.maintenance_pending()
+        return rec, self._no_true_pressure(), maintenance
+
+    def register_move(self, rec: MoveRecord, churn: bool, maintenance: bool) -> int:
+        """A :meth:`move_record` in the metrics; its move index."""
+        self.metrics.move_issued(rec, churn=churn)
+        if maintenance:
+            self.metrics.maintenance_moves += 1
+        return len(self.metrics.moves) - 1
 
     def _record_move(self, g: int, target: int) -> int:
         """The balancer's motion of guest ``g`` to ``target`` in the metrics; its move index."""
-        cl = self.cluster
-        rec = MoveRecord(self.t, cl.sids[g], cl.node_names[self.svc_node[g]], cl.node_names[target])
-        self.metrics.move_issued(rec, churn=self._no_true_pressure())
-        if self._stack is not None and self._stack.maintenance_pending():
-            self.metrics.maintenance_moves += 1
-        return len(self.metrics.moves) - 1
+        return self.register_move(*self.move_record(g, target))
 
     def _no_true_pressure(self) -> bool:
         """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
@@ -850,7 +867,8 @@ class Simulation:
         )
 
     def _view_results(self) -> tuple[MotionResult, ...]:
-        """The results of the HA guests' motions that ended in the last round."""
+        """The results of the HA guests' motions that ended in the last round (see
+        :meth:`ended_motions`)."""
         cl = self.cluster
         results: tuple[MotionResult, ...] = ()
         if self._results:

@@ -42,7 +42,12 @@ class Motion:
 
 @dataclass(frozen=True, slots=True)
 class MotionResult:
-    """The LRM's exit for one finished motion, as the CRM sees it in the round after it ended."""
+    """The LRM's exit for one finished motion, as the CRM sees it in the round after it ended.
+
+    With the full HA stack (``ha_stack = "full"``) a result is shown in the round after the
+    physics ended the motion; the port's CRM reads it from the LRM's status in that round or
+    the next (the LRM tick that collects it may fall in the following round).
+    """
 
     sid: str
     source: str
@@ -119,7 +124,9 @@ class ClusterView:
     guest_mem_full: FloatArray
     guest_migratable: BoolArray  # False when the config pins it (local CD-ROM, local device)
     rules: Rules = field(default_factory=Rules)
-    results: tuple[MotionResult, ...] = ()  # LRM exits the CRM processes in this round
+    # LRM exits the CRM processes in this round (full stack: motions ended in the last round,
+    # which its CRM sees this round or the next; MotionResult)
+    results: tuple[MotionResult, ...] = ()
     motion_active: bool = False  # a motion is queued or running anywhere (the pipeline is busy)
     mode: str = "dynamic"  # CRS scheduler mode: "dynamic" or "static"
     # running guests that are not HA resources (Manager.pm recompute_online_node_usage adds them

@@ -144,3 +144,26 @@ def test_node_affinity_follows_the_online_nodes() -> None:
     here = env.view.node_names[env.view.guest_node[env.view.sids.index("vm:103")]]
     other = {"node1": "node2", "node2": "node1"}[here]
     assert allowed(env, "vm:103", other) and refused(env, "vm:103", "node3")
+
+
+def test_the_first_valid_motion_is_carried_out() -> None:
+    """The env's first valid action (issue 16 review): with the full stack no motion is valid
+    until the first master wrote the services' status, and the first one the mask admits runs
+    and ends; no move stays ``running`` with no job. A reset makes the pipeline busy again."""
+    import gymnasium
+
+    import pvegym.env  # noqa: F401 - registers the environments
+
+    env = gymnasium.make("pvegym/Cluster-v1", scenario="small", overrides={"ha_stack": "full"})
+    env.reset(seed=0)
+    u: Any = env.unwrapped
+    assert not u.action_masks()[1:].any()  # the first round: no master yet
+    while not u.action_masks()[1:].any():
+        env.step(0)
+    env.step(int(np.flatnonzero(u.action_masks()[1:])[0]) + 1)
+    (rec,) = u.sim.metrics.moves
+    for _ in range(40):
+        env.step(0)
+    assert rec.outcome == "succeeded" and u.sim._pending_move == {}
+    env.reset(seed=0)
+    assert not u.action_masks()[1:].any()

@@ -26,6 +26,7 @@ import pytest
 from policies import make_policy
 from pvegym.sim.ha.node_status import FENCE_DELAY
 from pvegym.sim.ha_model_env import LOCK_TIMEOUT, WATCHDOG_TIMEOUT
+from pvegym.sim.motions import Job
 from pvegym.sim.scenario import EventType, MigrationSettings, scenario_from_dict
 from pvegym.sim.simulation import Simulation
 from tests.conftest import RunCli
@@ -267,3 +268,25 @@ def test_every_event_kind_in_one_episode_is_deterministic() -> None:
         runs.append((sim.run(make_policy("patched")), sim.log))
     assert runs[0] == runs[1]
     assert 0.0 < runs[0][0]["metrics"]["recovery_s"] <= RECOVERY_BOUND_S
+
+
+def test_migrate_of_a_stopped_vm_moves_it_offline_as_the_model_stack_does() -> None:
+    """A stopped HA guest's migrate (the Manager sends it to the LRM as an offline migrate):
+    the guest moves at once, no motion — the model stack's downtime and no migration time."""
+    import tomllib
+
+    events = [{"t": T0, "type": "migrate", "sid": "vm:101", "target": "node2"}]
+    results, sims = {}, {}
+    for stack in ("model", "full"):
+        data = tomllib.loads(scenario_toml(events, ha_stack=stack))
+        data["guests"][0]["state"] = "stopped"
+        sims[stack] = sim = Simulation(scenario_from_dict(data), seed=0)
+        results[stack] = sim.run(make_policy("noop"))["metrics"]
+    full, model = results["full"], results["model"]
+    assert full["migration_seconds"] == model["migration_seconds"] == 0.0
+    assert full["migration_bytes"] == model["migration_bytes"] == 0.0
+    assert full["downtime_s"] == pytest.approx(model["downtime_s"])
+    for sim in sims.values():
+        assert node_of(sim, "vm:101") == "node2" and not running(sim, "vm:101")
+        jobs = [e for _, e in sim._log if isinstance(e, Job) and e.sid == "vm:101"]
+        assert jobs == []  # no motion of the model

@@ -22,6 +22,7 @@ from policies.registry import make_policy
 from pvegym.cli import main
 from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
 from pvegym.sim.ha.lrm import WORKER_POLL_TIME
+from pvegym.sim.ha.tools import QUIET_SERIAL_KEY
 from pvegym.sim.motions import Job
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.scenarios import FIELD_SCENARIOS
@@ -234,3 +235,56 @@ def test_field_targets_hold_with_the_full_stack(scenario: str, policy: str) -> N
         results.append(check_target(ep, policy))
     passed = sum(1 for ok, _ in results if ok)
     assert passed >= needed(10), [d for _, d in results]
+
+
+def test_no_motion_before_the_first_master_wrote_the_services() -> None:
+    """Until a manager status shows the services (the CRM becomes master in the first round),
+    the pipeline counts as busy; a reset restores that."""
+    sim = Simulation(_scenario("full"), seed=3)
+    for _ in range(2):
+        sim.reset()
+        g = sim.cluster.guest_index["vm:100"]
+        assert sim.motion_active() and not sim.motion_possible(g, 1)
+        assert not sim.commit(Motion("vm:100", "node2"))
+        sim.advance()
+        sim.receive()
+        assert not sim.motion_active() and sim.motion_possible(g, 1)
+        assert sim.metrics.moves == []
+
+
+def test_a_motion_no_master_took_is_retracted() -> None:
+    """A motion answered in a round whose master does not ask (here the first round, forced
+    past the busy state: the new Manager resets its balancer) is retracted: no move counts, and
+    no stale move index waits for a later motion of the guest."""
+    sim = Simulation(_scenario("full"), seed=3)
+    sim.reset()
+    g = sim.cluster.guest_index["vm:100"]
+    sim._ha_active = False  # what the busy state prevents
+    assert sim.commit(Motion("vm:100", "node2"))
+    assert sim.metrics.moves == [] and sim._pending_move == {}
+    assert any("retracted motion vm:100 -> node2" in line for _, line in sim.log)
+    for _ in range(10):
+        sim.step(None)
+    assert int(sim.cluster.node[g]) == 0 and sim.jobs == []
+    # the next round's motion is taken and carried out
+    assert sim.commit(Motion("vm:100", "node2"))
+    for _ in range(20):
+        sim.step(None)
+    (rec,) = sim.metrics.moves
+    assert rec.outcome == "succeeded" and int(sim.cluster.node[g]) == 1
+
+
+def test_sync_reads_every_status_without_a_serial() -> None:
+    """A manager status without the serial key is read every time (not only the first)."""
+    sim = Simulation(_scenario("full"), seed=3)
+    sim.reset()
+    sim.step(None)
+    stack = sim._stack
+    assert stack is not None
+    g = sim.cluster.guest_index["vm:100"]
+    ms = stack.cfs.manager_status
+    for state in ("stopped", "started"):
+        ms.pop(QUIET_SERIAL_KEY, None)
+        ms["service_status"]["vm:100"]["state"] = state
+        stack.sync()
+        assert sim.svc_state[g] == state
