@@ -211,8 +211,25 @@ def test_one_implementation_replay_simulate_and_env(
     capsys.readouterr()
 
 
+#: Where the full stack's timing changes a target's rate, measured and explained (docs/model.md):
+#: with the full stack no motion is possible until the first master has written the services
+#: (round 0 counts as busy, as upstream's balancer sees no started service yet), so upstream's
+#: hold counter starts one round later; in seed 7 it then moves vm:110 once (640 s) instead of
+#: three times, and the oscillation target holds in 7 of 10 seeds (seeds 1, 2, 7 miss it) against
+#: 8 of 10 on the model stack. Strict: the mark goes when the rate is back.
+FULL_STACK_DEVIATIONS = {
+    ("dominant-oscillation", "upstream"): "the first round busy: 7 of 10 seeds (model stack 8)",
+}
+
 FIELD_CASES = [
-    pytest.param(scenario, policy, id=f"{scenario}-{policy}")
+    pytest.param(
+        scenario,
+        policy,
+        id=f"{scenario}-{policy}",
+        marks=[pytest.mark.xfail(reason=FULL_STACK_DEVIATIONS[scenario, policy], strict=True)]
+        if (scenario, policy) in FULL_STACK_DEVIATIONS
+        else [],
+    )
     for scenario in FIELD_SCENARIOS
     for policy in ("upstream", "patched")
     if not (scenario == "pressure-evacuation" and policy == "upstream")  # no upstream target
