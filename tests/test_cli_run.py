@@ -75,8 +75,16 @@ def test_ctrl_c_is_one_line_and_keeps_finished_cells(tmp_path: Path) -> None:
     )
     cells = tmp_path / "out" / "cells"
     argv = ["run", str(exp), "--out", str(tmp_path / "out"), "--workers", "2", "--quiet"]
+    # as from a terminal: a suite started in the background (`cmd &` in a non-interactive shell,
+    # nohup) hands its children SIGINT *ignored*, and Python then never raises KeyboardInterrupt —
+    # the command would run to its end and exit 0. The child restores what an interactive start
+    # gives (Python's handler), then runs `python -m pvegym` exactly.
+    terminal_start = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'pvegym'; runpy.run_module('pvegym', run_name='__main__')"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pvegym", *argv],
+        [sys.executable, "-c", terminal_start, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
