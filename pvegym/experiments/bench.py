@@ -41,8 +41,8 @@ Figures (``--json`` keys):
 * ``ha_round_us`` / ``ha_round_ratio`` — µs of one *full* round of the HA stack's port (every
   CRM and LRM iteration of a 4-node, 12-service cluster with a migration pending, so that the
   steady-state skip does not apply) and its ratio to a CartPole step, in alternating blocks as
-  above but in the thread's CPU time (:func:`paired_cpu_ratio`; :mod:`pvegym.experiments.bench_ha`
-  describes the hardware it runs on).
+  above but in the thread's CPU time (:func:`paired_ratio` with CPU-time loops;
+  :mod:`pvegym.experiments.bench_ha` describes the hardware it runs on).
   ``pvegym bench --only ha-round`` measures this figure alone (``--quick``: fewer rounds).
 * ``scaling`` — step µs for clusters from 2 nodes / 10 guests to 64 nodes / 2,000 guests, and
   ``scaling_exponent``: the slope of log(step µs) against log(guests) (least squares).
@@ -56,7 +56,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Literal
 
 import numpy as np
 
@@ -175,31 +177,35 @@ class ClusterLoop:
         self.env.close()
 
 
-class TimedLoop(Protocol):
-    """What :func:`paired_ratio` times: ``run(steps)`` → ``(s of the whole loop, s in step())``."""
-
-    def run(self, steps: int) -> tuple[float, float]: ...
-
-
 def paired_ratio(
-    cluster: TimedLoop, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
+    cluster_run: Callable[[int], tuple[float, float]],
+    cartpole_run: Callable[[int], float],
+    steps: int,
+    cartpole_steps: int,
+    blocks: int,
 ) -> dict[str, float]:
-    """Step costs of ``cluster`` and ``cartpole`` measured in alternating blocks, and their ratio.
+    """Step costs of a loop and of CartPole measured in alternating blocks, and their ratio.
+
+    The timer comes with the two callables: ``cluster_run(steps)`` → ``(s of the whole loop,
+    s in step())`` and ``cartpole_run(steps)`` → s in ``step()``; wall time
+    (``ClusterLoop.run``, ``CartPoleLoop.run``: ``perf_counter``) or this thread's CPU time
+    (``HARoundLoop.run`` with ``clock=time.thread_time``, ``CartPoleLoop.run_cpu``), never mixed.
 
     Why blocks: on a shared machine the speed drifts within seconds (on the development machine
-    the same code measured one figure after the other gave 6.6× and 5.1× a minute apart). Each block pair runs back to back
-    (alternating which goes first); the ratio is the median of the per-pair ratios and the step
-    costs are medians over blocks (µs)."""
+    the same code measured one figure after the other gave 6.6× and 5.1× a minute apart). Each
+    block pair runs back to back (alternating which goes first); the ratio is the median of the
+    per-pair ratios and the step costs are medians over blocks (µs): ``step_us``,
+    ``env_step_us``, ``cartpole_step_us``, ``ratio``."""
     per = max(1, steps // blocks)
     per_cp = max(1, cartpole_steps // blocks)
     loop_us, inner_us, cp_us, ratios = [], [], [], []
     for b in range(blocks):
         if b % 2:
-            loop, inner = cluster.run(per)
-            cp = cartpole.run(per_cp)
+            loop, inner = cluster_run(per)
+            cp = cartpole_run(per_cp)
         else:
-            cp = cartpole.run(per_cp)
-            loop, inner = cluster.run(per)
+            cp = cartpole_run(per_cp)
+            loop, inner = cluster_run(per)
         loop_us.append(loop / per * 1e6)
         inner_us.append(inner / per * 1e6)
         cp_us.append(cp / per_cp * 1e6)
@@ -337,8 +343,8 @@ def bench(quick: bool = False, ha_stack: HAStack = "model") -> dict[str, Any]:
     cartpole.run(200)  # warm-up
     _progress("bench-small vs CartPole-v1, alternating blocks …")
     small = paired_ratio(
-        ClusterLoop("bench-small", steps_s, overrides=overrides),
-        cartpole,
+        ClusterLoop("bench-small", steps_s, overrides=overrides).run,
+        cartpole.run,
         steps_s,
         steps_cp,
         blocks,
@@ -348,8 +354,8 @@ def bench(quick: bool = False, ha_stack: HAStack = "model") -> dict[str, Any]:
         f"{small['cartpole_step_us']:.1f} µs/step: ×{small['ratio']:.1f}; bench-large …"
     )
     large = paired_ratio(
-        ClusterLoop("bench-large", steps_l, overrides=overrides),
-        cartpole,
+        ClusterLoop("bench-large", steps_l, overrides=overrides).run,
+        cartpole.run,
         steps_l,
         steps_cp // 4,
         blocks,
@@ -403,43 +409,25 @@ def bench(quick: bool = False, ha_stack: HAStack = "model") -> dict[str, Any]:
     }
 
 
-def paired_cpu_ratio(
-    loop: Any, cartpole: CartPoleLoop, steps: int, cartpole_steps: int, blocks: int
-) -> dict[str, float]:
-    """:func:`paired_ratio` in this thread's CPU time (``loop.run_cpu``, ``cartpole.run_cpu``):
-    ``ha_round_us``, ``ha_round_ratio`` (median of the block pairs' ratios) and
-    ``ha_round_cartpole_step_us``. CPU time for the reason :func:`days_paired` gives: a block of
-    full HA rounds runs several times longer than its CartPole block and would collect most of
-    a shared machine's preemptions in wall time."""
-    per = max(1, steps // blocks)
-    per_cp = max(1, cartpole_steps // blocks)
-    ha_us, cp_us, ratios = [], [], []
-    for b in range(blocks):
-        if b % 2:
-            ha = loop.run_cpu(per)
-            cp = cartpole.run_cpu(per_cp)
-        else:
-            cp = cartpole.run_cpu(per_cp)
-            ha = loop.run_cpu(per)
-        ha_us.append(ha / per * 1e6)
-        cp_us.append(cp / per_cp * 1e6)
-        ratios.append(ha_us[-1] / cp_us[-1])
-    return {
-        "ha_round_us": float(np.median(ha_us)),
-        "ha_round_ratio": float(np.median(ratios)),
-        "ha_round_cartpole_step_us": float(np.median(cp_us)),
-    }
-
-
 def bench_ha_round(cartpole: CartPoleLoop, quick: bool) -> dict[str, float]:
     """``ha_round_us``, ``ha_round_ratio``, ``ha_round_cartpole_step_us``
-    (:func:`pvegym.experiments.bench_ha.ha_round`), with progress."""
+    (:func:`pvegym.experiments.bench_ha.ha_round`), with progress: :func:`paired_ratio` in this
+    thread's CPU time, for the reason :func:`days_paired` gives: a block of full HA rounds runs
+    several times longer than its CartPole block and would collect most of a shared machine's
+    preemptions in wall time."""
     from pvegym.experiments.bench_ha import HARoundLoop
 
     steps, cp_steps, blocks = (200, 2000, 5) if quick else (2000, 20000, 20)
     loop = HARoundLoop()
     loop.run(20)  # warm-up
-    ha = paired_cpu_ratio(loop, cartpole, steps, cp_steps, blocks)
+    cpu = paired_ratio(
+        partial(loop.run, clock=time.thread_time), cartpole.run_cpu, steps, cp_steps, blocks
+    )
+    ha = {
+        "ha_round_us": cpu["step_us"],
+        "ha_round_ratio": cpu["ratio"],
+        "ha_round_cartpole_step_us": cpu["cartpole_step_us"],
+    }
     _progress(
         f"full HA round: {ha['ha_round_us']:.0f} µs, CartPole-v1 "
         f"{ha['ha_round_cartpole_step_us']:.1f} µs/step: ×{ha['ha_round_ratio']:.1f}"

@@ -19,12 +19,13 @@ with usage statistics of fixed values, 4 LRM workers, no balancer. ``vm:101`` is
 
 ``ha_round_us`` is the median µs of one such round (4 CRM + 4 LRM iterations) and
 ``ha_round_ratio`` its ratio to a ``CartPole-v1`` step, in alternating blocks of CPU time
-(:func:`pvegym.experiments.bench.paired_cpu_ratio`).
+(:func:`pvegym.experiments.bench.paired_ratio` in CPU time).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Hashable
+import time
+from collections.abc import Callable, Generator, Hashable
 from typing import Any
 
 from pvegym.sim.ha.crm import CRM
@@ -324,23 +325,16 @@ class HARoundLoop:
             lrm.do_one_iteration()
         self.t = t + ROUND_S
 
-    def run_cpu(self, steps: int) -> float:
-        """CPU seconds of this thread in ``steps`` rounds."""
-        import time
-
-        t0 = time.thread_time()
+    def run(
+        self, steps: int, clock: Callable[[], float] = time.perf_counter
+    ) -> tuple[float, float]:
+        """``(seconds, seconds)`` of ``steps`` rounds by ``clock`` (wall time by default,
+        ``time.thread_time`` for this thread's CPU time): the pair
+        :func:`pvegym.experiments.bench.paired_ratio` expects (a round has no inner step)."""
+        t0 = clock()
         for _ in range(steps):
             self.round()
-        return time.thread_time() - t0
-
-    def run(self, steps: int) -> tuple[float, float]:
-        """``(seconds, seconds)`` of ``steps`` rounds (the pair :func:`paired_ratio` expects)."""
-        import time
-
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            self.round()
-        s = time.perf_counter() - t0
+        s = clock() - t0
         return s, s
 
 

@@ -44,7 +44,6 @@ from pvegym.sim.ha.tools import (
     ERROR,
     EWRONG_NODE,
     IGNORED,
-    JSON_SCALARS,
     QUIET_SERIAL_KEY,
     SUCCESS,
     count_active_services,
@@ -1032,25 +1031,8 @@ class Manager:
         # the uids are left out: every round gives each started service whose start the LRM
         # confirmed a new one, so that its LRM checks again that it runs (next_state_started);
         # a quiet round skips that check, which the quiescence token makes redundant
-        # (frozen(services without uids), built directly: no filtered copy of every service)
         ss = self.ss
-        services = tuple(
-            [
-                (
-                    sid,
-                    tuple(
-                        [
-                            (k, v if type(v) in JSON_SCALARS else frozen(v))
-                            for k in sorted(sd)
-                            if k != "uid"
-                            for v in (sd[k],)
-                        ]
-                    ),
-                )
-                for sid in sorted(ss)
-                for sd in (ss[sid],)
-            ]
-        )
+        services = tuple([(sid, frozen(ss[sid], "uid")) for sid in sorted(ss)])
         return (
             services,
             frozen(self.ns.status),

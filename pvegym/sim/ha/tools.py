@@ -105,15 +105,37 @@ QUIET_SERIAL_KEY = "pvegym-serial"
 JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def frozen(value: Any) -> Any:
+def frozen(value: Any, skip: str | None = None) -> Any:
     """A deep, comparable (hashable) copy of JSON-like data: a dict becomes the tuple of its
     ``(key, frozen value)`` pairs in key order, a list or tuple the tuple of its frozen items.
+    ``skip``: a key of the top-level dict left out (the Manager's state snapshot freezes each
+    service without its ``uid`` this way: no filtered copy of every service).
 
     The steady-state checks freeze the service status twice a full round, so scalars are
     returned first and a dict's keys alone are sorted (they are unique: the order of the pairs
-    is the order of the keys)."""
+    is the order of the keys); the key test only runs when there is a key to skip."""
     if type(value) in JSON_SCALARS:
         return value
+    if isinstance(value, dict):
+        if skip is None:
+            return tuple(
+                [
+                    (k, v if type(v) in JSON_SCALARS else frozen(v))
+                    for k in sorted(value)
+                    for v in (value[k],)
+                ]
+            )
+        return tuple(
+            [
+                (k, v if type(v) in JSON_SCALARS else frozen(v))
+                for k in sorted(value)
+                if k != skip
+                for v in (value[k],)
+            ]
+        )
+    if isinstance(value, list | tuple):
+        return tuple([v if type(v) in JSON_SCALARS else frozen(v) for v in value])
+    return value
     if isinstance(value, dict):
         return tuple(
             [

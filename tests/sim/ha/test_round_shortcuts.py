@@ -229,6 +229,17 @@ def test_frozen_is_the_sorted_pairs_copy() -> None:
         hash(got)
 
 
+def test_frozen_skip_leaves_out_one_top_level_key() -> None:
+    """``frozen(d, skip)`` is ``frozen`` of ``d`` without the key ``skip`` (top level only)."""
+    rng = random.Random(16)
+    for _ in range(1000):
+        value = {k: _json_like(rng) for k in rng.sample(["uid", "node", "state", "x"], 3)}
+        value["inner"] = {"uid": 1, "a": _json_like(rng)}
+        rest = {k: v for k, v in value.items() if k != "uid"}
+        assert frozen(value, "uid") == _frozen_upstream_port(rest)
+        assert repr(frozen(value, "uid")) == repr(_frozen_upstream_port(rest))
+
+
 def test_frozen_copy_is_independent() -> None:
     """A snapshot does not change when the status it was taken of does."""
     status = {"vm:101": {"state": "started", "failed_nodes": ["node1"]}}
