@@ -280,8 +280,8 @@ class Simulation:
         if self.jobs:
             self._motion_rows_set = True
             self._lrm(t0, t1)
-        if self._stack is not None:
-            self._stack_lrm_ticks(t0, t1)
+        if self._stack is not None:  # between the motions' physics and the cluster's
+            self._stack.lrm_ticks(t0, t1)
         if self._memory_moves:
             self.memory.round(t0, dt, self._migrating())
         tel = self.telemetry
@@ -306,14 +306,6 @@ class Simulation:
             tot[L.T_IMBALANCE],
         )
         self.t = t1
-
-    def _stack_lrm_ticks(self, t0: float, t1: float) -> None:
-        """The full stack's LRM ticks of the round ``(t0, t1]``, between the motions' physics
-        (which ended the jobs that end in it) and the cluster's: an LRM collects a worker whose
-        motion ended by its poll; a motion its new worker queues runs at once
-        (:meth:`run_new_motion`), so that the worker's polls of this tick see its end."""
-        assert self._stack is not None
-        self._stack.lrm_ticks(t0, t1)
 
     def run_new_motion(self, t0: float, t1: float) -> None:
         """The motions' physics of the round ``(t0, t1]`` for a job queued during it onto an
@@ -503,7 +495,10 @@ class Simulation:
         pause_s: float = 0.0,
     ) -> None:
         job.phase, job.t_end, job.ok, job.aborted, job.reason = "done", t, ok, aborted, reason
-        self.jobs.pop(0)
+        if self.jobs[0] is job:  # the running job (FIFO); a node's power-off ends any
+            self.jobs.pop(0)
+        else:
+            self.jobs.remove(job)
         self.finished.append(job)
         if job.move_id is not None:
             rec = self.metrics.moves[job.move_id]
@@ -790,14 +785,8 @@ class Simulation:
             if cl.running[g]:
                 self.set_running(g, False)
         for job in [j for j in self.jobs if n in (j.source, j.target)]:
-            self.jobs.remove(job)
-            job.phase, job.t_end, job.ok, job.reason = "done", t, False, "node powered off"
             job.migration = None
-            self.finished.append(job)
-            if job.move_id is not None:
-                rec = self.metrics.moves[job.move_id]
-                self.metrics.move_ended(rec, False, False, job.reason, t)
-            self._log.append((t, job))
+            self._finish(job, t, ok=False, reason="node powered off")
 
     def place_stopped_guest(self, g: int, node: str, t: float) -> None:
         """The HA manager recovered stopped guest ``g`` to ``node`` at ``t`` (s)
