@@ -290,3 +290,21 @@ def test_migrate_of_a_stopped_vm_moves_it_offline_as_the_model_stack_does() -> N
         assert node_of(sim, "vm:101") == "node2" and not running(sim, "vm:101")
         jobs = [e for _, e in sim._log if isinstance(e, Job) and e.sid == "vm:101"]
         assert jobs == []  # no motion of the model
+
+
+def test_a_node_power_off_ends_the_motion_to_it_and_the_guest_stays() -> None:
+    """A migration whose target loses its power fails (``Simulation.power_off_node``): the job
+    ends, not ok, with the reason in the log, and the guest keeps running on its source."""
+    import tomllib
+
+    events = [{"t": T0, "type": "migrate", "sid": "vm:101", "target": "node2"}]
+    sim = Simulation(scenario_from_dict(tomllib.loads(scenario_toml(events))), seed=0)
+    sim.reset()
+    while not sim.jobs and sim.t < T0 + 3 * ROUND_S:
+        sim.step(None)
+    assert sim.jobs and sim.jobs[0].sid == "vm:101", "the migrate event started no motion"
+    job = sim.jobs[0]
+    sim.power_off_node(sim.cluster.node_index["node2"], sim.t)
+    assert sim.jobs == [] and job in sim.finished
+    assert (job.ok, job.reason) == (False, "node powered off")
+    assert node_of(sim, "vm:101") == "node1" and running(sim, "vm:101")
