@@ -16,9 +16,10 @@ node its network, no RST arrives and nothing notices but the kernel's TCP of the
   ``TCPKeepAlive``) does not fire while data is unacknowledged;
 * after ``tcp_retries2`` = 15 retransmissions it gives up at the 16th RTO: "The default value of 15
   yields a hypothetical timeout of 924.6 seconds" (Linux ``Documentation/networking/ip-sysctl.rst``,
-  ``tcp_retries2``) — :data:`TCP_TIMEOUT_S`. ssh exits, QEMU's next write to the forwarded socket
-  fails (``io/channel-socket.c`` ``qio_channel_socket_writev``: "Unable to write to socket",
-  EPIPE), the precopy migration fails with that error (``migration/migration.c``
+  ``tcp_retries2``; "a lower bound for the effective timeout": the kernel gives up at the first
+  RTO past it, and a LAN's RTO starts at ``TCP_RTO_MIN``) — :data:`TCP_TIMEOUT_S`. ssh exits,
+  QEMU's next write to the forwarded socket fails (``io/channel-socket.c``
+  ``qio_channel_socket_writev``: "Unable to write to socket", EPIPE), the precopy migration fails with that error (``migration/migration.c``
   ``migration_detect_error``) and qemu-server logs it and cancels (:data:`STREAM_FAILED`).
 * A link back before then carries the stream again from the first retransmission after its return
   (:func:`next_retransmission`); a target that rebooted meanwhile answers that retransmission with
