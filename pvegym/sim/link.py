@@ -19,8 +19,9 @@ node its network, no RST arrives and nothing notices but the kernel's TCP of the
   ``tcp_retries2``; "a lower bound for the effective timeout": the kernel gives up at the first
   RTO past it, and a LAN's RTO starts at ``TCP_RTO_MIN``) — :data:`TCP_TIMEOUT_S`. ssh exits,
   QEMU's next write to the forwarded socket fails (``io/channel-socket.c``
-  ``qio_channel_socket_writev``: "Unable to write to socket", EPIPE), the precopy migration fails with that error (``migration/migration.c``
-  ``migration_detect_error``) and qemu-server logs it and cancels (:data:`STREAM_FAILED`).
+  ``qio_channel_socket_writev``: "Unable to write to socket", EPIPE), the precopy migration fails
+  with that error (``migration/migration.c`` ``migration_detect_error``) and qemu-server logs it
+  and cancels (:data:`STREAM_FAILED`).
 * A link back before then carries the stream again from the first retransmission after its return
   (:func:`next_retransmission`); a target that rebooted meanwhile answers that retransmission with
   an RST (its kernel has no such connection): the migration fails then, with the same error.
