@@ -108,8 +108,9 @@ class HAStack:
     def power(self, node: str, on: bool, why: str = "") -> None:
         """``power NODE on|off`` (``Sim/Hardware.pm``): off kills the node's daemons (its
         watchdogs with them) and every guest on it; its network goes with the power; motions
-        from or to it fail. On starts fresh daemons; the node's guests stay stopped until the
-        HA manager starts them."""
+        from it end, a live migration to it stalls until TCP gives up
+        (:meth:`Simulation.power_off_node`). On starts fresh daemons; the node's guests stay
+        stopped until the HA manager starts them."""
         cfs, sim = self.cfs, self.sim
         if cfs.power[node] == on:
             return
@@ -129,11 +130,21 @@ class HAStack:
 
     def network(self, node: str, on: bool) -> None:
         """``network NODE on|off``: the node leaves or rejoins the membership (its daemons keep
-        running, without quorum while it is cut off)."""
+        running, without quorum while it is cut off); a live migration from or to it stalls
+        while it is cut off (:meth:`link_up`, :mod:`pvegym.sim.link`)."""
         cfs = self.cfs
         self.sim._log.append((self.sim.t, f"hardware: network {node} {'on' if on else 'off'}"))
         cfs.network[node] = on
         cfs.membership()
+
+    def link_up(self, a: int, b: int) -> bool:
+        """Whether nodes ``a`` and ``b`` (indices) reach each other: both powered with their
+        network on (the migration network is the cluster's, ``PVE/SSHInfo.pm``
+        ``get_ssh_info`` without a ``migration_network``); a migration's stream between them
+        flows only then (:mod:`pvegym.sim.link`)."""
+        cfs, names = self.cfs, self.sim.cluster.node_names
+        na, nb = names[a], names[b]
+        return cfs.power[na] and cfs.network[na] and cfs.power[nb] and cfs.network[nb]
 
     def event(self, ev: Any) -> None:
         """A scenario event (:class:`~pvegym.sim.scenario.EventSpec`) at the round time: the

@@ -17,6 +17,9 @@ cluster-wide, and a live migration's single stream occupies the migration networ
   the migration threads keep a core busy on the source and on the target while the stream sends
   (``cpu_source_cores``/``cpu_target_cores``), and it is paused for the switchover downtime.
   qemu-server's non-convergence abort (the convergence patch) fails the motion.
+* With the full HA stack, a transfer whose link is cut (the target's power, either node's network)
+  stalls until TCP's timeout fails it or the link carries it again (:mod:`pvegym.sim.link`); a
+  source that loses its power ends its motions at once (the worker dies with the node).
 * A container relocates: shutdown, move, start, down the whole time (``ct_shutdown_s + ct_start_s``).
 """
 
@@ -51,6 +54,13 @@ class Job:
     migration: Migration | None = None
     t_transfer_start: float = 0.0
     t_end: float | None = None
+    #: a transfer whose link is cut (:mod:`pvegym.sim.link`): when the current stall began (s),
+    #: when the link is back and TCP's next retransmission carries the stream again (s), the
+    #: seconds it stood still in earlier stalls, and whether its target rebooted meanwhile
+    t_stall: float | None = None
+    t_resume: float | None = None
+    stalled_s: float = 0.0
+    peer_reset: bool = False
     ok: bool = False
     aborted: bool = False
     reason: str = ""

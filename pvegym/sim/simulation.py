@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.sim import layout as L
+from pvegym.sim import link
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.ha_stack import HAStack
@@ -396,6 +397,14 @@ class Simulation:
                     continue
                 phase = "transfer"
             if phase == "transfer":
+                if self._stack is not None and (
+                    job.t_stall is not None or not self._stack.link_up(job.source, job.target)
+                ):
+                    t = self._stalled(job, t, t1)
+                    if t >= t1:
+                        return
+                    if job.phase == "done":
+                        continue
                 mig = job.migration
                 assert mig is not None
                 outcome, throttled, fault_s, wire = mig.advance_costs(t1 - t)
@@ -404,7 +413,7 @@ class Simulation:
                 if outcome == RUNNING:  # the target holds the incoming guest's memory, unmerged
                     cl.reserved_mem[job.target] += self.memory.footprint(g)
                     return
-                t = job.t_transfer_start + mig.t
+                t = job.t_transfer_start + job.stalled_s + mig.t
                 self._transfer_ended(job, mig, outcome, t, t1, dt)
                 continue
             if phase == "down":
@@ -426,6 +435,9 @@ class Simulation:
         cl, g = self.cluster, job.guest
         if not self._migratable_list[g]:
             self._finish(job, t, ok=False, reason="local resource")
+            return False
+        if self._stack is not None and not self._stack.link_up(job.source, job.target):
+            self._finish(job, t, ok=False, reason=link.NO_SSH)  # prepare's ssh test
             return False
         spec = self.guests[g]
         if spec.hugepages and (
@@ -457,7 +469,7 @@ class Simulation:
         completed (the guest pauses, then counts on the target) or aborted."""
         cl, g, run_fraction = self.cluster, job.guest, self.cluster.run_fraction
         self.metrics.migration_bytes += mig.transferred
-        self.metrics.migration_seconds += mig.t
+        self.metrics.migration_seconds += mig.t + job.stalled_s
         # nothing reads an ended migration: the next one reuses its arrays
         job.migration, self._ended_migration = None, mig
         if outcome == COMPLETED:  # from now on the guest counts on the target
@@ -473,6 +485,50 @@ class Simulation:
         else:
             cl.reserved_mem[job.target] += self.memory.footprint(g)
             self._finish(job, t, ok=False, aborted=True, reason=mig.error or "no convergence")
+
+    def _stalled(self, job: Job, t: float, t1: float) -> float:
+        """A transfer whose link is cut at ``t`` or was (:mod:`pvegym.sim.link`), over the rest of
+        the round ``(t, t1]``: the stream stands still (the guest runs on the source under the
+        throttle it has, the target holds its memory) until TCP's next retransmission after the
+        link is back carries it again, or fails it — the timeout (``tcp_retries2``), or the RST of
+        a target that rebooted. Returns the time the LRM goes on from: ``t1`` if the stall lasts
+        through the round, else when it ended (the job then flows again or is done)."""
+        stack = self._stack
+        assert stack is not None
+        if job.t_stall is None:
+            job.t_stall = t
+        if not stack.link_up(job.source, job.target):
+            job.t_resume = None  # (cut again before a retransmission got through)
+        elif job.t_resume is None:  # back now: the first retransmission from now on
+            job.t_resume = job.t_stall + link.next_retransmission(t - job.t_stall)
+        timeout = job.t_stall + link.TCP_TIMEOUT_S
+        end = timeout if job.t_resume is None else min(timeout, job.t_resume)
+        mig = job.migration
+        assert mig is not None
+        cl = self.cluster
+        cl.run_fraction[job.guest] -= mig.throttle_pct / 100.0 * (min(end, t1) - t) / self.round_s
+        if cl.node_online[job.target]:  # the incoming QEMU holds the guest's memory
+            cl.reserved_mem[job.target] += self.memory.footprint(job.guest)
+        if end > t1:
+            return t1
+        if end >= timeout or job.peer_reset:
+            self._stream_failed(job, mig, end)
+        else:  # the link carries the stream again
+            job.stalled_s += end - job.t_stall
+            job.t_stall = job.t_resume = None
+        return end
+
+    def _stream_failed(self, job: Job, mig: Migration, t: float) -> None:
+        """QEMU's migration failed at ``t`` when the tunnel's TCP connection died: qemu-server
+        logs the error and cancels (``QemuMigrate.pm`` ``phase2``, ``phase2_cleanup``); the guest
+        stays on its source, running."""
+        assert job.t_stall is not None
+        self.metrics.migration_bytes += mig.transferred
+        self.metrics.migration_seconds += mig.t + job.stalled_s + (t - job.t_stall)
+        job.migration, self._ended_migration = None, mig
+        for line in (link.STREAM_FAILED, *link.PHASE2_CLEANUP):
+            self._log.append((t, f"{job.sid}: {line}"))
+        self._finish(job, t, ok=False, aborted=True, reason=link.STREAM_FAILED)
 
     def _migration_costs(self, job: Job, fault_s: float, wire: float) -> None:
         """What a live migration's round costs the hosts: the guest's dirty-tracking faults
@@ -777,14 +833,19 @@ class Simulation:
 
     def power_off_node(self, n: int, t: float) -> None:
         """Node ``n`` lost its power at ``t`` (s): every guest on it stops (an OOM kill there is
-        moot), and a motion from or to it fails — the guest stays where it was (its source, or
-        down with the node)."""
+        moot); a motion from it ends (its worker died with the node; the guest is down with it),
+        as does a container's relocation to it. A live migration to it stalls
+        (:meth:`_stalled`: its target rebooted, the connection cannot come back); one not yet
+        transferring fails at its precheck (:meth:`_start_transfer`)."""
         cl = self.cluster
         for g in np.flatnonzero(cl.node == n).tolist():
             self._killed.discard(g)
             if cl.running[g]:
                 self.set_running(g, False)
         for job in [j for j in self.jobs if n in (j.source, j.target)]:
+            if job.source != n and job.phase != "down":
+                job.peer_reset = job.peer_reset or job.phase == "transfer"
+                continue
             job.migration = None
             self._finish(job, t, ok=False, reason="node powered off")
 
@@ -967,7 +1028,8 @@ class Simulation:
         """Bytes sent and seconds spent so far by a live migration that has not ended yet."""
         for job in self.jobs:
             if job.phase == "transfer" and job.migration is not None:
-                return job.migration.transferred, job.migration.t
+                stall = job.stalled_s + (self.t - job.t_stall if job.t_stall is not None else 0.0)
+                return job.migration.transferred, job.migration.t + stall
         return 0.0, 0.0
 
     def result(self) -> dict[str, Any]:
