@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -130,9 +130,10 @@ class Candidates:
         return Candidates(z, z.copy(), z.copy(), f, f.copy())
 
 
-@dataclass(frozen=True, slots=True)
-class NodeStatsArrays:
-    """Node stats as the scheduler sees them (all nodes of the view; only online ones are used)."""
+class NodeStatsArrays(NamedTuple):
+    """Node stats as the scheduler sees them (all nodes of the view; only online ones are used).
+    Read-only. A NamedTuple, not a frozen dataclass: one is built every round, and a frozen
+    dataclass's ``__init__`` (``object.__setattr__`` per field) costs several times a tuple's."""
 
     cpu: FloatArray  # cores
     mem: FloatArray  # bytes

@@ -33,6 +33,7 @@ from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.ha_stack import HAStack
+from pvegym.sim.kernel import entry_point, view_snapshot
 from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.migration import COMPLETED, RUNNING, Migration
@@ -839,6 +840,19 @@ class Simulation:
         self._guest_flat = tel.guest_rows.reshape(-1)
         self._node_take = node_rows[:, None] * cl.n_nodes + np.arange(cl.n_nodes)[None, :]
         self._guest_take = guest_rows[:, None] * cl.n_guests + idx[None, :]
+        # the view's blocks (one per view: a snapshot): the node rows, the guest rows and the
+        # guests' reported memory (memhost × ratio), filled by one compiled call
+        self._node_shape = self._node_take.shape
+        self._guest_shape = (len(guest_rows) + 1, idx.size)
+        self._snapshot = entry_point(
+            view_snapshot,
+            self._node_flat,
+            self._node_take,
+            self._guest_flat,
+            self._guest_take,
+            np.empty(self._node_shape),
+            np.empty(self._guest_shape),
+        )
         # constant facts every view of the episode shares (read-only: a view is a snapshot)
         self._view_maxcpu = cl.guest_maxcpu[idx]
         self._view_maxmem = cl.guest_maxmem[idx]
@@ -880,10 +894,10 @@ class Simulation:
         cl, off = self.cluster, self._disabled
         # one copy of each telemetry block (the view is a snapshot: later rounds do not change it);
         # its rows by index, which costs less than half of unpacking the block (an iterator)
-        nb = self._node_flat.take(self._node_take)
+        nb, gb = np.empty(self._node_shape), np.empty(self._guest_shape)
+        self._snapshot(self._node_flat, self._node_take, self._guest_flat, self._guest_take, nb, gb)
         n_cpu, n_mem, n_cpu_some, n_mem_some, n_mem_full = nb[0], nb[1], nb[2], nb[3], nb[4]
-        gb = self._guest_flat.take(self._guest_take)
-        ratio, run_fraction, received, memhost = gb[0], gb[1], gb[2], gb[3]
+        run_fraction, received, memhost = gb[1], gb[2], gb[3]
         g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = gb[4], gb[5], gb[6], gb[7]
         # every guest HA: ha_idx is 0 … n − 1, and a copy is the take
         place = self.svc_place.copy() if self._all_ha else self.svc_place.take(self.ha_idx, axis=1)
@@ -897,14 +911,14 @@ class Simulation:
             n_mem_some = nan_n if "node_mem_some" in off else n_mem_some
             n_mem_full = nan_n if "node_mem_full" in off else n_mem_full
             guest_cpu = nan_g if "guest_cpu" in off else received
-            guest_mem = nan_g if "guest_mem" in off else memhost * ratio
+            guest_mem = nan_g if "guest_mem" in off else gb[8]
             memhost = nan_g if "guest_memhost" in off else memhost
             g_cpu_some = nan_g if "guest_cpu_some" in off else g_cpu_some
             g_cpu_full = nan_g if "guest_cpu_full" in off else g_cpu_full
             g_mem_some = nan_g if "guest_mem_some" in off else g_mem_some
             g_mem_full = nan_g if "guest_mem_full" in off else g_mem_full
         else:
-            guest_cpu, guest_mem = received, memhost * ratio
+            guest_cpu, guest_mem = received, gb[8]  # memhost × ratio
         results = self._view_results()
         states = self._view_states
         if states is None:
