@@ -45,7 +45,10 @@ import numpy as np
 
 from policies import kernels
 from policies.upstream import (
+    BOOL,
     CURRENT_STATES,
+    F64,
+    I64,
     Candidates,
     FloatArray,
     NodeStatsArrays,
@@ -304,24 +307,24 @@ class PatchedPolicy(UpstreamPolicy):
         cpu, mem = np.empty(n), np.empty(n)
         # Σ usage per node (bincount order), the EMA update in place and the clipped sum: one pass
         if self._usage_from_view:  # straight from the telemetry
-            gcpu = np.asarray(view.guest_cpu, dtype=np.float64)
-            gmem = np.asarray(view.guest_mem, dtype=np.float64)
-            ghost = np.asarray(view.guest_memhost, dtype=np.float64)
+            gcpu = np.asarray(view.guest_cpu, F64)
+            gmem = np.asarray(view.guest_mem, F64)
+            ghost = np.asarray(view.guest_memhost, F64)
             memhost = cfg.use_memhost
         else:  # a subclass's own usage (a missing value counts 0, as a missing sample does)
             gcpu, gmem = self.guest_stats(view)
             ghost, memhost = gmem, False
-        maxcpu = np.asarray(view.node_maxcpu, dtype=np.float64)
-        maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
+        maxcpu = np.asarray(view.node_maxcpu, F64)
+        maxmem = np.asarray(view.node_maxmem, F64)
         # the imbalance of these stats in the same call (what :meth:`imbalance` returns for them)
         imb = kernels.patched_stats_imbalance(
-            np.asarray(view.node_cpu, dtype=np.float64),
-            np.asarray(view.node_mem, dtype=np.float64),
+            np.asarray(view.node_cpu, F64),
+            np.asarray(view.node_mem, F64),
             gcpu,
             gmem,
             ghost,
             memhost,
-            np.asarray(view.guest_node, dtype=np.int64),
+            np.asarray(view.guest_node, I64),
             self.states_in(view, CURRENT_STATES),
             self.residual_cpu,
             self.residual_mem,
@@ -331,7 +334,7 @@ class PatchedPolicy(UpstreamPolicy):
             mem,
             maxcpu,
             maxmem,
-            np.asarray(view.node_online, dtype=np.bool_),
+            np.asarray(view.node_online, BOOL),
             cfg.normalized,
         )
         stats = NodeStatsArrays(cpu, mem, maxcpu, maxmem)
