@@ -77,7 +77,9 @@ _VIEW_FIELDS = (
     "other_maxcpu", "other_maxmem", "node_maintenance", "node_fenced",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(ClusterView)) != _VIEW_FIELDS:
-    raise ImportError("ClusterView's fields changed: update _VIEW_FIELDS and Simulation._build_view")
+    raise ImportError(
+        "ClusterView's fields changed: update _VIEW_FIELDS and Simulation._build_view"
+    )
 
 
 class _SimView(ClusterView):
