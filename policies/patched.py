@@ -45,7 +45,10 @@ import numpy as np
 
 from policies import kernels
 from policies.upstream import (
+    BOOL,
     CURRENT_STATES,
+    F64,
+    I64,
     Candidates,
     FloatArray,
     NodeStatsArrays,
@@ -157,6 +160,9 @@ class PatchedPolicy(UpstreamPolicy):
 
     def __init__(self, config: Any = None, **params: Any) -> None:
         super().__init__(config, **params)
+        # the guests' usage is the telemetry's (patch 2's choice), not a subclass's own
+        self._usage_from_view = type(self).guest_stats is PatchedPolicy.guest_stats
+        self._alpha = float(self.config.ema_alpha)  # the kernel's float argument
         self._clear()
 
     def _clear(self) -> None:
@@ -171,6 +177,8 @@ class PatchedPolicy(UpstreamPolicy):
         self.residual_mem: FloatArray | None = None
         self._ema_t: float | None = None
         self._cands: Candidates | None = None
+        # node_stats' last output, the view it read and the imbalance computed with it
+        self._stats_imbalance: tuple[NodeStatsArrays, ClusterView, float] | None = None
 
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
@@ -286,7 +294,8 @@ class PatchedPolicy(UpstreamPolicy):
         is missing (NaN) keeps its EMA and reads NaN (the imbalance then fails open like
         upstream's).
         """
-        if not self.config.residual_ema or self.mode(view) == "static":
+        cfg = self.config
+        if not cfg.residual_ema or self.mode(view) == "static":
             return UpstreamPolicy.node_stats(self, view)
         n = len(view.node_names)
         if self.residual_cpu is None or self.residual_cpu.shape != (n,):
@@ -295,40 +304,51 @@ class PatchedPolicy(UpstreamPolicy):
         assert self.residual_mem is not None
         update = self._ema_t != view.t
         self._ema_t = view.t
-        node_cpu = np.asarray(view.node_cpu, dtype=np.float64)
-        node_mem = np.asarray(view.node_mem, dtype=np.float64)
-        node = np.asarray(view.guest_node, dtype=np.int64)
-        here = self.states_in(view, CURRENT_STATES)
         cpu, mem = np.empty(n), np.empty(n)
-        alpha = float(self.config.ema_alpha)
         # Σ usage per node (bincount order), the EMA update in place and the clipped sum: one pass
-        usage: tuple[FloatArray, FloatArray, FloatArray, bool]
-        if type(self).guest_stats is PatchedPolicy.guest_stats:  # straight from the telemetry
-            usage = (
-                np.asarray(view.guest_cpu, dtype=np.float64),
-                np.asarray(view.guest_mem, dtype=np.float64),
-                np.asarray(view.guest_memhost, dtype=np.float64),
-                self.config.use_memhost,
-            )
+        if self._usage_from_view:  # straight from the telemetry
+            gcpu = np.asarray(view.guest_cpu, F64)
+            gmem = np.asarray(view.guest_mem, F64)
+            ghost = np.asarray(view.guest_memhost, F64)
+            memhost = cfg.use_memhost
         else:  # a subclass's own usage (a missing value counts 0, as a missing sample does)
             gcpu, gmem = self.guest_stats(view)
-            usage = (gcpu, gmem, gmem, False)
-        kernels.patched_node_stats(
-            node_cpu,
-            node_mem,
-            *usage,
-            node,
-            here,
+            ghost, memhost = gmem, False
+        maxcpu = np.asarray(view.node_maxcpu, F64)
+        maxmem = np.asarray(view.node_maxmem, F64)
+        # the imbalance of these stats in the same call (what :meth:`imbalance` returns for them)
+        imb = kernels.patched_stats_imbalance(
+            np.asarray(view.node_cpu, F64),
+            np.asarray(view.node_mem, F64),
+            gcpu,
+            gmem,
+            ghost,
+            memhost,
+            np.asarray(view.guest_node, I64),
+            self.states_in(view, CURRENT_STATES),
             self.residual_cpu,
             self.residual_mem,
-            alpha,
+            self._alpha,
             update,
             cpu,
             mem,
+            maxcpu,
+            maxmem,
+            np.asarray(view.node_online, BOOL),
+            cfg.normalized,
         )
-        maxcpu = np.asarray(view.node_maxcpu, dtype=np.float64)
-        maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
-        return NodeStatsArrays(cpu, mem, maxcpu, maxmem)
+        stats = NodeStatsArrays(cpu, mem, maxcpu, maxmem)
+        self._stats_imbalance = (stats, view, imb)
+        return stats
+
+    def imbalance(self, view: ClusterView, stats: NodeStatsArrays) -> float:
+        """Upstream's imbalance; for the stats :meth:`node_stats` just built from this view, the
+        value its kernel computed alongside them (the same fold on the same arrays: the same
+        bits), which saves the patched round a second compiled call."""
+        done = self._stats_imbalance
+        if done is not None and done[0] is stats and done[1] is view:
+            return float(done[2])
+        return UpstreamPolicy.imbalance(self, view, stats)
 
     # ---------------------------------------------------------------- patch 7
 

@@ -144,6 +144,34 @@ def test_patched_node_stats_is_patch6_in_numpy() -> None:
     np.testing.assert_array_equal(got_cpu, first)
 
 
+def test_patched_stats_imbalance_is_node_stats_then_online_imbalance() -> None:
+    """The patched round's one call gives the bits of its two kernels called one after the
+    other: the stats, the EMA and the imbalance of the online nodes."""
+    rng = np.random.default_rng(7)
+    n, g = 5, 30
+    node = rng.integers(-1, n, g)
+    ema = [np.full(n, np.nan) for _ in range(4)]  # cpu, mem: the fused call's, then the pair's
+    maxcpu, maxmem = rng.random(n) * 64 + 1, rng.random(n) * 1e12 + 1
+    for k in range(100):
+        stat_cpu, stat_mem = np.abs(rng_values(rng, n, 0.1)), np.abs(rng_values(rng, n, 0.1))
+        cpu, mem, host = (rng_values(rng, g, 0.1) for _ in range(3))
+        here, online = rng.random(g) < 0.9, rng.random(n) < 0.8
+        update, normalized = bool(k % 3), bool(k % 2)
+        args = (stat_cpu, stat_mem, cpu, mem, host, True, node, here)
+        got_cpu, got_mem, want_cpu, want_mem = (np.empty(n) for _ in range(4))
+        got = kernels.patched_stats_imbalance(
+            *args, ema[0], ema[1], 0.2, update, got_cpu, got_mem, maxcpu, maxmem, online,
+            normalized,
+        )  # fmt: skip
+        kernels.patched_node_stats(*args, ema[2], ema[3], 0.2, update, want_cpu, want_mem)
+        want = kernels.online_imbalance(want_cpu, want_mem, maxcpu, maxmem, online, normalized)
+        np.testing.assert_array_equal(got_cpu, want_cpu)
+        np.testing.assert_array_equal(got_mem, want_mem)
+        np.testing.assert_array_equal(ema[0], ema[2])
+        np.testing.assert_array_equal(ema[1], ema[3])
+        assert got == want or (np.isnan(got) and np.isnan(want))
+
+
 @pytest.mark.parametrize(
     ("cpu", "mem", "online", "expected"),
     [

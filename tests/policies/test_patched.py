@@ -252,6 +252,24 @@ def test_residual_ema_off_is_upstream_node_stats() -> None:
     np.testing.assert_allclose(patched(residual_ema=False).node_stats(v).cpu, v.node_cpu)
 
 
+def test_imbalance_of_its_own_node_stats_is_upstreams() -> None:
+    """node_stats computes the imbalance of its stats alongside them; imbalance() returns that
+    for those stats and this view only — the value upstream's imbalance gives — and computes
+    it for any other stats."""
+    from policies.upstream import NodeStatsArrays
+
+    pol = patched()
+    v = view(base_cpu=(2.0, 1.0))
+    stats = pol.node_stats(v)
+    assert pol.imbalance(v, stats) == UpstreamPolicy.imbalance(pol, v, stats)
+    other = NodeStatsArrays(stats.cpu[::-1] * 3.0, stats.mem, stats.maxcpu, stats.maxmem)
+    want = UpstreamPolicy.imbalance(pol, v, other)
+    assert want != UpstreamPolicy.imbalance(pol, v, stats)
+    assert pol.imbalance(v, other) == want
+    one_node = dataclasses.replace(v, node_online=np.array([True, False]))
+    assert pol.imbalance(one_node, stats) == 0.0 != pol.imbalance(v, stats)
+
+
 # ---------------------------------------------------------------- patch 7: pressure gate
 
 

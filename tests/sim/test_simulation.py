@@ -455,3 +455,44 @@ def test_a_migration_costs_the_hosts_cpu() -> None:
     faults_per_s = w * -np.expm1(-written / w) / 5.0 / 4096
     expect = 2.0 * faults_per_s * 1e-6 / 4  # demand 2 cores × the share of vCPU time lost
     assert lost_by_guest == pytest.approx(expect, rel=0.05)
+
+
+def test_the_view_is_a_copy_of_the_sampled_rows_in_field_order() -> None:
+    """``_build_view`` copies its telemetry in one compiled call and passes the fields
+    positionally: every field reads what the simulation holds (bit for bit: ``guest_mem`` is
+    memhost × the sampled ratio), the HA guests only (a non-HA guest is left out), and a view
+    stays as it was when later rounds run."""
+    from pvegym.sim import layout as L
+
+    data = _two_nodes(crs_mode="static")
+    data["guests"][2]["ha"] = False  # vm:102: a running non-HA guest
+    sim = Simulation(scenario_from_dict(data), seed=3)
+    view = sim.reset()
+    for _ in range(5):
+        view = sim.step(None)
+    tel, idx = sim.telemetry, sim.ha_idx
+    nrow, grow = tel.node_rows, tel.guest_rows
+    np.testing.assert_array_equal(view.node_cpu, nrow[L.N_CPU])
+    np.testing.assert_array_equal(view.node_mem, nrow[L.N_MEM])
+    avg10 = L.N_AVG + L.AVG10 * L.N_SERIES
+    np.testing.assert_array_equal(view.node_mem_full, nrow[avg10 + L.N_MEM_FULL])
+    np.testing.assert_array_equal(view.guest_cpu, grow[L.G_RECEIVED][idx])
+    memhost = grow[L.G_MEMHOST][idx]
+    np.testing.assert_array_equal(view.guest_memhost, memhost)
+    np.testing.assert_array_equal(view.guest_mem, memhost * grow[L.G_MEM_RATIO][idx])
+    g_avg10 = L.G_AVG + L.AVG10 * L.G_SERIES
+    np.testing.assert_array_equal(view.guest_mem_full, grow[g_avg10 + L.G_MEM_FULL][idx])
+    assert view.sids == ("vm:100", "vm:101", "vm:103")
+    assert view.node_names == ("node1", "node2") and view.mode == "static"
+    assert view.other_node.tolist() == [1] and view.other_maxcpu.tolist() == [2.0]
+    assert view.other_maxmem.tolist() == [4 * GiB]
+    assert view.node_maintenance is None and view.node_fenced is None
+    assert view.guest_migratable.tolist() == [False, True, True]
+    assert view.guest_running.all() and not view.motion_active and view.results == ()
+    assert view.t == sim.t and view.rules is sim.rules
+    before = (view.node_cpu.copy(), view.guest_mem.copy(), view.guest_cpu_some.copy())
+    for _ in range(3):
+        sim.step(None)
+    np.testing.assert_array_equal(view.node_cpu, before[0])
+    np.testing.assert_array_equal(view.guest_mem, before[1])
+    np.testing.assert_array_equal(view.guest_cpu_some, before[2])
