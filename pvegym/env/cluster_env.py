@@ -307,13 +307,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
 
     def action_masks(self) -> NDArray[np.bool_]:
         """Valid actions now (a fresh bool array): exactly the motions ``motion_possible`` accepts."""
-        sim = self._sim  # what the ``sim`` property says, without its call (every step)
-        if sim is None:
-            raise RuntimeError("call reset() first")
-        if sim.motion_active():
+        if self.sim.motion_active():
             return self._noop_mask.copy()
-        if sim.node_state_version != self._node_state_version:
-            self._follow_node_states()
+        self._follow_node_states()
         self._fill_mask(*self._mask_args)  # the real guest × node cells; 0 and padding are fixed
         return self._mask.copy()
 

@@ -173,11 +173,15 @@ class ModelCFS:
     def bump(self) -> None:
         self.config_version += 1
 
+    def is_member(self, node: str) -> bool:
+        """Whether ``node`` is powered with its network on (it reaches the others)."""
+        return self.power[node] and self.network[node]
+
     def membership(self) -> None:
         """The cluster's membership from power and network: a member has both on; quorate while
         more than half of the nodes are members, and without quorum no node is online
         (``Sim/Hardware.pm`` ``$compute_node_info``)."""
-        member = {n: self.power[n] and self.network[n] for n in self.power}
+        member = {n: self.is_member(n) for n in self.power}
         self.quorate = sum(member.values()) > len(member) // 2
         self.node_info = {n: {"online": on and self.quorate} for n, on in member.items()}
 

@@ -142,9 +142,8 @@ class HAStack:
         network on (the migration network is the cluster's, ``PVE/SSHInfo.pm``
         ``get_ssh_info`` without a ``migration_network``); a migration's stream between them
         flows only then (:mod:`pvegym.sim.link`)."""
-        cfs, names = self.cfs, self.sim.cluster.node_names
-        na, nb = names[a], names[b]
-        return cfs.power[na] and cfs.network[na] and cfs.power[nb] and cfs.network[nb]
+        names = self.sim.cluster.node_names
+        return self.cfs.is_member(names[a]) and self.cfs.is_member(names[b])
 
     def event(self, ev: Any) -> None:
         """A scenario event (:class:`~pvegym.sim.scenario.EventSpec`) at the round time: the
