@@ -35,8 +35,8 @@ that move in 2 s. This module gives it the cluster model instead:
   (:mod:`pvegym.sim.ha.resources`). A move is the model's motion (:mod:`pvegym.sim.motions`): the
   plugin queues a :class:`~pvegym.sim.motions.Job` that ``Simulation`` runs (precheck, local
   resources, huge pages, the live migration of :mod:`pvegym.sim.migration`, a container's
-  downtime; alone in the pipeline, over the rest of the round at once) and yields until the job
-  ended by the worker's time; the worker's exit code is its outcome.
+  downtime; over the rest of the round at once, beside the motions other workers run) and yields
+  until the job ended by the worker's time; the worker's exit code is its outcome.
 * **balancer** — ``new_balancer`` answers the Manager's ``load_balance`` with the motion the
   policy or environment committed for this round (:class:`CommittedMotion`).
 

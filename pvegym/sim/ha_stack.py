@@ -10,8 +10,9 @@ the committed motion answers —, the service state machine, the manager status)
 simulation's service table back from the manager status. ``advance`` runs the round's physics
 ``(t, t + 10]``: first the motions' part (the jobs queued earlier run on, and those that end in
 the round end), then every node's LRM at ``t + phase[n]`` (:meth:`HAStack.lrm_ticks`: it collects
-the workers whose motion ended by its poll and forks those of new commands; a motion queued onto
-an idle pipeline runs over the rest of the round at once, so the same tick's polls see it end),
+the workers whose motion ended by its poll and forks those of new commands — up to
+``max_workers``, which run at once, sharing the migration links; a motion a worker queues runs
+over the rest of the round at once, so the same tick's polls see it end),
 then the cluster's part. ``receive`` applies the scenario's events due (:meth:`HAStack.event`):
 the hardware's (power, network) at once, an operator's as CRM commands or service-config changes
 the master reads in its next round. A watchdog that expired resets its node at the start of the
@@ -19,11 +20,10 @@ next round (:meth:`HAStack.round`).
 
 Against the model stack (``ha_stack = "model"``, :mod:`pvegym.sim.motions`): a job starts at its
 node's LRM tick after the CRM round that requested it (the model: a seeded offset after the round,
-drawn per job); the CRM sees its end at the first round after the tick that collected it — the
+drawn per source and round); the CRM sees its end at the first round after the tick that collected it — the
 tick in the round of the end if the end falls within that tick's 8 s of polls (and the round),
 else the next tick — where the model's CRM sees it at the first round after the end. A motion
-therefore holds the balancer up to one round longer, a job behind a running one (a bundle) starts
-in the round after the first ends, and the HA stack starts its services in the episode's first
+therefore holds the balancer up to one round longer, and the HA stack starts its services in the episode's first
 round (the CRM takes the manager lock and adds them, the LRMs take their agent locks): until a
 manager status shows the services, no motion is possible (:meth:`HAStack.sync`).
 """
@@ -214,7 +214,15 @@ class HAStack:
         HA manager never queues it — and only logged."""
         sim = self.sim
         if taken:
-            sim._pending_move[g] = sim.register_move(*move)
+            move_id = sim._pending_move[g] = sim.register_move(*move)
+            # queue_resource_motion moves the positive partners too: the record is the bundle's
+            target = sim.cluster.node_index[move[0].target]
+            partners = [
+                p
+                for p in sim.positive.get(g, ())
+                if sim.svc_node[p] != target and sim.svc_target[p] != target
+            ]
+            sim.bundle_record(move_id, [g, *partners])
             return
         rec = move[0]
         sim._log.append((sim.t, f"retracted motion {rec.guest} -> {rec.target}: no master took it"))
@@ -231,11 +239,12 @@ class HAStack:
         self.ticking = None
 
     def motion_queued(self) -> None:
-        """A worker queued a motion (:class:`~pvegym.sim.motions.Job`): alone in the pipeline,
-        it runs over the rest of the round now, so that the worker's polls see when it ends."""
-        sim = self.sim
-        if self.ticking is not None and len(sim.jobs) == 1:
-            sim.run_new_motion(*self.ticking)
+        """A worker queued a motion (:class:`~pvegym.sim.motions.Job`): it runs over the rest of
+        the round now, so that the worker's polls see when it ends — alone in the pipeline, or
+        beside the motions already running, on the link capacity they leave
+        (``Simulation.run_new_motion``)."""
+        if self.ticking is not None:
+            self.sim.run_new_motion(*self.ticking)
 
     # ------------------------------------------------------------------ what the metrics read
     def guest_up(self, g: int) -> bool:

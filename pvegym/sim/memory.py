@@ -32,6 +32,7 @@ without ballooned or shareable guests.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import numpy as np
 from numpy.typing import NDArray
@@ -202,17 +203,17 @@ class GuestMemory:
         frac = cl.ksm_frac.item(g)  # Python floats straight away (a read every migrating round)
         return cl.memhost.item(g) / (1.0 - frac) if frac < 1.0 else cl.memhost.item(g)
 
-    def round(self, t: float, dt: float, migrating: int) -> None:
+    def round(self, t: float, dt: float, migrating: Collection[int]) -> None:
         """pvestatd's and ksmd's work over the round starting at ``t`` (s), from the state the
-        last round left (node memory in use, footprints); ``migrating``: the guest whose live
-        migration runs (``lock migrate``), or −1."""
+        last round left (node memory in use, footprints); ``migrating``: the guests whose live
+        migration runs (``lock migrate``)."""
         if self.ballooning:
             self._autoballoon(migrating)
         if self.merging:
             self._ksm(t, dt)
 
     # ------------------------------------------------------------------ auto-ballooning
-    def _autoballoon(self, migrating: int) -> None:
+    def _autoballoon(self, migrating: Collection[int]) -> None:
         cl = self.cluster
         target = self.settings.ballooning_target_pct
         for n in range(cl.n_nodes):
@@ -232,7 +233,7 @@ class GuestMemory:
                     "maxmem": float(cl.guest_maxmem[g]),
                     "freemem": max(balloon - used, 0.0),
                     "shares": float(self.shares[g]),
-                    "lock": 1.0 if g == migrating else 0.0,
+                    "lock": 1.0 if g in migrating else 0.0,
                 }
             for g, size in compute_alg1(vms, goal, BALLOON_MAX_CHANGE).items():
                 cl.balloon[g] = size  # the balloon driver reaches it within the cycle

@@ -323,6 +323,32 @@ class Migration:
         )
         return m
 
+    # ------------------------------------------------------------------ a shared link
+    @property
+    def bandwidth(self) -> float:
+        """The stream's throughput now (bytes/s): the settings' ``bandwidth`` unless the
+        cluster's link sharing changed it (:meth:`set_bandwidth`)."""
+        return self._p.item(K.P_B)
+
+    def set_bandwidth(self, bandwidth: float) -> None:
+        """From now on the stream sends at ``bandwidth`` bytes/s (> 0): its share of a migration
+        link that other streams started or stopped using. The switchover threshold follows it,
+        as QEMU's does (:func:`pvegym.sim.migration_kernel.set_bandwidth`). :attr:`timeline` and
+        the log's average speed assume one bandwidth throughout (the cluster reads neither)."""
+        own = self._advance is not K.advance  # arrays it allocated itself: the entry point
+        setter = _own_set_bandwidth() if own else K.set_bandwidth
+        setter(self._f, self._s, self._p, float(bandwidth))
+
+    def snapshot(self) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+        """A copy of the mutable state, for :meth:`restore` (a cluster migration's: it keeps no
+        log, so the state is all there is)."""
+        return self._f.copy(), self._s.copy()
+
+    def restore(self, state: tuple[NDArray[np.float64], NDArray[np.int64]]) -> None:
+        """Back to a :meth:`snapshot` (the parameters, e.g. the bandwidth, stay as they are)."""
+        self._f[:] = state[0]
+        self._s[:] = state[1]
+
     # ------------------------------------------------------------------ read-only state
     @property
     def t(self) -> float:
@@ -575,6 +601,25 @@ def _own_advance() -> Any:
             )
         )
     return _OWN_ADVANCE[0]
+
+
+_OWN_SET_BANDWIDTH: list[Any] = []
+
+
+def _own_set_bandwidth() -> Any:
+    """The compiled entry point of the kernel's ``set_bandwidth`` for a :class:`Migration`'s own
+    arrays, made on first use (no dispatcher type resolution on a rate change)."""
+    if not _OWN_SET_BANDWIDTH:
+        _OWN_SET_BANDWIDTH.append(
+            entry_point(
+                K.set_bandwidth,
+                np.empty(K.N_F),
+                np.empty(K.N_S, dtype=np.int64),
+                np.empty(K.N_P),
+                0.0,
+            )
+        )
+    return _OWN_SET_BANDWIDTH[0]
 
 
 _OWN_START_GUEST: list[Any] = []

@@ -542,6 +542,35 @@ def _finish(f: np.ndarray, s: np.ndarray, ev: np.ndarray) -> None:
     _event(s, ev, f[F_T], EV_FINISH, f[F_TRANSFERRED])
 
 
+@njit(cache=True)
+def set_bandwidth(f: np.ndarray, s: np.ndarray, p: np.ndarray, b: float) -> None:
+    """The stream's throughput changes to ``b`` bytes/s at ``F_T`` (another migration started or
+    ended on its source's or target's link).
+
+    QEMU measures the bandwidth of every iteration (``migration/migration.c``
+    ``migration_update_counters``: ``bandwidth = transferred / time_spent``, ``threshold_size =
+    bandwidth × downtime_limit``), so both the sending rate and the switchover threshold follow
+    the share from the next iteration check on. The next check is recomputed from the current
+    tick with the new rate; it may fall early (never late), and an early check is a no-op that
+    recomputes it on the grid. 100 ms polls :func:`_skip_idle_polls` counted ahead with the old
+    rate are handed back (they run again, at the new rate). A change during the switchover copy
+    (the guest paused, well under a second as a rule) keeps its end: QEMU's downtime was
+    computed at the old rate."""
+    p[P_B] = b
+    p[P_BH] = b / TICKS_PER_S
+    if s[S_OUTCOME] != RUNNING_CODE or s[S_STOPPED] != 0:
+        return
+    now = math.floor(f[F_T] * TICKS_PER_S + 1e-9)  # the last tick whose events ran
+    if s[S_USLEEP] == POLL_FAST_TICKS and s[S_POLL_NEXT] > now + POLL_FAST_TICKS:
+        back = (s[S_POLL_NEXT] - now - 1) // POLL_FAST_TICKS
+        s[S_POLL_NEXT] -= back * POLL_FAST_TICKS
+        s[S_POLL_I] -= back
+    k = s[S_K]
+    s[S_K] = max(k, now)
+    s[S_NEXT_CHECK] = max(_next_check(f, s, p), k + 1)
+    s[S_K] = k
+
+
 @njit(cache=True, inline="always")
 def _result(s: np.ndarray) -> int:
     """``outcome code << 2`` | :data:`HAS_OUTPUT` if the buffers hold anything."""

@@ -1,8 +1,16 @@
 """The LRM side of a motion: what happens to a guest between ``migrate`` and the LRM's exit.
 
 A queued motion is picked up by the source node's LRM at its next 10 s tick (a seeded uniform offset
-after the CRM round), and workers run one motion at a time: the HA balancer serializes motions
-cluster-wide, and a live migration's single stream occupies the migration network.
+after the CRM round). The LRM runs its motions in a worker pool (``LRM.pm`` ``run_workers`` forks up
+to ``max_workers`` workers in one iteration; ``Env/PVE2.pm`` ``get_max_workers``: datacenter.cfg
+``max_workers``, default :data:`MAX_WORKERS`), so the motions queued in one CRM round on one
+source — a bundle's positive-affinity partners, the HA manager's recovery and maintenance moves —
+start at the same tick and run at once; a motion beyond the pool waits for a worker. The balancer
+itself still issues one motion at a time (``any_resource_motion_queued_or_running``). Concurrent
+live migrations share the nodes' migration links (:mod:`pvegym.sim.network`): each stream's rate
+is its max-min fair share of its source's and its target's link, at most one stream's cap,
+recomputed whenever a stream starts or ends (``Simulation._lrm``); a lone stream runs at
+``min(bandwidth, links)``.
 
 * A VM with a local resource (e.g. a CD-ROM) fails after the precheck (``precheck_s``), as
   ``qm migrate`` refuses it (qemu-server ``QemuMigrate.pm`` ``prepare``:
@@ -35,6 +43,9 @@ from pvegym.sim.scenario import MigrationSettings
 
 MIGRATE = "migrate"
 RELOCATE = "relocate"
+#: ``Env/PVE2.pm`` ``get_max_workers``: datacenter.cfg ``max_workers``, default 4 — workers an
+#: LRM runs at once
+MAX_WORKERS = 4
 
 
 @dataclass(slots=True)
@@ -47,7 +58,7 @@ class Job:
     target: int
     kind: str  # migrate | relocate
     t_issued: float  # s, CRM round that queued it
-    t_start: float  # s, when the LRM worker picks it up (may be delayed by the serialization)
+    t_start: float  # s, when the LRM worker picks it up (later if the worker pool is full)
     move_id: int | None = None  # index into Metrics.moves for a balancer motion's leader
     phase: str = "queued"  # queued | precheck | transfer | down | done
     t_phase_end: float = 0.0  # s, end of a fixed-length phase (precheck, container downtime)

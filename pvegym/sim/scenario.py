@@ -51,6 +51,8 @@ class NodeSpec:
     base_mem: tuple[Component, ...] = field((), parse=_mem_signal)
     online: bool = True
     swap: float | None = field(None, ge=0.0, le=MAX_MEMORY_BYTES, unit="size")
+    # the node's migration link (bytes/s; default: the scenario's ``migration.link_bandwidth``)
+    link_bandwidth: float | None = field(None, gt=0.0, le=MAX_RATE, unit="rate")
 
     @property
     def swap_bytes(self) -> float:
@@ -221,9 +223,16 @@ class PsiModel:
 
 @dataclass(frozen=True)
 class MigrationSettings:
-    """How motions run. ``bandwidth`` is the single migration stream's throughput (bytes/s)."""
+    """How motions run. ``bandwidth`` is the single migration stream's throughput (bytes/s), a
+    cap below the link: one stream is one QEMU migration thread through one CPU-bound hop.
+    ``link_bandwidth`` is each node's migration link (bytes/s, full duplex; a node's
+    ``link_bandwidth`` overrides it), which concurrent streams share max-min fair
+    (:mod:`pvegym.sim.network`). Default a 10 GbE link, 1.25 × 10⁹ bytes/s (10 Gbit/s: the
+    usual dedicated migration/cluster network of a PVE node; it carries two 430 MiB/s streams
+    at their cap and three at ≈ 397 MiB/s each)."""
 
     bandwidth: float = field(430 * 2**20, gt=0.0, le=MAX_RATE, unit="rate")
+    link_bandwidth: float = field(1.25e9, gt=0.0, le=MAX_RATE, unit="rate")
     # qemu-server: migrate_downtime default 0.1 s; at most a day
     downtime_limit_ms: float = field(100.0, gt=0.0, le=86_400_000.0)
     qemu_server: Literal["unpatched", "patched"] = "unpatched"

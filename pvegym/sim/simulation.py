@@ -24,6 +24,7 @@ the whole loop. The model never imports Gymnasium or the policies.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,8 @@ from pvegym.sim.kernel import entry_point, view_snapshot
 from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.migration import COMPLETED, RUNNING, Migration
-from pvegym.sim.motions import MIGRATE, RELOCATE, Job, migration_template
+from pvegym.sim.motions import MAX_WORKERS, MIGRATE, RELOCATE, Job, migration_template
+from pvegym.sim.network import fair_rates
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.telemetry import Telemetry
 from pvegym.sim.view import (
@@ -175,6 +177,15 @@ class Simulation:
         self._online_list: list[bool] = cl.node_online.tolist()
         self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cl.sids]
         self._lrm_delay_max_s = self.scenario.migration.lrm_delay_max_s
+        # the migration links (bytes/s, by node index) and one stream's cap (pvegym.sim.network)
+        ms, specs = self.scenario.migration, {n.name: n for n in self.scenario.nodes}
+        self._link_bw: list[float] = [
+            ms.link_bandwidth if (bw := specs[name].link_bandwidth) is None else bw
+            for name in cl.node_names
+        ]
+        self._stream_cap = ms.bandwidth
+        # the model stack's LRM worker pool per source node; the full stack's LRMs keep their own
+        self._max_workers = MAX_WORKERS if self.scenario.ha_stack == "model" else 1 << 30
         self._disabled = set(self.scenario.telemetry.disabled)
         self._nan_nodes = np.full(cl.n_nodes, np.nan)
         self._nan_guests = np.full(self.ha_idx.size, np.nan)
@@ -200,7 +211,7 @@ class Simulation:
         self.svc_node[:] = cl.home
         self.svc_target[:] = -1
         self.cmds: dict[int, tuple[str, int]] = {}
-        self.jobs: list[Job] = []  # FIFO: the LRM runs one motion at a time
+        self.jobs: list[Job] = []  # in queueing order; the LRMs' workers run them at once
         self.finished: list[Job] = []  # ended, not yet seen by the CRM
         # the events the round runs (pressure onsets are markers for the metrics), in time order
         self._events = sorted(
@@ -215,6 +226,15 @@ class Simulation:
         self._view: ClusterView | None = None
         self._results: list[Job] = []
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
+        # a bundle's motion (model stack): its record ends with the last member's job; until
+        # then the leader's result (ok, aborted, reason, pause s) waits here, by move index
+        self._bundle_moves: set[int] = set()
+        # a stream ran at less than a lone stream's rate in this episode (until then every
+        # stream runs at the rate it started with: no check per round)
+        self._shared = False
+        # the streams whose rates _share_links set last (their ids): the same set, the same rates
+        self._rate_key: tuple[int, ...] | None = None
+        self._leader_result: dict[int, tuple[bool, bool, str, float]] = {}
         self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
         self._ended_migration: Migration | None = None  # its arrays serve the next migration
         self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
@@ -326,11 +346,15 @@ class Simulation:
         self.t = t1
 
     def run_new_motion(self, t0: float, t1: float) -> None:
-        """The motions' physics of the round ``(t0, t1]`` for a job queued during it onto an
-        idle pipeline (the full stack's LRM worker); a job behind a running one waits for the
-        next round, as the LRM serializes them."""
+        """The motions' physics of the round ``(t0, t1]`` for a job a full-stack LRM worker
+        queued during it: alone in the pipeline it runs over the rest of the round now, so that
+        the worker's polls see when it ends; beside jobs that ran through the round already it
+        joins them (:meth:`_join`)."""
         self._motion_rows_set = True
-        self._lrm(t0, t1)
+        if len(self.jobs) == 1:
+            self._lrm(t0, t1)
+        else:
+            self._join(self.jobs[-1], t0, t1)
 
     def _oom_kill(self, t: float) -> None:
         """The kernel's OOM killer on each node whose memory in use exceeds MemTotal + swap
@@ -365,12 +389,11 @@ class Simulation:
                     )
                 )
 
-    def _migrating(self) -> int:
-        """The guest whose live migration runs now (qemu-server holds ``lock migrate``), or −1."""
-        for job in self.jobs:
-            if job.phase == "transfer":
-                return job.guest
-        return -1
+    def _migrating(self) -> tuple[int, ...]:
+        """The guests whose live migration runs now (qemu-server holds ``lock migrate``)."""
+        if not self.jobs:
+            return ()
+        return tuple(job.guest for job in self.jobs if job.phase == "transfer")
 
     def _carry_pauses(self, dt: float) -> None:
         """The part of a switchover pause that did not fit in the round it started in."""
@@ -383,29 +406,31 @@ class Simulation:
                 del self._pause_left[g]
 
     def _lrm(self, t0: float, t1: float) -> None:
-        """The LRM workers over the round (t0, t1]: jobs in FIFO order, one at a time, each
-        through its phases (queued → precheck → transfer, or queued → down for a container)."""
+        """The LRM workers over the round (t0, t1]: a lone job through its phases at its
+        links' rate (:meth:`_run_alone`, the path every single motion takes); several jobs at
+        once, sharing the migration links (:meth:`_lrm_shared`)."""
+        if len(self.jobs) == 1:
+            self._run_alone(self.jobs[0], t0, t1)
+        else:
+            self._lrm_shared(t0, t1)
+
+    def _run_alone(self, job: Job, t0: float, t1: float, rate: float | None = None) -> None:
+        """One job over the round (t0, t1] by itself, through its phases (queued → precheck →
+        transfer, or queued → down for a container). ``rate``: its stream's bandwidth
+        (bytes/s); None: a lone stream's (:meth:`_lone_rate`)."""
         cl = self.cluster
         run_fraction = cl.run_fraction
-        jobs = self.jobs
         dt = t1 - t0
         t = t0
-        while jobs and t < t1:
-            job = jobs[0]
+        while job.phase != "done" and t < t1:
             start = max(job.t_start, t)
             if start >= t1:
                 return
             g = job.guest
             phase = job.phase
             if phase == "queued":
-                ms = self.scenario.migration
-                if job.kind == RELOCATE and self._migratable_list[g]:
-                    phase = job.phase = "down"
-                    job.t_transfer_start = start
-                    job.t_phase_end = start + ms.ct_shutdown_s + ms.ct_start_s
-                else:
-                    phase = job.phase = "precheck"
-                    job.t_phase_end = start + ms.precheck_s
+                self._begin(job, start)
+                phase = job.phase
             if phase == "precheck":
                 if job.t_phase_end >= t1:
                     return
@@ -424,6 +449,10 @@ class Simulation:
                         continue
                 mig = job.migration
                 assert mig is not None
+                if self._shared or rate is not None:  # it shared a link, or it joins others
+                    bandwidth = self._lone_rate(job) if rate is None else rate
+                    if mig.bandwidth != bandwidth:
+                        mig.set_bandwidth(bandwidth)
                 outcome, throttled, fault_s, wire = mig.advance_costs(t1 - t)
                 run_fraction[g] -= throttled / dt
                 self._migration_costs(job, fault_s, wire)
@@ -434,17 +463,199 @@ class Simulation:
                 self._transfer_ended(job, mig, outcome, t, t1, dt)
                 continue
             if phase == "down":
-                lo, hi = max(job.t_transfer_start, t0), min(job.t_phase_end, t1)
-                run_fraction[g] -= max(hi - lo, 0.0) / dt
+                self._down_round(job, t0, t1)
                 if job.t_phase_end >= t1:
                     return
                 t = job.t_phase_end
-                down = job.t_phase_end - job.t_transfer_start
-                self.metrics.downtime_s += down
-                cl.node[g] = job.target
-                self.memory.arrived(g)
-                self.telemetry.arrived(g, t, job.source)
-                self._finish(job, t, ok=True, pause_s=down)
+                self._relocated(job)
+
+    def _begin(self, job: Job, start: float) -> None:
+        """A worker takes the job at ``start`` (s): a container shuts down (down until it started
+        on the target), anything else runs its precheck."""
+        ms = self.scenario.migration
+        if job.kind == RELOCATE and self._migratable_list[job.guest]:
+            job.phase = "down"
+            job.t_transfer_start = start
+            job.t_phase_end = start + ms.ct_shutdown_s + ms.ct_start_s
+        else:
+            job.phase = "precheck"
+            job.t_phase_end = start + ms.precheck_s
+
+    def _down_round(self, job: Job, t0: float, t1: float) -> None:
+        """A relocating container's downtime within the round (t0, t1] (its work is shortfall)."""
+        lo, hi = max(job.t_transfer_start, t0), min(job.t_phase_end, t1)
+        self.cluster.run_fraction[job.guest] -= max(hi - lo, 0.0) / (t1 - t0)
+
+    def _relocated(self, job: Job) -> None:
+        """A container's relocation ends at ``t_phase_end``: it runs on the target."""
+        t, g = job.t_phase_end, job.guest
+        down = job.t_phase_end - job.t_transfer_start
+        self.metrics.downtime_s += down
+        self.cluster.node[g] = job.target
+        self.memory.arrived(g)
+        self.telemetry.arrived(g, t, job.source)
+        self._finish(job, t, ok=True, pause_s=down)
+
+    def _lone_rate(self, job: Job) -> float:
+        """A stream alone on its links: one stream's cap, or less on a slower link (bytes/s)."""
+        link = self._link_bw
+        return min(self._stream_cap, link[job.source], link[job.target])
+
+    # ------------------------------------------------------------------ motions at once
+    def _lrm_shared(self, t0: float, t1: float) -> None:
+        """Several jobs over the round (t0, t1] at once, event by event: a worker takes a job
+        (model stack: while its source has a free worker, ``max_workers``), a precheck or a
+        container's downtime ends, a live migration ends. The streams' rates are recomputed at
+        every event (:meth:`_share_links`), so they are exact between events: no time slices."""
+        dt = t1 - t0
+        t = t0
+        flows_from = self._stalls_in_round(t0, t1)
+        while self.jobs:
+            t_next = t1
+            for job in self.jobs:
+                t_next = min(t_next, self._due(job, t, t1))
+            streams = []
+            for j in self.jobs:
+                if j.phase == "transfer":
+                    at = flows_from.get(id(j), t0)
+                    if at <= t:
+                        streams.append(j)
+                    else:
+                        t_next = min(t_next, at)
+            if streams:
+                self._share_links(streams)
+                t_next = self._advance_streams(streams, t, t_next, t1, dt)
+            t = t_next
+            if not self._transitions(t, t0, t1) and t >= t1:
+                break
+        cl = self.cluster
+        for job in self.jobs:  # the round's end
+            if job.phase == "transfer" and flows_from.get(id(job), t0) < t1:
+                # the target holds the incoming guest's memory (a stall held it already)
+                cl.reserved_mem[job.target] += self.memory.footprint(job.guest)
+            elif job.phase == "down":
+                self._down_round(job, t0, t1)
+
+    def _stalls_in_round(self, t0: float, t1: float) -> dict[int, float]:
+        """The transfers whose link is cut or was (full stack, :meth:`_stalled`) over the round
+        (t0, t1]: the time each flows again from (s; ``inf`` while it stands still through the
+        round), by ``id`` of the job; a stall that times out ends its job. Links change only
+        between rounds, so one look at the round's start is exact."""
+        stack = self._stack
+        if stack is None:
+            return {}
+        flows_from: dict[int, float] = {}
+        for job in list(self.jobs):
+            if job.phase == "transfer" and (
+                job.t_stall is not None or not stack.link_up(job.source, job.target)
+            ):
+                end = self._stalled(job, t0, t1)
+                if job.phase == "transfer":
+                    flows_from[id(job)] = math.inf if end >= t1 else end
+        return flows_from
+
+    def _due(self, job: Job, t: float, t1: float) -> float:
+        """When the job's next fixed-time step falls, from ``t`` on (s): a worker takes it, its
+        precheck or downtime ends; ``inf`` if not before ``t1`` or not fixed (a transfer)."""
+        phase = job.phase
+        if phase == "queued":
+            start = max(job.t_start, t)
+            return start if start < t1 and self._worker_free(job) else math.inf
+        if phase == "precheck" or phase == "down":
+            return job.t_phase_end if job.t_phase_end < t1 else math.inf
+        return math.inf
+
+    def _worker_free(self, job: Job) -> bool:
+        """The job's source runs fewer than ``max_workers`` motions (``LRM.pm`` ``run_workers``;
+        the full stack's LRMs count their workers themselves)."""
+        busy = sum(1 for j in self.jobs if j.source == job.source and j.phase != "queued")
+        return busy < self._max_workers
+
+    def _transitions(self, t: float, t0: float, t1: float) -> bool:
+        """Every fixed-time step due by ``t`` (s); whether any ran."""
+        ran, again = False, True
+        while again:
+            again = False
+            for job in list(self.jobs):
+                at = self._due(job, t, t1)
+                if at > t:
+                    continue
+                if job.phase == "queued":
+                    self._begin(job, at)
+                elif job.phase == "precheck":
+                    self._start_transfer(job, at)
+                else:
+                    self._down_round(job, t0, t1)
+                    self._relocated(job)
+                ran = again = True
+        return ran
+
+    def _share_links(self, streams: list[Job]) -> None:
+        """Each stream's rate: its max-min fair share of its source's and its target's migration
+        link, at most one stream's cap (:func:`pvegym.sim.network.fair_rates`); recomputed when
+        the set of streams changed (a rule that changes a link's bandwidth, e.g. a cut network,
+        must reset ``_rate_key`` to ``None``)."""
+        key = tuple(id(j) for j in streams)
+        if key == self._rate_key:  # the same streams as last time: the same rates
+            return
+        self._rate_key, self._shared = key, True
+        pairs = [(j.source, j.target) for j in streams]
+        for job, rate in zip(
+            streams, fair_rates(pairs, self._stream_cap, self._link_bw), strict=True
+        ):
+            mig = job.migration
+            assert mig is not None
+            if mig.bandwidth != rate:
+                mig.set_bandwidth(rate)
+
+    def _advance_streams(
+        self, streams: list[Job], t: float, t_next: float, t1: float, dt: float
+    ) -> float:
+        """Advance the live migrations from ``t`` to ``t_next`` (s) at their rates, or only to
+        the first one's end before it (the others are rolled back and advanced to that instant:
+        the rates change there); the time reached."""
+        saved = [_mig(j).snapshot() for j in streams] if len(streams) > 1 else []
+        steps = [_mig(j).advance_costs(t_next - t) for j in streams]
+        first = t_next
+        for job, step in zip(streams, steps, strict=True):
+            if step[0] != RUNNING:  # not before t (an end at t, summed in another order)
+                first = max(t, min(first, _ends_at(job)))
+        if saved and first < t_next:
+            for i, job in enumerate(streams):
+                mig = _mig(job)
+                if steps[i][0] == RUNNING or _ends_at(job) > first:
+                    mig.restore(saved[i])
+                    steps[i] = mig.advance_costs(first - t)
+        run_fraction = self.cluster.run_fraction
+        for job, (outcome, throttled, fault_s, wire) in zip(streams, steps, strict=True):
+            run_fraction[job.guest] -= throttled / dt
+            self._migration_costs(job, fault_s, wire)
+            if outcome != RUNNING:
+                mig = _mig(job)
+                self._transfer_ended(job, mig, outcome, _ends_at(job), t1, dt)
+        return first
+
+    def _join(self, job: Job, t0: float, t1: float) -> None:
+        """A job a full-stack LRM worker queued at its tick in the round (t0, t1] while others
+        have run through the round already: it runs over the rest of the round at once (so the
+        worker's polls see its end) at the rate the others leave on its links — the whole of it
+        when the links have room, as max-min fairness would give it too; none when they are full,
+        and then it starts with the next round. From the next round on all share fairly."""
+        link, rate = self._link_bw, self._stream_cap
+        out, into = link[job.source], link[job.target]
+        stack = self._stack
+        for j in self.jobs:
+            if j is job or j.phase != "transfer" or j.migration is None:
+                continue
+            if j.t_stall is None and (stack is None or stack.link_up(j.source, j.target)):
+                if j.source == job.source:
+                    out -= j.migration.bandwidth
+                if j.target == job.target:
+                    into -= j.migration.bandwidth
+        rate = min(rate, out, into)
+        if rate > 0.0:
+            self._shared = True
+            self._run_alone(job, t0, t1, rate)
 
     def _start_transfer(self, job: Job, t: float) -> bool:
         """The end of a job's precheck at ``t``: start its live migration, or fail the job (a
@@ -475,6 +686,9 @@ class Simulation:
             reuse=self._ended_migration,
         )
         self._ended_migration = None
+        rate = self._lone_rate(job)
+        if rate != self._stream_cap:  # a link slower than one stream's cap
+            job.migration.set_bandwidth(rate)
         job.phase = "transfer"
         job.t_transfer_start = t
         return True
@@ -524,11 +738,13 @@ class Simulation:
         assert mig is not None
         cl = self.cluster
         cl.run_fraction[job.guest] -= mig.throttle_pct / 100.0 * (min(end, t1) - t) / self.round_s
-        if cl.node_online[job.target]:  # the incoming QEMU holds the guest's memory
+        failed = end <= t1 and (end >= timeout or job.peer_reset)
+        if (end > t1 or failed) and cl.node_online[job.target]:
+            # the incoming QEMU holds the guest's memory (a stream that flows again: its round)
             cl.reserved_mem[job.target] += self.memory.footprint(job.guest)
         if end > t1:
             return t1
-        if end >= timeout or job.peer_reset:
+        if failed:
             self._stream_failed(job, mig, end)
         else:  # the link carries the stream again
             job.stalled_s += end - job.t_stall
@@ -575,8 +791,29 @@ class Simulation:
         self.finished.append(job)
         if job.move_id is not None:
             rec = self.metrics.moves[job.move_id]
-            self.metrics.move_ended(rec, ok, aborted, reason, t, pause_s)
+            if job.move_id in self._bundle_moves:
+                self._bundle_job_ended(job, rec, (ok, aborted, reason, pause_s))
+            else:
+                self.metrics.move_ended(rec, ok, aborted, reason, t, pause_s)
         self._log.append((t, job))  # rendered by :attr:`log` when read
+
+    def _bundle_job_ended(
+        self, job: Job, rec: MoveRecord, result: tuple[bool, bool, str, float]
+    ) -> None:
+        """A member of a bundle's motion ended (``result``: ok, aborted, reason, pause s): the
+        motion's record ends with its last member, with the leader's result."""
+        mid = job.move_id
+        assert mid is not None and job.t_end is not None
+        if rec.t_end is not None:  # a partner that started after the bundle's record ended
+            return
+        if rec.guest == job.sid:
+            self._leader_result[mid] = result
+        leader = self._leader_result.get(mid)
+        if leader is None or any(j.move_id == mid for j in self.jobs):
+            return
+        del self._leader_result[mid]
+        ok, aborted, reason, pause_s = leader
+        self.metrics.move_ended(rec, ok, aborted, reason, job.t_end, pause_s)
 
     @property
     def log(self) -> list[tuple[float, str]]:
@@ -703,9 +940,11 @@ class Simulation:
             self._results = []
         if not self.cmds:  # most rounds: nothing queued
             return
+        offsets: dict[int, float] = {}  # source node -> its LRM's tick in this round
         for g, (kind, target) in sorted(self.cmds.items()):  # next_state_started with a cmd
             if self.svc_state[g] == STOPPED:  # next_state_stopped: a stopped guest moves offline
                 del self.cmds[g]
+                self._drop_partner_move(g)
                 if self._online_list[target]:
                     self.svc_node[g] = target
                     cl.node[g] = target
@@ -714,19 +953,44 @@ class Simulation:
                 continue  # still in a motion: the command waits for its result
             del self.cmds[g]
             if target == self.svc_node[g] or not self._online_list[target]:
+                self._drop_partner_move(g)
                 continue
-            self._start_job(g, kind, target, int(self.svc_node[g]), self._pending_move.pop(g, None))
+            move_id = self._pending_move.pop(g, None)
+            self._start_job(g, kind, target, int(self.svc_node[g]), move_id, offsets)
 
-    def _start_job(self, g: int, kind: str, target: int, source: int, move_id: int | None) -> None:
+    def _drop_partner_move(self, g: int) -> None:
+        """A bundle partner's command that starts no job: it takes no part in the record."""
+        mid = self._pending_move.get(g)
+        if mid is None or mid not in self._bundle_moves:
+            return
+        if self.metrics.moves[mid].guest != self.cluster.sids[g]:
+            del self._pending_move[g]
+
+    def _start_job(
+        self,
+        g: int,
+        kind: str,
+        target: int,
+        source: int,
+        move_id: int | None,
+        offsets: dict[int, float] | None = None,
+    ) -> None:
         """``next_state_started`` with a command: the service enters migrate/relocate and the
-        LRM gets its job (it starts at a seeded offset within the LRM's 10 s loop)."""
+        LRM gets its job. It starts at the source's LRM tick, a seeded offset within the LRM's
+        10 s loop, drawn once per source in a CRM round (``offsets``: source node → offset s):
+        the LRM forks the workers of every command it finds in one iteration (``LRM.pm``
+        ``run_workers``)."""
         self.svc_state[g] = kind
         self._view_states = None
         self.svc_started[g] = False
         self.svc_target[g] = target
-        # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
-        # from the same draw, at a quarter of uniform()'s argument handling
-        offset = 0.0 + self._lrm_delay_max_s * self._lrm_rng.random()
+        offset = None if offsets is None else offsets.get(source)
+        if offset is None:
+            # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
+            # from the same draw, at a quarter of uniform()'s argument handling
+            offset = 0.0 + self._lrm_delay_max_s * self._lrm_rng.random()
+            if offsets is not None:
+                offsets[source] = offset
         job = Job(g, self.cluster.sids[g], source, target, kind, self.t, self.t + offset)
         job.move_id = move_id
         self.jobs.append(job)
@@ -789,8 +1053,16 @@ class Simulation:
         if self._stack is not None:
             self._stack.answer(g, target, self.move_record(g, target))
             return
-        self._pending_move[g] = self._record_move(g, target)
-        self._queue(g, target)
+        move_id = self._pending_move[g] = self._record_move(g, target)
+        self.bundle_record(move_id, self._queue(g, target))
+
+    def bundle_record(self, move_id: int, members: list[int]) -> None:
+        """The balancer's move ``move_id`` queued these guests (the leader and its positive
+        partners not at the target yet): a bundle's record ends with its last member's job."""
+        if len(members) > 1:
+            self._bundle_moves.add(move_id)
+            for m in members:
+                self._pending_move[m] = move_id
 
     def move_record(self, g: int, target: int) -> tuple[MoveRecord, bool, bool]:
         """The balancer's motion of guest ``g`` to ``target`` as the metrics record it now: the
@@ -816,12 +1088,12 @@ class Simulation:
         counts as pressure): the round kernel keeps the peak (NaN if any is NaN)."""
         return bool(self.cluster.totals[L.T_PEAK_SOME] < CHURN_PRESSURE_PCT)
 
-    def _queue(self, g: int, target: int) -> None:
-        """``queue_resource_motion``: the service and its positive partners (not already there);
-        with the full stack, a CRM command for the Manager's next round."""
+    def _queue(self, g: int, target: int) -> list[int]:
+        """``queue_resource_motion``: the service and its positive partners (not already there),
+        the guests queued; with the full stack, a CRM command for the Manager's next round."""
         if self._stack is not None:
             self._stack.queue_command(g, target)
-            return
+            return []
         cl = self.cluster
         for p in self.negative.get(g, ()):
             if self.svc_node[p] == target or self.svc_target[p] == target:
@@ -832,11 +1104,14 @@ class Simulation:
                         f"negative affinity with {cl.sids[p]}",
                     )
                 )
-                return
+                return []
+        members: list[int] = []
         for m in (g, *self.positive.get(g, ())):
             if m != g and (self.svc_node[m] == target or self.svc_target[m] == target):
                 continue
             self.cmds[m] = (self._motion_kind[m], target)
+            members.append(m)
+        return members
 
     # ------------------------------------------------------------------ the hardware (full stack)
     def set_running(self, g: int, on: bool) -> None:
@@ -1057,12 +1332,14 @@ class Simulation:
 
     # ------------------------------------------------------------------ results
     def transfer_in_flight(self) -> tuple[float, float]:
-        """Bytes sent and seconds spent so far by a live migration that has not ended yet."""
+        """Bytes sent and seconds spent so far by the live migrations that have not ended yet."""
+        sent = seconds = 0.0
         for job in self.jobs:
             if job.phase == "transfer" and job.migration is not None:
                 stall = job.stalled_s + (self.t - job.t_stall if job.t_stall is not None else 0.0)
-                return job.migration.transferred, job.migration.t + stall
-        return 0.0, 0.0
+                sent += job.migration.transferred
+                seconds += job.migration.t + stall
+        return sent, seconds
 
     def result(self) -> dict[str, Any]:
         """Metrics (``docs/metrics.md``) and the balancer's moves, including a migration still running at the end."""
@@ -1070,3 +1347,15 @@ class Simulation:
             "metrics": self.metrics.result(),
             "moves": [r.as_dict() for r in self.metrics.moves],
         }
+
+
+def _ends_at(job: Job) -> float:
+    """When a job's live migration, at its present clock, ends (s): its transfer's start, the
+    time it stood still, and the migration's own clock."""
+    return job.t_transfer_start + job.stalled_s + _mig(job).t
+
+
+def _mig(job: Job) -> Migration:
+    """The live migration of a job in its transfer phase."""
+    assert job.migration is not None
+    return job.migration

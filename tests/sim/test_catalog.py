@@ -64,7 +64,12 @@ def test_parse_overrides_reads_toml_values() -> None:
 @pytest.mark.parametrize(
     ("name", "sets", "path", "fragment"),
     [
-        ("no-such", {}, "--scenario", "unknown scenario 'no-such' (allowed: contended-3node"),
+        (
+            "no-such",
+            {},
+            "--scenario",
+            "unknown scenario 'no-such' (allowed: bundle-migration, contended-3node",
+        ),
         ("missing.toml", {}, "--scenario", "no such scenario file"),
         ("idle-night", {"nodes[5].maxcpu": 1}, "--set nodes[5].maxcpu", "index 5 out of range"),
         ("idle-night", {"nodez": 1}, "--set", "idle-night: nodez: unknown key"),

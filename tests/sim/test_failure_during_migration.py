@@ -243,3 +243,46 @@ def test_maintenance_during_a_migration_lets_it_complete(node: str) -> None:
 def _first(sim: Simulation) -> Job:
     """The first ended motion of vm:102 (off a target in maintenance it is moved on later)."""
     return next(e for _, e in sim._log if isinstance(e, Job) and e.sid == "vm:102")
+
+
+def test_a_stalled_stream_leaves_its_share_of_the_link_to_the_others() -> None:
+    """Two migrations into node3 share its link (``[migration] link_bandwidth`` = one stream's
+    cap, max-min fair: half each); node1's network cut for 10 s stalls vm:101's stream (ip-sysctl
+    ``tcp_retries2``: it flows again at the 12.6 s retransmission) and a stalled TCP stream sends
+    nothing, so vm:102's takes the whole link meanwhile. Both migrations complete."""
+    both = [MIGRATE, {"t": T_MIGRATE, "type": "migrate", "sid": "vm:101", "target": "node3"}]
+    cut = [
+        {"t": T_CUT, "type": "network-off", "node": "node1"},
+        {"t": T_CUT + 10.0, "type": "network-on", "node": "node1"},
+    ]
+    inside = T_CUT + 10.0  # the end of a round inside the stall
+
+    def run(events: list[dict[str, Any]]) -> tuple[Simulation, dict[str, tuple[float, bool]]]:
+        """The episode; each migration's rate (bytes/s) and stall at ``inside``."""
+        data = scenario(events)
+        data["migration"]["link_bandwidth"] = data["migration"]["bandwidth"]
+        sim = Simulation(scenario_from_dict(data), seed=0)
+        policy = make_policy("noop")
+        view, seen = sim.reset(), {}
+        for _ in range(round(sim.scenario.duration / ROUND_S) - 1):
+            view = sim.step(policy.decide(view))
+            if sim.t == inside:
+                seen = {
+                    j.sid: (j.migration.bandwidth, j.t_stall is not None)
+                    for j in sim.jobs
+                    if j.migration is not None
+                }
+        return sim, seen
+
+    cap = scenario_from_dict(scenario([])).migration.bandwidth
+    _, shared = run(both)
+    assert shared == {
+        "vm:101": (pytest.approx(cap / 2), False),
+        "vm:102": (pytest.approx(cap / 2), False),
+    }
+    sim, seen = run(both + cut)
+    assert seen["vm:101"][1] and not seen["vm:102"][1]
+    assert seen["vm:102"][0] == pytest.approx(cap)
+    ended = [e for _, e in sim._log if isinstance(e, Job)]
+    assert sorted((j.sid, j.ok) for j in ended) == [("vm:101", True), ("vm:102", True)]
+    assert where(sim, "vm:101") == ("node3", True) and where(sim, "vm:102") == ("node3", True)
