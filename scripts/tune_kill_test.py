@@ -5,10 +5,12 @@
 
 Each round starts ``pvegym tune STUDY --storage sqlite:///…`` in its own process group and kills
 the whole group with SIGKILL (no cleanup, as a crashed machine) after a random delay, uniform
-in [0, ``--max-delay``] s (start-up and a few trials) — so kills land during start-up, study
-creation, the defaults trial, mid-trial and between trials. The study is large enough that
-it is still unfinished after ``--kills`` kills (else the run says so and fails). With
-``--targeted`` every other kill waits for the run to start a trial and lands 0–0.5 s into it.
+in [0, ``--max-delay``] s, or as soon as the run has finished one more trial, whichever comes
+first — so kills land during start-up, study creation, the defaults trial, mid-trial and between
+trials, and a killed run adds about one trial however fast the machine is: a study of more than
+twice ``--kills`` trials is still unfinished after ``--kills`` kills (else the run says so and
+fails). With ``--targeted`` every other kill waits for the run to start a trial and lands 0–0.5 s
+into it.
 After ``--kills`` kills one last run is left to finish. Then the study must hold:
 
 * no RUNNING trial,
@@ -102,9 +104,10 @@ def run(
         )
         while mid_trial and proc.poll() is None and not _running_since(url, since):
             time.sleep(0.05)  # wait until this run is inside a trial
-        try:
-            proc.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
+        deadline, budget = time.monotonic() + delay, _finished(url) + 1
+        while proc.poll() is None and time.monotonic() < deadline and _finished(url) < budget:
+            time.sleep(0.05)  # the delay, cut short once this run has finished a trial
+        if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             killed += 1
@@ -181,6 +184,12 @@ def _running_since(url: str, since: datetime.datetime) -> bool:
         return False
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     return any(t.datetime_start is not None and t.datetime_start >= since for t in running)
+
+
+def _finished(url: str) -> int:
+    """How many trials of the study are COMPLETE or PRUNED (0 before it exists)."""
+    states = _states(url)
+    return states["COMPLETE"] + states["PRUNED"]
 
 
 def _states(url: str) -> Counter[str]:
