@@ -11,9 +11,12 @@
 The drain time is derived from the model's timings: the master reads the maintenance command in
 the event's round, node1's LRM enters maintenance mode at its tick in that round and the master
 sees it the round after (2 rounds); the LRM starts the migrations at its next tick (≤
-``lrm_delay_max_s``); the model's pipeline runs them one after the other, each at most its
-precheck, its guest's whole memory sent at the bandwidth left after the guest's dirtying, and a
-second of switchover; the fifth guest waits for one of the LRM's four workers (one more round).
+``lrm_delay_max_s``), up to its four workers at once, all sharing node1's migration link. The link
+is work-conserving: while any of them is in flight it sends ``bandwidth``, of which the guests'
+dirtying takes back at most the sum of all their dirty rates, so every guest's whole memory is
+through after at most Σ maxmem / (bandwidth − Σ dirty_rate); add each motion's precheck and a
+second of switchover as if they ran one after the other, and one more round for the fifth guest,
+which waits for a worker.
 """
 
 from __future__ import annotations
@@ -35,11 +38,10 @@ SWITCHOVER_S = 1.0  # s, a live migration's pause and resume, at most (migrate_d
 def drain_bound(scn: Scenario, node: str) -> float:
     """When every HA guest of ``node`` has left it at the latest (s; module docstring)."""
     ms, rs = scn.migration, scn.round_s
-    motions = sum(
-        ms.precheck_s + g.maxmem / (ms.bandwidth - g.dirty_rate) + SWITCHOVER_S
-        for g in scn.guests
-        if g.node == node and g.ha
-    )
+    guests = [g for g in scn.guests if g.node == node and g.ha]
+    dirty = sum(g.dirty_rate for g in guests)
+    assert dirty < ms.bandwidth, "the bound needs the link to outrun all the guests' dirtying"
+    motions = sum(ms.precheck_s + SWITCHOVER_S + g.maxmem / (ms.bandwidth - dirty) for g in guests)
     return MAINTENANCE_ON_S + 2 * rs + ms.lrm_delay_max_s + motions + rs
 
 
