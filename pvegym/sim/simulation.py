@@ -184,6 +184,12 @@ class Simulation:
             for name in cl.node_names
         ]
         self._stream_cap = ms.bandwidth
+        # _migration_costs' constants: its divisors (the very products it would compute each
+        # round) and the migration threads' cores
+        self._fault_scale = [c * self.round_s for c in self._maxcpu_list]
+        self._wire_scale = ms.bandwidth * self.round_s
+        self._cpu_source_cores = ms.cpu_source_cores
+        self._cpu_target_cores = ms.cpu_target_cores
         # the model stack's LRM worker pool per source node; the full stack's LRMs keep their own
         self._max_workers = MAX_WORKERS if self.scenario.ha_stack == "model" else 1 << 30
         self._disabled = set(self.scenario.telemetry.disabled)
@@ -419,7 +425,6 @@ class Simulation:
         transfer, or queued → down for a container). ``rate``: its stream's bandwidth
         (bytes/s); None: a lone stream's (:meth:`_lone_rate`)."""
         cl = self.cluster
-        run_fraction = cl.run_fraction
         dt = t1 - t0
         t = t0
         while job.phase != "done" and t < t1:
@@ -454,10 +459,11 @@ class Simulation:
                     if mig.bandwidth != bandwidth:
                         mig.set_bandwidth(bandwidth)
                 outcome, throttled, fault_s, wire = mig.advance_costs(t1 - t)
-                run_fraction[g] -= throttled / dt
-                self._migration_costs(job, fault_s, wire)
+                self._migration_costs(job, throttled / dt, fault_s, wire)
                 if outcome == RUNNING:  # the target holds the incoming guest's memory, unmerged
-                    cl.reserved_mem[job.target] += self.memory.footprint(g)
+                    reserved, target = cl.reserved_mem, job.target  # (a Python float sum: the
+                    # same double as NumPy's scalar +=, without its boxing)
+                    reserved[target] = reserved.item(target) + self.memory.footprint(g)
                     return
                 t = job.t_transfer_start + job.stalled_s + mig.t
                 self._transfer_ended(job, mig, outcome, t, t1, dt)
@@ -626,10 +632,8 @@ class Simulation:
                 if steps[i][0] == RUNNING or _ends_at(job) > first:
                     mig.restore(saved[i])
                     steps[i] = mig.advance_costs(first - t)
-        run_fraction = self.cluster.run_fraction
         for job, (outcome, throttled, fault_s, wire) in zip(streams, steps, strict=True):
-            run_fraction[job.guest] -= throttled / dt
-            self._migration_costs(job, fault_s, wire)
+            self._migration_costs(job, throttled / dt, fault_s, wire)
             if outcome != RUNNING:
                 mig = _mig(job)
                 self._transfer_ended(job, mig, outcome, _ends_at(job), t1, dt)
@@ -763,16 +767,25 @@ class Simulation:
             self._log.append((t, f"{job.sid}: {line}"))
         self._finish(job, t, ok=False, aborted=True, reason=link.STREAM_FAILED)
 
-    def _migration_costs(self, job: Job, fault_s: float, wire: float) -> None:
-        """What a live migration's round costs the hosts: the guest's dirty-tracking faults
-        (vCPU seconds, spread over its vCPUs) and the migration threads' cores on the source and
-        the target in proportion to the stream's duty (``wire`` bytes sent of what the bandwidth
-        allows in a round)."""
-        cl, ms, dt = self.cluster, self.scenario.migration, self.round_s
-        cl.run_fraction[job.guest] -= fault_s / (self._maxcpu_list[job.guest] * dt)
-        duty = wire / (ms.bandwidth * dt)
-        cl.motion_cpu[job.source] += ms.cpu_source_cores * duty
-        cl.motion_cpu[job.target] += ms.cpu_target_cores * duty
+    def _migration_costs(self, job: Job, throttled: float, fault_s: float, wire: float) -> None:
+        """What a live migration's round costs the guest and the hosts: the auto-converge
+        throttle (``throttled``: the round's share the guest lost), the guest's dirty-tracking
+        faults (vCPU seconds, spread over its vCPUs) and the migration threads' cores on the
+        source and the target in proportion to the stream's duty (``wire`` bytes sent of what
+        the bandwidth allows in a round).
+
+        In Python floats (``item``, one store per element): the same IEEE double operations, in
+        the same order, as ``run_fraction[g] -= throttled`` then ``-= fault_s / (maxcpu · dt)``
+        on the array's elements, at a fraction of NumPy scalar arithmetic's cost; the divisors
+        ``maxcpu · round_s`` and ``bandwidth · round_s`` are the same products computed once
+        (:meth:`_build`)."""
+        cl, g = self.cluster, job.guest
+        run_fraction, motion_cpu = cl.run_fraction, cl.motion_cpu
+        run_fraction[g] = run_fraction.item(g) - throttled - fault_s / self._fault_scale[g]
+        duty = wire / self._wire_scale
+        source, target = job.source, job.target
+        motion_cpu[source] = motion_cpu.item(source) + self._cpu_source_cores * duty
+        motion_cpu[target] = motion_cpu.item(target) + self._cpu_target_cores * duty
 
     def _finish(
         self,
