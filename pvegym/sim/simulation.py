@@ -235,9 +235,6 @@ class Simulation:
         # a bundle's motion (model stack): its record ends with the last member's job; until
         # then the leader's result (ok, aborted, reason, pause s) waits here, by move index
         self._bundle_moves: set[int] = set()
-        # a stream ran at less than a lone stream's rate in this episode (until then every
-        # stream runs at the rate it started with: no check per round)
-        self._shared = False
         # the streams whose rates _share_links set last (their ids): the same set, the same rates
         self._rate_key: tuple[int, ...] | None = None
         self._leader_result: dict[int, tuple[bool, bool, str, float]] = {}
@@ -454,7 +451,7 @@ class Simulation:
                         continue
                 mig = job.migration
                 assert mig is not None
-                if self._shared or rate is not None:  # it shared a link, or it joins others
+                if job.rate_shared or rate is not None:  # it shared a link, or it joins others
                     bandwidth = self._lone_rate(job) if rate is None else rate
                     if mig.bandwidth != bandwidth:
                         mig.set_bandwidth(bandwidth)
@@ -517,9 +514,9 @@ class Simulation:
         t = t0
         flows_from = self._stalls_in_round(t0, t1)
         while self.jobs:
+            # the next event: the first fixed-time step due (a transfer has none: _due's inf)
+            # or stalled stream flowing again; min is exact, so one pass in any order
             t_next = t1
-            for job in self.jobs:
-                t_next = min(t_next, self._due(job, t, t1))
             streams = []
             for j in self.jobs:
                 if j.phase == "transfer":
@@ -528,6 +525,8 @@ class Simulation:
                         streams.append(j)
                     else:
                         t_next = min(t_next, at)
+                else:
+                    t_next = min(t_next, self._due(j, t, t1))
             if streams:
                 self._share_links(streams)
                 t_next = self._advance_streams(streams, t, t_next, t1, dt)
@@ -583,6 +582,8 @@ class Simulation:
         while again:
             again = False
             for job in list(self.jobs):
+                if job.phase == "transfer":  # no fixed-time step (_due: inf)
+                    continue
                 at = self._due(job, t, t1)
                 if at > t:
                     continue
@@ -604,11 +605,12 @@ class Simulation:
         key = tuple(id(j) for j in streams)
         if key == self._rate_key:  # the same streams as last time: the same rates
             return
-        self._rate_key, self._shared = key, True
+        self._rate_key = key
         pairs = [(j.source, j.target) for j in streams]
         for job, rate in zip(
             streams, fair_rates(pairs, self._stream_cap, self._link_bw), strict=True
         ):
+            job.rate_shared = True
             mig = job.migration
             assert mig is not None
             if mig.bandwidth != rate:
@@ -658,7 +660,7 @@ class Simulation:
                     into -= j.migration.bandwidth
         rate = min(rate, out, into)
         if rate > 0.0:
-            self._shared = True
+            job.rate_shared = True
             self._run_alone(job, t0, t1, rate)
 
     def _start_transfer(self, job: Job, t: float) -> bool:
