@@ -72,6 +72,11 @@ class Job:
     t_resume: float | None = None
     stalled_s: float = 0.0
     peer_reset: bool = False
+    #: its stream ran at a rate other than a lone stream's (links shared with other streams,
+    #: :meth:`~pvegym.sim.simulation.Simulation._share_links`, or joined at what they left,
+    #: ``_join``): until then its migration runs at the lone rate it started with, and a round
+    #: of it alone needs no rate check
+    rate_shared: bool = False
     ok: bool = False
     aborted: bool = False
     reason: str = ""

@@ -184,6 +184,12 @@ class Simulation:
             for name in cl.node_names
         ]
         self._stream_cap = ms.bandwidth
+        # _migration_costs' constants: its divisors (the very products it would compute each
+        # round) and the migration threads' cores
+        self._fault_scale = [c * self.round_s for c in self._maxcpu_list]
+        self._wire_scale = ms.bandwidth * self.round_s
+        self._cpu_source_cores = ms.cpu_source_cores
+        self._cpu_target_cores = ms.cpu_target_cores
         # the model stack's LRM worker pool per source node; the full stack's LRMs keep their own
         self._max_workers = MAX_WORKERS if self.scenario.ha_stack == "model" else 1 << 30
         self._disabled = set(self.scenario.telemetry.disabled)
@@ -229,9 +235,6 @@ class Simulation:
         # a bundle's motion (model stack): its record ends with the last member's job; until
         # then the leader's result (ok, aborted, reason, pause s) waits here, by move index
         self._bundle_moves: set[int] = set()
-        # a stream ran at less than a lone stream's rate in this episode (until then every
-        # stream runs at the rate it started with: no check per round)
-        self._shared = False
         # the streams whose rates _share_links set last (their ids): the same set, the same rates
         self._rate_key: tuple[int, ...] | None = None
         self._leader_result: dict[int, tuple[bool, bool, str, float]] = {}
@@ -419,7 +422,6 @@ class Simulation:
         transfer, or queued → down for a container). ``rate``: its stream's bandwidth
         (bytes/s); None: a lone stream's (:meth:`_lone_rate`)."""
         cl = self.cluster
-        run_fraction = cl.run_fraction
         dt = t1 - t0
         t = t0
         while job.phase != "done" and t < t1:
@@ -449,15 +451,16 @@ class Simulation:
                         continue
                 mig = job.migration
                 assert mig is not None
-                if self._shared or rate is not None:  # it shared a link, or it joins others
+                if job.rate_shared or rate is not None:  # it shared a link, or it joins others
                     bandwidth = self._lone_rate(job) if rate is None else rate
                     if mig.bandwidth != bandwidth:
                         mig.set_bandwidth(bandwidth)
                 outcome, throttled, fault_s, wire = mig.advance_costs(t1 - t)
-                run_fraction[g] -= throttled / dt
-                self._migration_costs(job, fault_s, wire)
+                self._migration_costs(job, throttled / dt, fault_s, wire)
                 if outcome == RUNNING:  # the target holds the incoming guest's memory, unmerged
-                    cl.reserved_mem[job.target] += self.memory.footprint(g)
+                    reserved, target = cl.reserved_mem, job.target  # (a Python float sum: the
+                    # same double as NumPy's scalar +=, without its boxing)
+                    reserved[target] = reserved.item(target) + self.memory.footprint(g)
                     return
                 t = job.t_transfer_start + job.stalled_s + mig.t
                 self._transfer_ended(job, mig, outcome, t, t1, dt)
@@ -511,9 +514,9 @@ class Simulation:
         t = t0
         flows_from = self._stalls_in_round(t0, t1)
         while self.jobs:
+            # the next event: the first fixed-time step due (a transfer has none: _due's inf)
+            # or stalled stream flowing again; min is exact, so one pass in any order
             t_next = t1
-            for job in self.jobs:
-                t_next = min(t_next, self._due(job, t, t1))
             streams = []
             for j in self.jobs:
                 if j.phase == "transfer":
@@ -522,6 +525,8 @@ class Simulation:
                         streams.append(j)
                     else:
                         t_next = min(t_next, at)
+                else:
+                    t_next = min(t_next, self._due(j, t, t1))
             if streams:
                 self._share_links(streams)
                 t_next = self._advance_streams(streams, t, t_next, t1, dt)
@@ -577,6 +582,8 @@ class Simulation:
         while again:
             again = False
             for job in list(self.jobs):
+                if job.phase == "transfer":  # no fixed-time step (_due: inf)
+                    continue
                 at = self._due(job, t, t1)
                 if at > t:
                     continue
@@ -598,11 +605,12 @@ class Simulation:
         key = tuple(id(j) for j in streams)
         if key == self._rate_key:  # the same streams as last time: the same rates
             return
-        self._rate_key, self._shared = key, True
+        self._rate_key = key
         pairs = [(j.source, j.target) for j in streams]
         for job, rate in zip(
             streams, fair_rates(pairs, self._stream_cap, self._link_bw), strict=True
         ):
+            job.rate_shared = True
             mig = job.migration
             assert mig is not None
             if mig.bandwidth != rate:
@@ -626,10 +634,8 @@ class Simulation:
                 if steps[i][0] == RUNNING or _ends_at(job) > first:
                     mig.restore(saved[i])
                     steps[i] = mig.advance_costs(first - t)
-        run_fraction = self.cluster.run_fraction
         for job, (outcome, throttled, fault_s, wire) in zip(streams, steps, strict=True):
-            run_fraction[job.guest] -= throttled / dt
-            self._migration_costs(job, fault_s, wire)
+            self._migration_costs(job, throttled / dt, fault_s, wire)
             if outcome != RUNNING:
                 mig = _mig(job)
                 self._transfer_ended(job, mig, outcome, _ends_at(job), t1, dt)
@@ -654,7 +660,7 @@ class Simulation:
                     into -= j.migration.bandwidth
         rate = min(rate, out, into)
         if rate > 0.0:
-            self._shared = True
+            job.rate_shared = True
             self._run_alone(job, t0, t1, rate)
 
     def _start_transfer(self, job: Job, t: float) -> bool:
@@ -763,16 +769,25 @@ class Simulation:
             self._log.append((t, f"{job.sid}: {line}"))
         self._finish(job, t, ok=False, aborted=True, reason=link.STREAM_FAILED)
 
-    def _migration_costs(self, job: Job, fault_s: float, wire: float) -> None:
-        """What a live migration's round costs the hosts: the guest's dirty-tracking faults
-        (vCPU seconds, spread over its vCPUs) and the migration threads' cores on the source and
-        the target in proportion to the stream's duty (``wire`` bytes sent of what the bandwidth
-        allows in a round)."""
-        cl, ms, dt = self.cluster, self.scenario.migration, self.round_s
-        cl.run_fraction[job.guest] -= fault_s / (self._maxcpu_list[job.guest] * dt)
-        duty = wire / (ms.bandwidth * dt)
-        cl.motion_cpu[job.source] += ms.cpu_source_cores * duty
-        cl.motion_cpu[job.target] += ms.cpu_target_cores * duty
+    def _migration_costs(self, job: Job, throttled: float, fault_s: float, wire: float) -> None:
+        """What a live migration's round costs the guest and the hosts: the auto-converge
+        throttle (``throttled``: the round's share the guest lost), the guest's dirty-tracking
+        faults (vCPU seconds, spread over its vCPUs) and the migration threads' cores on the
+        source and the target in proportion to the stream's duty (``wire`` bytes sent of what
+        the bandwidth allows in a round).
+
+        In Python floats (``item``, one store per element): the same IEEE double operations, in
+        the same order, as ``run_fraction[g] -= throttled`` then ``-= fault_s / (maxcpu · dt)``
+        on the array's elements, at a fraction of NumPy scalar arithmetic's cost; the divisors
+        ``maxcpu · round_s`` and ``bandwidth · round_s`` are the same products computed once
+        (:meth:`_build`)."""
+        cl, g = self.cluster, job.guest
+        run_fraction, motion_cpu = cl.run_fraction, cl.motion_cpu
+        run_fraction[g] = run_fraction.item(g) - throttled - fault_s / self._fault_scale[g]
+        duty = wire / self._wire_scale
+        source, target = job.source, job.target
+        motion_cpu[source] = motion_cpu.item(source) + self._cpu_source_cores * duty
+        motion_cpu[target] = motion_cpu.item(target) + self._cpu_target_cores * duty
 
     def _finish(
         self,
