@@ -61,6 +61,7 @@ The classic geometric model of C.2/F.4 instead sends every pending page before t
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
@@ -266,7 +267,7 @@ class Migration:
         # parameter array goes through the dispatcher, which checks its type)
         if isinstance(params, MigrationParams):
             p = params_array(params)
-            self._advance = _own_advance()
+            self._advance = _own_entry("advance")
         else:
             p = params
             self._advance = K.advance
@@ -304,12 +305,12 @@ class Migration:
             m._s = np.empty(K.N_S, dtype=np.int64)
             m._events = []
             m._segments = []
-            m._advance = _own_advance()
+            m._advance = _own_entry("advance")
         else:
             m = reuse
             m._events.clear()
             m._segments.clear()
-        _own_start_guest()(
+        _own_entry("start_guest")(
             template,
             m._p,
             m._f,
@@ -336,7 +337,7 @@ class Migration:
         as QEMU's does (:func:`pvegym.sim.migration_kernel.set_bandwidth`). :attr:`timeline` and
         the log's average speed assume one bandwidth throughout (the cluster reads neither)."""
         own = self._advance is not K.advance  # arrays it allocated itself: the entry point
-        setter = _own_set_bandwidth() if own else K.set_bandwidth
+        setter = _own_entry("set_bandwidth") if own else K.set_bandwidth
         setter(self._f, self._s, self._p, float(bandwidth))
 
     def snapshot(self) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
@@ -545,22 +546,11 @@ class Migration:
         """:meth:`advance` by ``dt`` seconds, and what it added to :attr:`throttle_integral` (s),
         :attr:`tracking_overhead_s` (s) and :attr:`transferred` (bytes): a cluster's round of
         the migration in one call instead of seven."""
-        if dt < 0 or not math.isfinite(dt):
-            raise ValueError(f"dt must be a finite non-negative number of seconds, got {dt!r}")
-        f, s, advance = self._f, self._s, self._advance
-        item = f.item  # a Python float straight away (float(f[i]) boxes a NumPy scalar)
+        item = self._f.item  # a Python float straight away (float(f[i]) boxes a NumPy scalar)
         throttle = item(K.F_THROTTLE_INTEGRAL)
         faults = item(K.F_TRACK_S)
         wire = item(K.F_TRANSFERRED)
-        # advance(dt), inlined (it runs for every migrating round): the same kernel calls
-        target = item(K.F_T) + dt
-        result = advance(f, s, self._p, target, _SEGMENTS, _EVENTS)
-        while result & K.NEED_DRAIN:
-            self._drain()
-            result = advance(f, s, self._p, target, _SEGMENTS, _EVENTS)
-        if result & K.HAS_OUTPUT:
-            self._drain()
-        outcome = _OUTCOMES[result >> 2]
+        outcome = self.advance(dt)
         return (
             outcome,
             item(K.F_THROTTLE_INTEGRAL) - throttle,
@@ -592,68 +582,22 @@ _EVENTS: Final = np.empty((K.EV_CAP_ROWS, 3))
 _SEGMENTS: Final = np.empty((K.EV_CAP_ROWS, 8))
 
 
-_OWN_ADVANCE: list[Any] = []
-
-
-def _own_advance() -> Any:
-    """The compiled entry point of the kernel's ``advance`` for the arrays a :class:`Migration`
-    allocates itself (float64/int64 vectors, the shared output buffers), made on first use: it
-    skips the dispatcher's type resolution (:func:`pvegym.sim.kernel.entry_point`)."""
-    if not _OWN_ADVANCE:
-        _OWN_ADVANCE.append(
-            entry_point(
-                K.advance,
-                np.empty(K.N_F),
-                np.empty(K.N_S, dtype=np.int64),
-                np.empty(K.N_P),
-                0.0,
-                _SEGMENTS,
-                _EVENTS,
-            )
-        )
-    return _OWN_ADVANCE[0]
-
-
-_OWN_SET_BANDWIDTH: list[Any] = []
-
-
-def _own_set_bandwidth() -> Any:
-    """The compiled entry point of the kernel's ``set_bandwidth`` for a :class:`Migration`'s own
-    arrays, made on first use (no dispatcher type resolution on a rate change)."""
-    if not _OWN_SET_BANDWIDTH:
-        _OWN_SET_BANDWIDTH.append(
-            entry_point(
-                K.set_bandwidth,
-                np.empty(K.N_F),
-                np.empty(K.N_S, dtype=np.int64),
-                np.empty(K.N_P),
-                0.0,
-            )
-        )
-    return _OWN_SET_BANDWIDTH[0]
-
-
-_OWN_START_GUEST: list[Any] = []
-
-
-def _own_start_guest() -> Any:
-    """The compiled entry point of the kernel's ``start_guest`` for a template and the arrays a
-    :class:`Migration` allocates itself, with float guest values (:meth:`Migration.for_guest`
-    converts them: ``float()`` of an int is the conversion the int specialisation made inside),
-    made on first use: a motion starts every few rounds, and the dispatcher resolved ten argument
-    types each time (~0.5 µs)."""
-    if not _OWN_START_GUEST:
-        _OWN_START_GUEST.append(
-            entry_point(
-                K.start_guest,
-                np.empty(K.N_P),
-                np.empty(K.N_P),
-                np.empty(K.N_F),
-                np.empty(K.N_S, dtype=np.int64),
-                *(0.0,) * 6,
-            )
-        )
-    return _OWN_START_GUEST[0]
+@functools.cache
+def _own_entry(kernel: str) -> Any:
+    """The compiled entry point of the kernel function ``kernel`` (``"advance"``,
+    ``"set_bandwidth"`` or ``"start_guest"``) for the arrays a :class:`Migration` allocates
+    itself (float64/int64 vectors, the shared output buffers; float guest values for
+    ``start_guest``: :meth:`Migration.for_guest` converts them, ``float()`` of an int being the
+    conversion the int specialisation made inside), made on first use: each skips the
+    dispatcher's type resolution (:func:`pvegym.sim.kernel.entry_point`; ~0.5 µs for
+    ``start_guest``'s ten arguments, paid at every motion before)."""
+    f, s, p = np.empty(K.N_F), np.empty(K.N_S, dtype=np.int64), np.empty(K.N_P)
+    examples: dict[str, tuple[Any, ...]] = {
+        "advance": (f, s, p, 0.0, _SEGMENTS, _EVENTS),
+        "set_bandwidth": (f, s, p, 0.0),
+        "start_guest": (p, np.empty(K.N_P), f, s, *(0.0,) * 6),
+    }
+    return entry_point(getattr(K, kernel), *examples[kernel])
 
 
 def params_array(p: MigrationParams) -> NDArray[np.float64]:
