@@ -235,8 +235,9 @@ class Simulation:
         # a bundle's motion (model stack): its record ends with the last member's job; until
         # then the leader's result (ok, aborted, reason, pause s) waits here, by move index
         self._bundle_moves: set[int] = set()
-        # the streams whose rates _share_links set last (their ids): the same set, the same rates
-        self._rate_key: tuple[int, ...] | None = None
+        # the streams whose rates _share_links set last: the same jobs, the same rates (the jobs
+        # themselves, not their ids: an id may be reused once its job is freed)
+        self._rate_streams: tuple[Job, ...] = ()
         self._leader_result: dict[int, tuple[bool, bool, str, float]] = {}
         self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
         self._ended_migration: Migration | None = None  # its arrays serve the next migration
@@ -601,11 +602,11 @@ class Simulation:
         """Each stream's rate: its max-min fair share of its source's and its target's migration
         link, at most one stream's cap (:func:`pvegym.sim.network.fair_rates`); recomputed when
         the set of streams changed (a rule that changes a link's bandwidth, e.g. a cut network,
-        must reset ``_rate_key`` to ``None``)."""
-        key = tuple(id(j) for j in streams)
-        if key == self._rate_key:  # the same streams as last time: the same rates
-            return
-        self._rate_key = key
+        must reset ``_rate_streams`` to ``()``)."""
+        last = self._rate_streams
+        if len(last) == len(streams) and all(a is b for a, b in zip(last, streams, strict=True)):
+            return  # the same streams as last time (the same objects): the same rates
+        self._rate_streams = tuple(streams)
         pairs = [(j.source, j.target) for j in streams]
         for job, rate in zip(
             streams, fair_rates(pairs, self._stream_cap, self._link_bw), strict=True
