@@ -20,12 +20,13 @@ next round (:meth:`HAStack.round`).
 
 Against the model stack (``ha_stack = "model"``, :mod:`pvegym.sim.motions`): a job starts at its
 node's LRM tick after the CRM round that requested it (the model: a seeded offset after the round,
-drawn per source and round); the CRM sees its end at the first round after the tick that collected it — the
-tick in the round of the end if the end falls within that tick's 8 s of polls (and the round),
-else the next tick — where the model's CRM sees it at the first round after the end. A motion
-therefore holds the balancer up to one round longer, and the HA stack starts its services in the episode's first
-round (the CRM takes the manager lock and adds them, the LRMs take their agent locks): until a
-manager status shows the services, no motion is possible (:meth:`HAStack.sync`).
+drawn per source and round); the CRM sees its end at the first round after the tick that
+collected it — the tick in the round of the end if the end falls within that tick's 8 s of polls
+(and the round), else the next tick — where the model's CRM sees it at the first round after the
+end. A motion therefore holds the balancer up to one round longer, and the HA stack starts its
+services in the episode's first round (the CRM takes the manager lock and adds them, the LRMs
+take their agent locks): until a manager status shows the services, no motion is possible
+(:meth:`HAStack.sync`).
 """
 
 from __future__ import annotations
@@ -217,12 +218,7 @@ class HAStack:
             move_id = sim._pending_move[g] = sim.register_move(*move)
             # queue_resource_motion moves the positive partners too: the record is the bundle's
             target = sim.cluster.node_index[move[0].target]
-            partners = [
-                p
-                for p in sim.positive.get(g, ())
-                if sim.svc_node[p] != target and sim.svc_target[p] != target
-            ]
-            sim.bundle_record(move_id, [g, *partners])
+            sim.bundle_record(move_id, [g, *sim.bundle_partners(g, target)])
             return
         rec = move[0]
         sim._log.append((sim.t, f"retracted motion {rec.guest} -> {rec.target}: no master took it"))

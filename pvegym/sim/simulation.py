@@ -235,10 +235,10 @@ class Simulation:
         # a bundle's motion (model stack): its record ends with the last member's job; until
         # then the leader's result (ok, aborted, reason, pause s) waits here, by move index
         self._bundle_moves: set[int] = set()
+        self._leader_result: dict[int, tuple[bool, bool, str, float]] = {}
         # the streams whose rates _share_links set last: the same jobs, the same rates (the jobs
         # themselves, not their ids: an id may be reused once its job is freed)
         self._rate_streams: tuple[Job, ...] = ()
-        self._leader_result: dict[int, tuple[bool, bool, str, float]] = {}
         self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
         self._ended_migration: Migration | None = None  # its arrays serve the next migration
         self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
@@ -463,7 +463,7 @@ class Simulation:
                     # same double as NumPy's scalar +=, without its boxing)
                     reserved[target] = reserved.item(target) + self.memory.footprint(g)
                     return
-                t = job.t_transfer_start + job.stalled_s + mig.t
+                t = _ends_at(job)
                 self._transfer_ended(job, mig, outcome, t, t1, dt)
                 continue
             if phase == "down":
@@ -601,8 +601,7 @@ class Simulation:
     def _share_links(self, streams: list[Job]) -> None:
         """Each stream's rate: its max-min fair share of its source's and its target's migration
         link, at most one stream's cap (:func:`pvegym.sim.network.fair_rates`); recomputed when
-        the set of streams changed (a rule that changes a link's bandwidth, e.g. a cut network,
-        must reset ``_rate_streams`` to ``()``)."""
+        the set of streams changed (the links themselves are the scenario's constants)."""
         last = self._rate_streams
         if len(last) == len(streams) and all(a is b for a, b in zip(last, streams, strict=True)):
             return  # the same streams as last time (the same objects): the same rates
@@ -1112,7 +1111,7 @@ class Simulation:
             return []
         cl = self.cluster
         for p in self.negative.get(g, ()):
-            if self.svc_node[p] == target or self.svc_target[p] == target:
+            if self._bound_for(p, target):
                 self._log.append(
                     (
                         self.t,
@@ -1121,13 +1120,19 @@ class Simulation:
                     )
                 )
                 return []
-        members: list[int] = []
-        for m in (g, *self.positive.get(g, ())):
-            if m != g and (self.svc_node[m] == target or self.svc_target[m] == target):
-                continue
+        members = [g, *self.bundle_partners(g, target)]
+        for m in members:
             self.cmds[m] = (self._motion_kind[m], target)
-            members.append(m)
         return members
+
+    def bundle_partners(self, g: int, target: int) -> list[int]:
+        """The positive-affinity partners of ``g`` that its motion to node ``target`` moves too
+        (``queue_resource_motion``): those not on ``target`` nor on their way there."""
+        return [p for p in self.positive.get(g, ()) if not self._bound_for(p, target)]
+
+    def _bound_for(self, g: int, target: int) -> bool:
+        """Guest ``g`` is on node ``target`` or on its way there."""
+        return bool(self.svc_node[g] == target or self.svc_target[g] == target)
 
     # ------------------------------------------------------------------ the hardware (full stack)
     def set_running(self, g: int, on: bool) -> None:

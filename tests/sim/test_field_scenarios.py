@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
+from pvegym.experiments.ablation import (
+    BUNDLE_RATIO,
+    check_target,
+    needed,
+    qemu_server_for,
+    run_episode,
+    solo_migration_s,
+)
 from pvegym.sim import catalog
-from pvegym.sim.scenarios import FIELD_SCENARIOS
+from pvegym.sim.scenarios import BUNDLE_MEMBERS, FIELD_SCENARIOS
 from pvegym.units import GiB
 
 SEEDS = range(10)
@@ -111,9 +118,6 @@ def test_bundle_migration_takes_the_sum_when_the_link_has_no_room() -> None:
     """``bundle-migration``'s target fails where its premise does: on links of one stream's cap
     the two members share 430 MiB/s and the bundle takes about the sum of their migration times
     (pve-ha-manager ``LRM.pm`` ``run_workers`` starts both; QEMU's rate is the share)."""
-    from pvegym.experiments.ablation import BUNDLE_RATIO, solo_migration_s
-    from pvegym.sim.scenarios import BUNDLE_MEMBERS
-
     ep = run_episode(
         "bundle-migration", "upstream", 0, overrides={"migration.link_bandwidth": 430 * 2**20}
     )
@@ -125,5 +129,5 @@ def test_bundle_migration_takes_the_sum_when_the_link_has_no_room() -> None:
     # at least the sum (the link sends both at 430 MiB/s at most); at most the sum + the LRM's
     # offset (< 10 s) + the precheck (3 s) + 5 % for the working sets' pages (2 GiB dirtied at
     # 30–40 MiB/s) sent again while each stream runs at half its rate
-    assert ok is False and BUNDLE_RATIO * max(solo) < sum(solo)
+    assert BUNDLE_RATIO * max(solo) < sum(solo)  # the premise: one cap, no room for both
     assert sum(solo) <= move.t_end - move.t <= 1.05 * sum(solo) + 13.0
