@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from policies.registry import make_policy
 from pvegym.harness import replay_dir
+from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion

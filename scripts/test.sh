@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
-"$PY" -m pip install -q -e ".[dev,rl,ray,tensorboard]"
+"$PY" -m pip install -q -c constraints.txt -e ".[dev,rl,ray,tensorboard]"
 echo "== ruff"; "$VENV/bin/ruff" check . && "$VENV/bin/ruff" format --check .
 echo "== mypy"; "$VENV/bin/mypy"
 echo "== pytest"

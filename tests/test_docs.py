@@ -413,7 +413,7 @@ def test_there_are_example_scenarios() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_scenario_builds_and_runs(path: Path) -> None:
     """Each example file validates through the catalog and runs ten minutes under ``patched``."""
-    from policies import make_policy
+    from pvegym.policies import make_policy
     from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
 

@@ -23,7 +23,7 @@ _MODEL_FORBIDS = (
     "stable_baselines3",
     "sb3_contrib",
     "torch",
-    "policies",
+    "pvegym.policies",
     "pvegym.env",
     *_EXPERIMENT_LAYER,
 )
@@ -34,9 +34,9 @@ FORBIDDEN = {
     "pvegym/units.py": _MODEL_FORBIDS,
     "pvegym/errors.py": _MODEL_FORBIDS,
     "pvegym/limits.py": _MODEL_FORBIDS,
-    "pvegym/env": ("policies", *_EXPERIMENT_LAYER),
-    "pvegym/vector": ("policies", *_EXPERIMENT_LAYER),  # the environment layer, batched
-    "policies": _EXPERIMENT_LAYER,
+    "pvegym/env": ("pvegym.policies", *_EXPERIMENT_LAYER),
+    "pvegym/vector": ("pvegym.policies", *_EXPERIMENT_LAYER),  # the environment layer, batched
+    "pvegym/policies": _EXPERIMENT_LAYER,
 }
 
 
@@ -67,7 +67,7 @@ def test_layer_imports_point_one_way(layer: str) -> None:
 
 def test_no_relative_imports() -> None:
     """The layer check reads absolute module names: a relative import would slip past it."""
-    files = sorted((ROOT / "pvegym").rglob("*.py")) + sorted((ROOT / "policies").rglob("*.py"))
+    files = sorted((ROOT / "pvegym").rglob("*.py"))
     relative = [
         str(f.relative_to(ROOT))
         for f in files
@@ -86,7 +86,7 @@ def import_graph() -> dict[str, set[str]]:
     """Module → the project modules it imports: every import statement, wherever it stands (at
     the top, inside a function, under ``if TYPE_CHECKING``) — a cycle through a lazy or a typing
     import is still a cycle of concepts. ``from pkg import mod`` is an edge to ``pkg.mod``."""
-    files = sorted((ROOT / "pvegym").rglob("*.py")) + sorted((ROOT / "policies").rglob("*.py"))
+    files = sorted((ROOT / "pvegym").rglob("*.py"))
     modules = {_module_name(f): f for f in files}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():

@@ -17,7 +17,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from policies import make_policy
+from pvegym.policies import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.metrics import (
     ABLATION,

@@ -104,10 +104,10 @@ EPISODES = (
 def fingerprint() -> dict[str, Any]:
     """Metrics of :data:`EPISODES` (repr of every float) and a hash of 60 environment steps'
     observations, rewards and masks, for each observation version."""
-    from policies.registry import make_policy
     from pvegym.env.cluster_env import ClusterEnv
     from pvegym.env.cluster_env_v1 import ClusterEnvV1
     from pvegym.experiments.record import play
+    from pvegym.policies.registry import make_policy
     from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
 

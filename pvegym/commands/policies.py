@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from policies import available
+from pvegym.policies import available
 
 
 def register(sub: argparse._SubParsersAction) -> None:

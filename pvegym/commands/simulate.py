@@ -65,9 +65,9 @@ def simulate(
     params: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one episode; the ``simulate --json`` document."""
-    from policies import make_policy
     from pvegym.experiments.progress import bar
     from pvegym.experiments.record import play
+    from pvegym.policies import make_policy
 
     sets = catalog.parse_overrides(overrides, "--set")
     if qemu_server is not None:

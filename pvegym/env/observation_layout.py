@@ -24,7 +24,7 @@ padding: counts have fixed (log) scales and node indices are stored as ``(index 
 NODE_INDEX_SCALE`` (0: none; exact in float32), which a network decodes with ``round(x ·
 NODE_INDEX_SCALE) − 1``. So a cluster padded to 4 × 40 slots and the same cluster padded to
 8 × 100 give the same features in the slots they share, and a model trained on one padding acts on
-any cluster by re-padding (:class:`~policies.learned.LearnedPolicy` builds the layout of the view's
+any cluster by re-padding (:class:`~pvegym.policies.learned.LearnedPolicy` builds the layout of the view's
 size when the cluster exceeds its training padding).
 
 The observation is built from telemetry only — what :class:`~pvegym.sim.view.ClusterView` carries,

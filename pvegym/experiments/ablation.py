@@ -30,7 +30,7 @@ from pvegym.sim.motions import migration_template
 from pvegym.sim.scenarios import BUNDLE_MEMBERS, FIELD_SCENARIOS, PRESSURE_ONSET_S
 from pvegym.sim.simulation import Simulation
 
-#: The switches of :class:`policies.patched.PatchedPolicy.Config`, with the field report's patch numbers.
+#: The switches of :class:`pvegym.policies.patched.PatchedPolicy.Config`, with the field report's patch numbers.
 PATCHES = (
     ("outcome_tracking", 1),
     ("use_memhost", 2),
@@ -108,7 +108,7 @@ def run_episode(
     ``telemetry_off`` lists view fields that read NaN (``telemetry.disabled``; ``--set`` cannot
     express a list value).
     """
-    from policies import make_policy
+    from pvegym.policies import make_policy
 
     sets = dict(overrides or {})
     if qemu_server is not None:

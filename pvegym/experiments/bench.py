@@ -247,7 +247,7 @@ def days_paired(
     Times are this thread's CPU time (``time.thread_time``), not wall time: a day block runs ~30×
     longer than its CartPole block, so on a shared machine it collects most of the preemptions
     (other processes' time slices), which CPU time leaves out."""
-    from policies import make_policy
+    from pvegym.policies import make_policy
     from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
 
@@ -296,7 +296,7 @@ def days_paired(
 def day_noop_seconds(rounds: int, ha_stack: HAStack = "model") -> float:
     """Wall seconds of ``rounds`` rounds of ``Simulation.run`` with ``noop`` on a generated
     3-node, 30-guest scenario (the foundation's figure: the model alone, no environment)."""
-    from policies import make_policy
+    from pvegym.policies import make_policy
     from pvegym.sim.families import build_scenario, generate
     from pvegym.sim.simulation import Simulation
 

@@ -191,7 +191,7 @@ class PolicyEntry:
 
 def build_policy(name: str, params: dict[str, Any], path: str = "policy") -> Any:
     """``make_policy`` with every error rewritten to name this file's key path."""
-    from policies.registry import available, make_policy
+    from pvegym.policies.registry import available, make_policy
 
     if name not in available():
         raise ConfigError(

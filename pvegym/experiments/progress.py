@@ -24,7 +24,7 @@ def warm_up() -> None:
     global _warm
     if _warm:
         return
-    from policies.registry import make_policy
+    from pvegym.policies.registry import make_policy
     from pvegym.sim import catalog
     from pvegym.sim.simulation import Simulation
 

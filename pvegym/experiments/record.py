@@ -38,7 +38,7 @@ Decide = Callable[[ClusterView], Motion | None]
 MotionRow = tuple[int, str, str]  # (round index, sid, target)
 
 
-MODEL_SOURCES = ("pvegym/sim", "policies", "pvegym/config.py", "pvegym/units.py")
+MODEL_SOURCES = ("pvegym/sim", "pvegym/policies", "pvegym/config.py", "pvegym/units.py")
 
 
 def model_fingerprint() -> str:

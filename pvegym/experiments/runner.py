@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from policies.registry import artifact_fingerprint
 from pvegym.config import check_out_dir, path_component
 from pvegym.errors import ConfigError, show
 from pvegym.experiments import plots, report
@@ -50,6 +49,7 @@ from pvegym.experiments.config import Experiment, build_policy, sha256_json
 from pvegym.experiments.executor import Executor, LocalPool
 from pvegym.experiments.files import clean_stale_tmp
 from pvegym.experiments.record import EpisodeRecord, model_fingerprint, play, save_record
+from pvegym.policies.registry import artifact_fingerprint
 from pvegym.sim import catalog
 from pvegym.sim.layout import T_IMBALANCE
 from pvegym.sim.metrics import extra_metrics

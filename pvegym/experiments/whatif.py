@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from policies import make_policy
 from pvegym.errors import ConfigError
 from pvegym.experiments.files import write_json_atomic
 from pvegym.experiments.record import play
 from pvegym.experiments.runner import Trace
+from pvegym.policies import make_policy
 from pvegym.pve_export.cluster import ClusterExport, read_export
 from pvegym.pve_export.to_scenario import Import, build_import
 from pvegym.pve_export.write import write_import

@@ -3,7 +3,7 @@
 ``read_testdir`` checks a directory (``testdir.py``); :class:`TestHardware` is upstream's simulated
 cluster and event loop (``hardware.py``, ``sim_env.py``, ``sim_resources.py``, ``testhardware.py``)
 running the model layer's CRM/Manager/LRM (:mod:`pvegym.sim.ha`); ``replay_dir`` runs it with
-:class:`policies.upstream.UpstreamPolicy` as the balancer (``replay.py``). ``docs/cli.md``
+:class:`pvegym.policies.upstream.UpstreamPolicy` as the balancer (``replay.py``). ``docs/cli.md``
 (``pvegym replay-upstream``).
 """
 

@@ -2,7 +2,7 @@
 
 :class:`~pvegym.harness.testhardware.TestHardware` runs the model layer's CRM, Manager and LRM
 (:mod:`pvegym.sim.ha`); the balancer of the Manager's ``load_balance`` step is
-:class:`policies.upstream.UpstreamPolicy` with the constants of the directory's ``datacenter.cfg``
+:class:`pvegym.policies.upstream.UpstreamPolicy` with the constants of the directory's ``datacenter.cfg``
 (the raw coefficient of variation, as ha-manager 5.2.0's crate reports it). The result is the whole
 log, in ``log.expect``'s format, and the balancer's decisions.
 """
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from policies.upstream import UpstreamPolicy
 from pvegym.harness.hardware import LogEntry
 from pvegym.harness.sim_env import SimEnv
 from pvegym.harness.testdir import TestDir, read_testdir
 from pvegym.harness.testhardware import TestHardware
+from pvegym.policies.upstream import UpstreamPolicy
 from pvegym.sim.view import Balancer, ClusterView, Motion
 
 

@@ -4,6 +4,6 @@
 * :mod:`pvegym.learning.train` — ``pvegym train``: vector envs, checkpoints/resume, held-out
   evaluation with the heuristics' episode loop, ``results/<name>/`` (model, monitor, curve, manifest).
 
-The trained agent acts as a balancer through :class:`policies.learned.LearnedPolicy` (``learned`` in
+The trained agent acts as a balancer through :class:`pvegym.policies.learned.LearnedPolicy` (``learned`` in
 the policy registry). Importing this package does not import torch; its modules do.
 """

@@ -105,7 +105,7 @@ class LookaheadExpert:
     name: str = "lookahead"
 
     def __post_init__(self) -> None:
-        from policies.registry import make_policy
+        from pvegym.policies.registry import make_policy
 
         self._cost = RunningCost(self.weights, "lookahead.weights")
         self._proposer: Any = make_policy("guest-centric", "lookahead.proposer", **self.proposer)
@@ -191,9 +191,9 @@ EXPERT_NAME = "lookahead"
 def make_expert(name: str, path: str, **params: Any) -> Any:
     """The imitation teacher ``name``: the privileged :class:`LookaheadExpert` (``"lookahead"``;
     it needs ``bind(env.sim)`` each episode) or a registered balancer
-    (:func:`policies.registry.make_policy`). An unknown constant is a ConfigError at ``path``."""
+    (:func:`pvegym.policies.registry.make_policy`). An unknown constant is a ConfigError at ``path``."""
     if name != EXPERT_NAME:
-        from policies.registry import make_policy
+        from pvegym.policies.registry import make_policy
 
         return make_policy(name, path, **params)
     known = {f.name for f in fields(LookaheadExpert) if f.init and f.name != "name"}
@@ -213,8 +213,8 @@ def evaluate(
     episode each through the runner's loop (``record.play``), as selection judges a checkpoint.
     Writes ``out/metrics.csv`` (the columns :mod:`pvegym.learning.acceptance` reads) as it goes and
     returns its rows."""
-    from policies.registry import make_policy
     from pvegym.experiments.record import play
+    from pvegym.policies.registry import make_policy
     from pvegym.sim import catalog
     from pvegym.sim.metrics import METRIC_KEYS
 

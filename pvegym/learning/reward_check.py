@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from policies.env_adapter import HeuristicAgent
 from pvegym.env.cluster_env_v1 import ClusterEnvV1
+from pvegym.policies.env_adapter import HeuristicAgent
 from pvegym.sim import catalog, families
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.units import GiB
@@ -93,7 +93,7 @@ def episodes(
     """Every policy on every instance, in ``Cluster-v1`` with reward ``env_weights`` against the
     noop twin: per episode the environment's return and final metrics, and noop's metrics on the
     same instance and seed as the runner measures them (``Simulation.run``)."""
-    from policies.registry import make_policy
+    from pvegym.policies.registry import make_policy
     from pvegym.sim.simulation import Simulation
 
     players: list[Any] = [

@@ -177,7 +177,7 @@ class Selector:
                 if doc.get("key") == key:
                     self._reference = list(doc["rows"])
             if self._reference is None:
-                from policies.registry import make_policy
+                from pvegym.policies.registry import make_policy
 
                 policy = make_policy(sel.reference, **sel.reference_params)
                 self._reference = evaluate_policy(policy, self.cfg, sel.seeds)

@@ -49,12 +49,12 @@ import numpy as np
 from numpy.typing import NDArray
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
-from policies import agent_spec
 from pvegym.config import check_out_dir
 from pvegym.env.observation_layout import Layout
 from pvegym.errors import ConfigError
 from pvegym.experiments.executor import ignore_interrupt
 from pvegym.learning.train_config import TrainConfig, algo_class
+from pvegym.policies import agent_spec
 from pvegym.sim.cost import weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
 
@@ -191,7 +191,7 @@ def reference_returns(cfg: TrainConfig, out: Path) -> dict[str, float]:
         doc = json.loads(path.read_text())
         if doc.get("key") == json.loads(json.dumps(key)):
             return {k: float(v) for k, v in doc["returns"].items()}
-    from policies.registry import make_policy
+    from pvegym.policies.registry import make_policy
 
     returns = {
         name: float(
@@ -256,9 +256,9 @@ def _callbacks(cfg: TrainConfig, out: Path, start: int, progress: bool) -> list[
 
 
 def model_info(cfg: TrainConfig, path: Path | None = None) -> Any:
-    """The :class:`~policies.learned.ModelInfo` of a model trained with ``cfg`` (what its
+    """The :class:`~pvegym.policies.learned.ModelInfo` of a model trained with ``cfg`` (what its
     ``config.json`` will say), for acting through the balancer interface before it is saved."""
-    from policies.learned import ModelInfo
+    from pvegym.policies.learned import ModelInfo
 
     max_nodes, max_guests = cfg.env.sizes()
     return ModelInfo(
@@ -278,7 +278,7 @@ def model_info(cfg: TrainConfig, path: Path | None = None) -> Any:
 
 def evaluate_model(model: Any, cfg: TrainConfig, out: Path) -> dict[str, float]:
     """Evaluate ``model`` on the held-out seeds; append per-seed rows to ``evaluations.csv``."""
-    from policies.learned import LearnedPolicy
+    from pvegym.policies.learned import LearnedPolicy
 
     policy = LearnedPolicy.from_model(model, model_info(cfg))
     rows = evaluate_policy(policy, cfg, cfg.eval_seeds)
@@ -477,12 +477,17 @@ _COUNTERS = ("num_timesteps", "_n_updates", "_episode_num", "_n_calls")
 
 def restore_checkpoint(model: Any, path: Path) -> None:
     """Load a checkpoint into ``model`` — built from the train config exactly as a fresh run — with
-    :func:`policies.model_file.read_model_file` (weights-only, nothing unpickled): the state dicts
+    :func:`pvegym.policies.model_file.read_model_file` (weights-only, nothing unpickled): the state dicts
     of the policy and its optimizer, and the step counters. A file that does not fit is a one-line
     ConfigError."""
     import torch
 
-    from policies.model_file import check_policy_class, load_state, plain_int, read_model_file
+    from pvegym.policies.model_file import (
+        check_policy_class,
+        load_state,
+        plain_int,
+        read_model_file,
+    )
 
     where = "checkpoint"
     mf = read_model_file(path, where)

@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from policies import agent_spec
-from policies.agent_spec import ALGOS, algo_class
 from pvegym.config import check_dir_names, field, load, read_json, read_toml
 from pvegym.env.cluster_env import DEFAULT_REWARD_WEIGHTS
 from pvegym.errors import ConfigError, show
@@ -60,6 +58,8 @@ from pvegym.limits import (
     check_number,
     whole_number,
 )
+from pvegym.policies import agent_spec
+from pvegym.policies.agent_spec import ALGOS, algo_class
 from pvegym.sim import catalog, families
 from pvegym.sim.cost import check_weights
 
@@ -110,7 +110,7 @@ HYPERPARAMS: dict[str, tuple[str, dict[str, float]]] = {
 
 def check_hyperparam(key: str, value: Any, path: str) -> None:
     """One hyperparameter against :data:`HYPERPARAMS` (``policy_kwargs`` is checked by
-    :func:`policies.agent_spec.check_policy_kwargs`)."""
+    :func:`pvegym.policies.agent_spec.check_policy_kwargs`)."""
     if key not in HYPERPARAMS:
         raise ConfigError(path, "cannot be set from a train file (a class or its kwargs)")
     kind, bounds = HYPERPARAMS[key]
@@ -289,7 +289,7 @@ class SelectionOptions:
             if factor <= 0.0:
                 raise ConfigError(f"{path}.relative.{key}", f"must be > 0, not {factor!r}")
         parse_constraints(list(self.constraints), f"{path}.constraints")
-        from policies.registry import make_policy
+        from pvegym.policies.registry import make_policy
 
         if self.reference_params:
             make_policy(self.reference, f"{path}.reference_params", **self.reference_params)

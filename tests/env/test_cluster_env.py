@@ -8,7 +8,6 @@ import pytest
 from stable_baselines3.common.monitor import Monitor
 
 import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
-from policies.registry import make_policy
 from pvegym.env.cluster_env import (
     GLOBAL_FEATURES,
     GUEST_FEATURES,
@@ -16,6 +15,7 @@ from pvegym.env.cluster_env import (
     ClusterEnv,
 )
 from pvegym.errors import ConfigError
+from pvegym.policies.registry import make_policy
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import scenario_from_dict

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from policies.patched import PatchedPolicy
 from pvegym.cli import main
 from pvegym.experiments.whatif import BLEND_GRID
+from pvegym.policies.patched import PatchedPolicy
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "pve-exports"
 STRESS_START = 1795167000  # Fri 2026-11-20 09:30 UTC: the stress run in the fixture's day series

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import pvegym.cli
-from policies.upstream import UpstreamPolicy
 from pvegym.harness import first_difference, read_testdir, replay, replay_dir
+from pvegym.policies.upstream import UpstreamPolicy
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "upstream-tests"
 DIRS = sorted(p for p in DATA.iterdir() if p.is_dir() and p.name.startswith("test-"))

@@ -7,13 +7,13 @@ import pytest
 import torch as th
 from sb3_contrib import MaskablePPO
 
-from policies.guest_centric import GuestCentricPolicy
-from policies.registry import make_policy
 from pvegym.env import observation_layout as L
 from pvegym.env.cluster_env_v1 import ClusterEnvV1
 from pvegym.learning.imitation import CollectStats, collect_episode, learner_actions, train_bc
 from pvegym.learning.pair_policy import MaskablePairScorerPolicy
 from pvegym.learning.train_config import ImitationOptions
+from pvegym.policies.guest_centric import GuestCentricPolicy
+from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.simulation import Simulation

@@ -7,7 +7,6 @@ import copy
 import numpy as np
 import pytest
 
-from policies.registry import make_policy
 from pvegym.env.cluster_env_v1 import ClusterEnvV1
 from pvegym.errors import ConfigError
 from pvegym.experiments.record import play
@@ -20,6 +19,7 @@ from pvegym.learning.lookahead import (
     pressured_rounds,
     rollout_cost,
 )
+from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.cost import RunningCost
 from pvegym.sim.simulation import Simulation

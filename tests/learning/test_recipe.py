@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from policies.registry import make_policy
 from pvegym.cli import main
 from pvegym.errors import ConfigError
 from pvegym.learning.train_config import parse_train_config
+from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.simulation import Simulation
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import torch as th
 
-from policies.learned import LearnedPolicy
-from policies.registry import make_policy
 from pvegym.errors import ConfigError
 from pvegym.learning.recipe import make_model
 from pvegym.learning.selection import Selector, evaluate_batched, order_key, score
 from pvegym.learning.train import evaluate_policy, model_info
 from pvegym.learning.train_config import parse_train_config
+from pvegym.policies.learned import LearnedPolicy
+from pvegym.policies.registry import make_policy
 
 th.set_num_threads(1)
 

@@ -20,13 +20,13 @@ pytest.importorskip("sb3_contrib")
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
-from policies.learned import Config, LearnedPolicy
-from policies.registry import make_policy
 from pvegym.cli import main
 from pvegym.errors import ConfigError
 from pvegym.experiments.record import play
 from pvegym.learning.train import train
 from pvegym.learning.train_config import parse_train_config
+from pvegym.policies.learned import Config, LearnedPolicy
+from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.simulation import Simulation

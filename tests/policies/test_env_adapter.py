@@ -4,9 +4,9 @@ import gymnasium
 import pytest
 
 import pvegym.env  # noqa: F401  (registers pvegym/Cluster-v0)
-from policies import make_policy
-from policies.env_adapter import HeuristicAgent
 from pvegym.commands.simulate import simulate
+from pvegym.policies import make_policy
+from pvegym.policies.env_adapter import HeuristicAgent
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.simulation import Simulation

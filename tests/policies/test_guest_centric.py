@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from policies.guest_centric import GuestCentricPolicy
-from policies.registry import make_policy
 from pvegym.errors import ConfigError
+from pvegym.policies.guest_centric import GuestCentricPolicy
+from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.families import family_scenario
 from pvegym.sim.scenario import Scenario

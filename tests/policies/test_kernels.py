@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policies import kernels
+from pvegym.policies import kernels
 from pvegym.sim import crs
 
 

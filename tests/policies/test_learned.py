@@ -12,14 +12,14 @@ pytest.importorskip("sb3_contrib")
 import torch
 from stable_baselines3 import PPO
 
-from policies.learned import LearnedPolicy, ModelInfo
-from policies.registry import make_policy
 from pvegym.env.cluster_env import ClusterEnv
 from pvegym.env.view_encoding import mask_from_view
 from pvegym.errors import ConfigError
 from pvegym.experiments.record import play
 from pvegym.learning.train import train
 from pvegym.learning.train_config import parse_train_config
+from pvegym.policies.learned import LearnedPolicy, ModelInfo
+from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.simulation import Simulation

@@ -25,12 +25,12 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from policies import agent_spec
-from policies.learned import load_model, resolve_model
-from policies.model_file import pickle_globals, read_model_file
 from pvegym.errors import ConfigError
 from pvegym.learning.train import train
 from pvegym.learning.train_config import parse_train_config
+from pvegym.policies import agent_spec
+from pvegym.policies.learned import load_model, resolve_model
+from pvegym.policies.model_file import pickle_globals, read_model_file
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = {"train-ppo": PPO, "train-maskable-ppo": MaskablePPO}

@@ -7,11 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from policies import make_policy
-from policies.patched import PatchedPolicy
-from policies.upstream import UpstreamPolicy
 from pvegym.errors import ConfigError
 from pvegym.experiments.ablation import run_episode
+from pvegym.policies import make_policy
+from pvegym.policies.patched import PatchedPolicy
+from pvegym.policies.upstream import UpstreamPolicy
 from pvegym.sim.view import ClusterView, MotionResult
 
 GIB = float(1 << 30)
@@ -256,7 +256,7 @@ def test_imbalance_of_its_own_node_stats_is_upstreams() -> None:
     """node_stats computes the imbalance of its stats alongside them; imbalance() returns that
     for those stats and this view only — the value upstream's imbalance gives — and computes
     it for any other stats."""
-    from policies.upstream import NodeStatsArrays
+    from pvegym.policies.upstream import NodeStatsArrays
 
     pol = patched()
     v = view(base_cpu=(2.0, 1.0))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policies.upstream import UpstreamPolicy
 from pvegym.errors import ConfigError
+from pvegym.policies.upstream import UpstreamPolicy
 from pvegym.sim.view import ClusterView, NodeAffinityRule, ResourceAffinityRule, Rules
 
 GIB = float(1 << 30)
@@ -315,7 +315,7 @@ def test_config_validation(key, value):
 
 
 def test_registry_builds_it():
-    from policies.registry import make_policy
+    from pvegym.policies.registry import make_policy
 
     p = make_policy("upstream", threshold=0.5)
     assert isinstance(p, UpstreamPolicy) and p.config.threshold == 0.5

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from policies.registry import make_policy
 from pvegym.errors import ConfigError
+from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.cost import (
     BALANCER_COST,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies import make_policy
+from pvegym.policies import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.scenarios import MAINTENANCE_OFF_S, MAINTENANCE_ON_S, NODE_FAILURE_S

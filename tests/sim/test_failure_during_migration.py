@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from policies import make_policy
+from pvegym.policies import make_policy
 from pvegym.sim.ha_model_env import LOCK_TIMEOUT, WATCHDOG_TIMEOUT
 from pvegym.sim.link import (
     NO_SSH,

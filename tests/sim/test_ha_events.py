@@ -23,7 +23,7 @@ from typing import Any, get_args
 
 import pytest
 
-from policies import make_policy
+from pvegym.policies import make_policy
 from pvegym.sim.ha.node_status import FENCE_DELAY
 from pvegym.sim.ha_model_env import LOCK_TIMEOUT, WATCHDOG_TIMEOUT
 from pvegym.sim.motions import Job

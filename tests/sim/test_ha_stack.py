@@ -18,9 +18,9 @@ import pytest
 
 import pvegym.env  # noqa: F401 - registers pvegym/Cluster-v0
 import pvegym.sim.ha.manager as ha_manager
-from policies.registry import make_policy
 from pvegym.cli import main
 from pvegym.experiments.ablation import check_target, needed, qemu_server_for, run_episode
+from pvegym.policies.registry import make_policy
 from pvegym.sim.ha.lrm import WORKER_POLL_TIME
 from pvegym.sim.ha.tools import QUIET_SERIAL_KEY
 from pvegym.sim.motions import Job

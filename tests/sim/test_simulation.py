@@ -5,7 +5,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from policies.upstream import UpstreamPolicy
+from pvegym.policies.upstream import UpstreamPolicy
 from pvegym.sim import crs
 from pvegym.sim.psi import memory_some
 from pvegym.sim.scenario import scenario_from_dict

@@ -2,7 +2,7 @@
 
 Upstream's ``load_balance`` reads the round's node usage (``online_node_usage``), the service
 status and the compiled rules; pvegym's balancers are policies over a ``ClusterView``. This module
-builds that view from the same inputs, so that :class:`policies.upstream.UpstreamPolicy` decides
+builds that view from the same inputs, so that :class:`pvegym.policies.upstream.UpstreamPolicy` decides
 exactly what upstream's built-in balancer decides:
 
 * nodes: every node the CRM knows, sorted; online = in the round's usage (node state ``online``);

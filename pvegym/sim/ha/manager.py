@@ -12,7 +12,7 @@ Service states: ``request_start``, ``started``, ``request_stop``, ``stopped``, `
 The balancer (``load_balance``) is pluggable: upstream's is built in, pvegym's are policies that
 answer a :class:`~pvegym.sim.view.ClusterView` with at most one
 :class:`~pvegym.sim.view.Motion` (the environment gives a fresh one to every new Manager,
-:meth:`~pvegym.sim.ha.env.HAEnv.new_balancer`; upstream's is :class:`policies.upstream.UpstreamPolicy`).
+:meth:`~pvegym.sim.ha.env.HAEnv.new_balancer`; upstream's is :class:`pvegym.policies.upstream.UpstreamPolicy`).
 
 Hash order: where upstream iterates a Perl hash without sorting and the order can show in the log
 (removing stale services), this port iterates in sorted order.

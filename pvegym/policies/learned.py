@@ -10,7 +10,7 @@ runs in ``pvegym simulate``, in experiments (``params = {model = "train-maskable
 against any source of views.
 
 A model whose policy is not SB3's own (``policy = "PairScorer"`` in its train file) is loaded with
-its class resolved by that name (:data:`policies.agent_spec.POLICY_MODULE`), not unpickled from
+its class resolved by that name (:data:`pvegym.policies.agent_spec.POLICY_MODULE`), not unpickled from
 the file.
 
 * Maskable algorithms (MaskablePPO) predict with the mask and never choose a masked action.
@@ -29,11 +29,11 @@ the file.
 ``model`` is a run name (``results/<name>/model.zip`` with its resolved ``config.json``), a run
 directory, or a path to a ``.zip`` (its ``config.json`` is looked up beside it and one directory
 up, which covers ``results/<name>/checkpoints/*.zip``). The config gives the algorithm, the policy
-class (by name, :mod:`policies.agent_spec`), its ``policy_kwargs``, the padded space sizes and the
+class (by name, :mod:`pvegym.policies.agent_spec`), its ``policy_kwargs``, the padded space sizes and the
 training episode length (the ``time_frac`` feature divides by it).
 
 Loading never unpickles: the network is rebuilt from that config and only the weights are read
-from the archive (:mod:`policies.model_file`); a ``model.zip`` carrying a pickle that would call
+from the archive (:mod:`pvegym.policies.model_file`); a ``model.zip`` carrying a pickle that would call
 anything outside stable-baselines3's own classes is refused with one line.
 """
 
@@ -47,13 +47,13 @@ from typing import Any
 
 import numpy as np
 
-from policies import agent_spec
 from pvegym import limits
 from pvegym.config import read_json
 from pvegym.env.observation_layout import Layout, MemoryOptions
 from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partners
 from pvegym.env.view_encoding_v1 import ViewEncoderV1
 from pvegym.errors import ConfigError, show
+from pvegym.policies import agent_spec
 from pvegym.sim.view import ClusterView, Motion
 
 #: where run names are looked up (``results/`` of the working directory unless overridden)
@@ -224,22 +224,22 @@ def _scenario_duration(scenario: str) -> float:
 
 class Agent:
     """A trained agent rebuilt for inference: the policy network of ``info``'s config with the
-    weights of its ``model.zip`` (read by :func:`policies.model_file.read_model_file`: nothing is
+    weights of its ``model.zip`` (read by :func:`pvegym.policies.model_file.read_model_file`: nothing is
     unpickled). ``predict`` and ``set_random_seed`` behave as the algorithm's (DQN: ε-greedy with
     the saved exploration rate when not deterministic)."""
 
     def __init__(self, info: ModelInfo) -> None:
         from gymnasium import spaces
 
-        from policies.model_file import (
+        from pvegym.env.observation_layout import Layout
+        from pvegym.env.view_encoding import observation_size
+        from pvegym.policies.model_file import (
             check_policy_class,
             load_state,
             plain_float,
             plain_int,
             read_model_file,
         )
-        from pvegym.env.observation_layout import Layout
-        from pvegym.env.view_encoding import observation_size
 
         mf = read_model_file(info.path, "params.model")
         layout = Layout(info.max_nodes, info.max_guests)

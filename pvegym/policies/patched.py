@@ -4,7 +4,7 @@ The field report ("[PATCH ha-manager 0/7] auto rebalance: fix failure retry loop
 idle-cluster churn", pve-ha-manager 5.2.5, two-node PVE 9.2 cluster) has five behavioural patches;
 patches 4–5 only extend upstream's Perl simulator (pvegym models that already). Each behavioural
 patch is one boolean switch of :class:`PatchedPolicy.Config`, so that any one can be ablated alone;
-with every switch off the policy decides exactly like :class:`~policies.upstream.UpstreamPolicy`.
+with every switch off the policy decides exactly like :class:`~pvegym.policies.upstream.UpstreamPolicy`.
 
 1. ``outcome_tracking`` — remember the outcome of the motions *this balancer* issued, learned
    from ``view.results`` (the LRM exits the CRM processes, nothing else): after a failure the
@@ -29,7 +29,7 @@ with every switch off the policy decides exactly like :class:`~policies.upstream
    ``min_pressure_pct``; fail open when that telemetry is missing. Seed: "only while some node
    reports a cpu or memory some-pressure (PSI avg10 …) of at least 10%".
 
-The hooks used (see :class:`~policies.upstream.UpstreamPolicy`): :meth:`observe` (patch 1, every
+The hooks used (see :class:`~pvegym.policies.upstream.UpstreamPolicy`): :meth:`observe` (patch 1, every
 round, blocked or not), :meth:`guest_stats` (2), :meth:`node_stats` (6), :meth:`should_consider`
 (7, after the hold counter fired, so a gated attempt still resets the counter like any attempt),
 :meth:`filter_candidates` (1) and :meth:`accept` (3).
@@ -43,8 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from policies import kernels
-from policies.upstream import (
+from pvegym.errors import ConfigError
+from pvegym.policies import kernels
+from pvegym.policies.upstream import (
     BOOL,
     CURRENT_STATES,
     F64,
@@ -55,7 +56,6 @@ from policies.upstream import (
     UpstreamPolicy,
     check_non_negative,
 )
-from pvegym.errors import ConfigError
 from pvegym.sim.view import ClusterView, Motion
 
 

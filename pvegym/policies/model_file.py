@@ -14,7 +14,7 @@ opcodes (:mod:`pickletools`) and lists the globals it would import. An entry tha
 outside :data:`ALLOWED_MODULES` (``os.system``, ``builtins.eval``, ``subprocess.Popen``, …) makes
 the file refused with a one-line error: such a file was not written by stable-baselines3. The
 entries that pass are still not loaded: the spaces, the policy class and the hyperparameters are
-rebuilt from pvegym's own ``config.json`` (:mod:`policies.agent_spec`), and the pickled policy class
+rebuilt from pvegym's own ``config.json`` (:mod:`pvegym.policies.agent_spec`), and the pickled policy class
 only has to *name* the class that config names.
 
 Limits (a file is user input): the file is a regular file of at most :data:`MAX_FILE_BYTES`, its
@@ -91,7 +91,7 @@ class ModelFile:
 
 
 def _allowed(module: str, attr: str) -> bool:
-    from policies.agent_spec import registered_classes
+    from pvegym.policies.agent_spec import registered_classes
 
     if (module, attr) in registered_classes():
         return True

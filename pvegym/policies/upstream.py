@@ -39,8 +39,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from policies import kernels
 from pvegym.errors import ConfigError
+from pvegym.policies import kernels
 from pvegym.sim import crs
 from pvegym.sim.affinity import node_affinity_mask
 from pvegym.sim.view import (
@@ -366,7 +366,7 @@ class UpstreamPolicy:
     @staticmethod
     def _dynamic_guest_stats(view: ClusterView, use_memhost: bool) -> tuple[FloatArray, FloatArray]:
         """``nan_to_zero`` of the guests' cpu and mem; with ``use_memhost`` memory is ``memhost``
-        where it is finite (patch 2). One compiled pass (:func:`policies.kernels.guest_stats_dynamic`)."""
+        where it is finite (patch 2). One compiled pass (:func:`pvegym.policies.kernels.guest_stats_dynamic`)."""
         cpu = np.asarray(view.guest_cpu, dtype=np.float64)
         mem = np.asarray(view.guest_mem, dtype=np.float64)
         host = np.asarray(view.guest_memhost, dtype=np.float64) if use_memhost else mem
@@ -377,7 +377,7 @@ class UpstreamPolicy:
     def imbalance(self, view: ClusterView, stats: NodeStatsArrays) -> float:
         """Imbalance over the online nodes (``calculate_node_imbalance``,
         proxmox-resource-scheduling ``src/scheduler.rs``): the loads of :func:`crs.node_loads` and the folds of :func:`crs.imbalance`, compiled
-        (:func:`policies.kernels.online_imbalance`)."""
+        (:func:`pvegym.policies.kernels.online_imbalance`)."""
         return float(
             kernels.online_imbalance(
                 stats.cpu,

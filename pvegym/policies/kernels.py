@@ -322,7 +322,7 @@ def bruteforce_best(
 
 
 # --------------------------------------------------------------------------------------------
-# guest-centric: candidate checks and relief (policies/guest_centric.py documents the model)
+# guest-centric: candidate checks and relief (pvegym/policies/guest_centric.py documents the model)
 # --------------------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ looks at the imbalance metric.
 
 One CRM round (``decide``):
 
-1. **Outcome tracking** (patch 1, reused from :class:`~policies.patched.PatchedPolicy`): a failed
+1. **Outcome tracking** (patch 1, reused from :class:`~pvegym.policies.patched.PatchedPolicy`): a failed
    motion backs its (guest, target) off for 60 s, 120 s, … (capped); a successful one cools its
    bundle down. Completed and aborted migrations of *our* motions also calibrate the dirty-rate
    estimate of the moved guest (step 5).
@@ -68,15 +68,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from policies import kernels
-from policies.patched import PatchedPolicy
-from policies.upstream import (
+from pvegym.errors import ConfigError
+from pvegym.policies import kernels
+from pvegym.policies.patched import PatchedPolicy
+from pvegym.policies.upstream import (
     CURRENT_STATES,
     CandidateError,
     Candidates,
     check_non_negative,
 )
-from pvegym.errors import ConfigError
 from pvegym.sim.migration import (
     COMPLETED,
     PAGE_SIZE,
@@ -191,7 +191,7 @@ class GuestCentricPolicy:
 
         Outcome tracking (patch 1): ``backoff_base_s`` = 60 s, ``backoff_factor`` = 2,
         ``backoff_cap_s`` = 3600 s, ``cooldown_s`` = 600 s — as
-        :class:`~policies.patched.PatchedPolicy.Config` explains.
+        :class:`~pvegym.policies.patched.PatchedPolicy.Config` explains.
         """
 
         pressure_gate: bool = True
@@ -271,7 +271,7 @@ class GuestCentricPolicy:
             )
         self.config: GuestCentricPolicy.Config = config
         c = config
-        # the scoring kernel's constants (policies/kernels.py: gc_relief)
+        # the scoring kernel's constants (pvegym/policies/kernels.py: gc_relief)
         self._weights = np.array([c.w_cpu_some, c.w_cpu_full, c.w_mem_some, c.w_mem_full], float)
         self._params = np.array(
             [
@@ -402,7 +402,7 @@ class GuestCentricPolicy:
         migratable = np.asarray(view.guest_migratable, dtype=bool)
 
         # step 4 (cheap checks) for every candidate at once, then the cost per bundle, then
-        # steps 6–7 for the candidates left: compiled (policies/kernels.py), candidate by
+        # steps 6–7 for the candidates left: compiled (pvegym/policies/kernels.py), candidate by
         # candidate in their order, as the module doc describes
         ptr, flat = self._members_csr(cands)
         keep, m_b, d_b = kernels.gc_prefilter(

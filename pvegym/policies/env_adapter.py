@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium
 
-from policies.registry import make_policy
+from pvegym.policies.registry import make_policy
 from pvegym.sim.view import Balancer
 
 

@@ -13,11 +13,11 @@ from pvegym.sim.view import Balancer
 # name -> "module:factory"; modules are imported lazily so that a policy's heavy dependencies
 # (torch for learned agents) load only when it is used.
 _REGISTRY: dict[str, str] = {
-    "noop": "policies.noop:NoopPolicy",
-    "upstream": "policies.upstream:UpstreamPolicy",
-    "patched": "policies.patched:PatchedPolicy",
-    "guest-centric": "policies.guest_centric:GuestCentricPolicy",
-    "learned": "policies.learned:LearnedPolicy",
+    "noop": "pvegym.policies.noop:NoopPolicy",
+    "upstream": "pvegym.policies.upstream:UpstreamPolicy",
+    "patched": "pvegym.policies.patched:PatchedPolicy",
+    "guest-centric": "pvegym.policies.guest_centric:GuestCentricPolicy",
+    "learned": "pvegym.policies.learned:LearnedPolicy",
 }
 
 

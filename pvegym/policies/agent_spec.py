@@ -1,7 +1,7 @@
 """What a learned agent is made of, by name: algorithm, policy (network) class, activation.
 
 A trained agent is rebuilt from pvegym's own resolved train config (``config.json``), never from
-the pickled objects stable-baselines3 writes into ``model.zip`` (:mod:`policies.model_file` reads
+the pickled objects stable-baselines3 writes into ``model.zip`` (:mod:`pvegym.policies.model_file` reads
 only its JSON and its weights). So every class a config may name is resolved here, from a name:
 
 * ``algo``: :data:`ALGOS` (``PPO``, ``A2C``, ``DQN``, ``MaskablePPO``).
