@@ -38,18 +38,33 @@ Decide = Callable[[ClusterView], Motion | None]
 MotionRow = tuple[int, str, str]  # (round index, sid, target)
 
 
-MODEL_SOURCES = ("pvegym/sim", "pvegym/policies", "pvegym/config.py", "pvegym/units.py")
+#: what an episode's result depends on, relative to the source root: this module (the episode
+#: loop), the model, the policies, the config loader and units
+MODEL_SOURCES = (
+    "pvegym/experiments/record.py",
+    "pvegym/sim",
+    "pvegym/policies",
+    "pvegym/config.py",
+    "pvegym/units.py",
+)
 
 
-def model_fingerprint() -> str:
-    """SHA-256 of the source of everything an episode's result depends on: the model, the
-    policies, the config loader and the episode loop. Part of every cell's key, so a cell
-    computed by older code is never mixed into a report of newer code (it is recomputed)."""
-    root = Path(__file__).resolve().parents[2]
-    files: list[Path] = [Path(__file__)]
+def model_sources(root: Path | None = None) -> list[Path]:
+    """The files :func:`model_fingerprint` hashes, in its order (every ``.py`` of a folder)."""
+    root = Path(__file__).resolve().parents[2] if root is None else root
+    files: list[Path] = []
     for src in MODEL_SOURCES:
         p = root / src
         files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
+    return files
+
+
+def model_fingerprint(root: Path | None = None) -> str:
+    """SHA-256 of the source of everything an episode's result depends on (:data:`MODEL_SOURCES`
+    under ``root``, by default the installed tree). Part of every cell's key, so a cell computed by
+    older code is never mixed into a report of newer code (it is recomputed)."""
+    root = Path(__file__).resolve().parents[2] if root is None else root
+    files = model_sources(root)
     h = hashlib.sha256()
     for f in files:
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
