@@ -125,7 +125,7 @@ def parse_spec(spec: str) -> PolicySpec:
         return PolicySpec(spec, factory, _kind(factory(), spec))
     name, *items = spec.split(",")
     params = _parse_params(items, spec)
-    if name in REFERENCES or name == ORACLE_LABEL:
+    if name not in available() and (name in REFERENCES or name == ORACLE_LABEL):
         if params:
             raise ConfigError(f"--policy {spec}", f"{name!r} is a reference: it takes no constants")
         return PolicySpec(spec, lambda: make_reference(name), "balancer")

@@ -92,6 +92,17 @@ def test_info_carries_the_action_mask_through_make() -> None:
         assert np.array_equal(info["action_mask"], env.unwrapped.action_masks())  # type: ignore[attr-defined]
 
 
+def test_vector_infos_batch_the_action_mask() -> None:
+    import gymnasium as gym
+
+    venv = gym.make_vec("pvegym/Small-v1", num_envs=2, autoreset_mode="same_step")
+    _, infos = venv.reset(seed=1_000_000)
+    assert np.array_equal(infos["action_mask"], venv.action_masks())  # type: ignore[attr-defined]
+    for _ in range(5):
+        _, _, _, _, infos = venv.step(np.zeros(2, dtype=np.int64))
+        assert np.array_equal(infos["action_mask"], venv.action_masks())  # type: ignore[attr-defined]
+
+
 def test_the_return_with_the_noop_twin_is_the_score_numerator() -> None:
     """Small-v1's reward is measured against the noop twin: an episode's return is noop cost −
     policy cost, the cost being BALANCER_COST."""
@@ -167,6 +178,15 @@ def test_module_attr_scores_like_the_registered_policy(
     idle = B.run_policy(t, B.parse_spec("my_agents:Idle"))  # through the environment
     noop = B.run_policy(t, B.parse_spec("noop"))
     assert {s: r.cost for s, r in idle.items()} == {s: r.cost for s, r in noop.items()}
+
+
+def test_a_registered_policy_takes_constants_a_reference_label_does_not() -> None:
+    spec = B.parse_spec("patched,threshold=0.2,hold_duration=2")
+    assert spec.label == "patched,threshold=0.2,hold_duration=2"
+    policy = spec.make()
+    assert policy.config.threshold == 0.2 and policy.config.hold_duration == 2
+    with pytest.raises(ConfigError, match="reference"):
+        B.parse_spec("patched-tuned,threshold=0.2")
 
 
 @pytest.mark.parametrize(
