@@ -97,7 +97,9 @@ def balancer_episode(task: Task, seed: int, policy: Any) -> EpisodeResult:
     bind = getattr(policy, "bind", None)
     if callable(bind):  # the privileged oracle reads the simulation it plays in
         bind(sim)
-    policy.reset(seed)
+    reset = getattr(policy, "reset", None)
+    if callable(reset):  # part of the Balancer protocol; a minimal MODULE:ATTR policy may lack it
+        reset(seed)
     result, _ = play(sim, policy.decide, task.episode_seconds)
     return _result(result["metrics"], started)
 

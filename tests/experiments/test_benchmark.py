@@ -115,6 +115,7 @@ def test_the_return_with_the_noop_twin_is_the_score_numerator() -> None:
     got = HeuristicAgent("patched").run_episode(env, seed=seed)
     noop = balancer_episode(t, seed, make_reference("noop")).cost
     policy = balancer_episode(t, seed, make_reference("patched")).cost
+    # the return telescopes 360 per-round float increments: equal up to their rounding
     assert got["return"] == pytest.approx(noop - policy, rel=1e-9, abs=1e-6)
 
 
