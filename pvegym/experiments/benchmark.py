@@ -99,7 +99,7 @@ def _import_factory(module: str, attr: str, spec: str) -> Callable[[], Any]:
         sys.path.insert(0, str(Path.cwd()))  # "from the current directory", as `python -m`
     try:
         mod = importlib.import_module(module)
-    except ImportError as err:
+    except Exception as err:  # ImportError, or the module's own code failing on import
         raise ConfigError(f"--policy {spec}", f"cannot import module {module!r}: {err}") from None
     factory = getattr(mod, attr, None)
     if not callable(factory):
@@ -108,21 +108,41 @@ def _import_factory(module: str, attr: str, spec: str) -> Callable[[], Any]:
 
 
 def parse_spec(spec: str) -> PolicySpec:
-    """A SPEC (module doc) as a :class:`PolicySpec`; bad input is a :class:`ConfigError`."""
+    """A SPEC (module doc) as a :class:`PolicySpec`; bad input is a :class:`ConfigError` naming
+    ``--policy SPEC`` (and the constant, when one is wrong)."""
+    try:
+        return _parse_spec(spec)
+    except ConfigError as err:
+        where = f"--policy {spec}"
+        if err.path.startswith(where):
+            raise
+        key = err.path.rsplit(".", 1)[-1]
+        raise ConfigError(where, f"{key}: {err.message}") from None
+
+
+def _parse_spec(spec: str) -> PolicySpec:
     from pvegym.policies.registry import available, make_policy
 
     if spec.startswith("learned:"):
         model = spec.removeprefix("learned:")
-        make_policy("learned", f"--policy {spec}", model=model)  # fail now, not mid-run
+        make_policy("learned", "model", model=model)  # fail now, not mid-run
 
         def learned() -> Any:
-            return make_policy("learned", f"--policy {spec}", model=model)
+            return make_policy("learned", "model", model=model)
 
         return PolicySpec(spec, learned, "balancer")
     if ":" in spec:
         module, _, attr = spec.rpartition(":")
+        if not module or not attr:
+            raise ConfigError(f"--policy {spec}", "MODULE:ATTR needs both a module and a name")
         factory = _import_factory(module, attr, spec)
-        return PolicySpec(spec, factory, _kind(factory(), spec))
+        try:
+            first = factory()
+        except Exception as err:  # the user's code: its failure is one line, not a traceback
+            raise ConfigError(
+                f"--policy {spec}", f"{attr}() (called with no arguments) raised {err!r}"
+            ) from None
+        return PolicySpec(spec, factory, _kind(first, spec))
     name, *items = spec.split(",")
     params = _parse_params(items, spec)
     if name not in available() and (name in REFERENCES or name == ORACLE_LABEL):
@@ -132,8 +152,8 @@ def parse_spec(spec: str) -> PolicySpec:
     if name not in available():
         allowed = ", ".join([*available(), *[r for r in REFERENCES if r not in available()]])
         raise ConfigError(f"--policy {spec}", f"unknown policy {name!r} (allowed: {allowed})")
-    make_policy(name, f"--policy {spec}", **params)
-    return PolicySpec(spec, lambda: make_policy(name, f"--policy {spec}", **params), "balancer")
+    make_policy(name, "policy", **params)  # fail now, not mid-run
+    return PolicySpec(spec, lambda: make_policy(name, "policy", **params), "balancer")
 
 
 def run_policy(

@@ -192,11 +192,23 @@ def test_a_registered_policy_takes_constants_a_reference_label_does_not() -> Non
 
 @pytest.mark.parametrize(
     "spec",
-    ["nosuch", "patched,nosuch=1", "no_such_module:make", "pvegym.sim.tasks:nothing", "noop,x=1"],
+    [
+        "nosuch",
+        "patched,nosuch=1",
+        "patched,threshold=x",
+        "no_such_module:make",
+        "pvegym.sim.tasks:nothing",
+        "noop,x=1",
+        "os:system",  # a factory that raises when called with no arguments
+        "os:getcwd",  # neither a Balancer nor an agent
+        ":",
+        "learned:no-such-run",
+    ],
 )
 def test_a_bad_spec_is_one_config_error(spec: str) -> None:
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError) as err:
         B.parse_spec(spec)
+    assert err.value.path == f"--policy {spec}"
 
 
 def test_patched_tuned_is_the_studys_best_trial() -> None:
