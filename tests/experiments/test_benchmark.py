@@ -45,19 +45,32 @@ def test_splits_are_fixed_disjoint_and_where_the_issue_puts_them(name: str) -> N
     assert not set(t.train) & set(t.validation)
 
 
-def test_no_committed_experiment_uses_a_reserved_seed() -> None:
-    used = []
-    for path in sorted((ROOT / "experiments").glob("*.toml")):
-        doc = tomllib.loads(path.read_text())
-        for entry in [*doc.get("scenarios", []), *doc.get("test", []), *doc.get("train", [])]:
-            seeds = entry.get("seeds") if isinstance(entry, dict) else None
-            if isinstance(seeds, dict):
-                span = range(seeds["start"], seeds["start"] + seeds["count"])
-            elif isinstance(seeds, list):
-                span = seeds
-            else:
-                continue
-            used += [(path.name, s) for s in span if s in RESERVED_SEEDS]
+def _seeds(doc: object) -> list[int]:
+    """Every seed a config names: the values under any key with "seed" in its name (a list, a
+    ``{start, count}`` block or one number), anywhere in the document."""
+    out: list[int] = []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if "seed" in str(key):
+                if isinstance(value, dict) and {"start", "count"} <= set(value):
+                    out += list(range(value["start"], value["start"] + value["count"]))
+                elif isinstance(value, list):
+                    out += [v for v in value if isinstance(v, int)]
+                elif isinstance(value, int) and not isinstance(value, bool):
+                    out.append(value)
+            out += _seeds(value)
+    elif isinstance(doc, list):
+        for value in doc:
+            out += _seeds(value)
+    return out
+
+
+def test_no_committed_experiment_or_result_uses_a_reserved_seed() -> None:
+    docs = {p: tomllib.loads(p.read_text()) for p in (ROOT / "experiments").glob("*.toml")}
+    docs.update({p: json.loads(p.read_text()) for p in (ROOT / "results").glob("*/config.json")})
+    found = {p.name: _seeds(d) for p, d in docs.items()}
+    assert sum(len(v) for v in found.values()) > 100  # the walker finds the seeds at all
+    used = [(name, s) for name, seeds in found.items() for s in seeds if s in RESERVED_SEEDS]
     assert not used
 
 
