@@ -24,6 +24,7 @@ COMMANDS = (
     "policies",
     "ablate",
     "bench",
+    "benchmark",
     "run",
     "replay",
     "train",

@@ -6,6 +6,12 @@ loads no Gymnasium code: the environment is named by an entry-point string (its 
 by ``make``), and the registration itself runs when Gymnasium is imported, now if it already is,
 else right after its import (:class:`_AfterImport`). The registry is the one place environment ids
 are defined; ``pvegym.env`` registers through it too.
+
+The benchmark's tasks (:data:`pvegym.sim.tasks.TASKS`) are registered from that table, one id each
+(:func:`task_id`: ``pvegym/Small-v1``, ...), their specs carrying the task's settings: the
+episode's own length as ``max_episode_steps``, the mask options, the reward (``BALANCER_COST``,
+measured against the ``noop`` twin). ``gym.make("pvegym/Small-v1")`` is the benchmark's
+environment; a training run may override any of it (``gym.make(id, reward_baseline="none")``).
 """
 
 from __future__ import annotations
@@ -46,6 +52,23 @@ VECTOR_ENTRY_POINTS: dict[str, str] = {
 MAINTAINED_OLDER_VERSIONS = ("pvegym/Cluster-v0",)
 
 
+#: the environment class of every benchmark task
+TASK_ENTRY_POINT = "pvegym.env.cluster_env_v1:ClusterEnvV1"
+TASK_VECTOR_ENTRY_POINT = "pvegym.vector.cluster_vector_env:make_cluster_v1"
+
+
+def task_id(name: str, version: int) -> str:
+    """The environment id of benchmark task ``name`` (``small`` → ``pvegym/Small-v1``)."""
+    return f"pvegym/{name.capitalize()}-v{version}"
+
+
+def task_ids() -> dict[str, str]:
+    """Task name → environment id, for every task of :data:`pvegym.sim.tasks.TASKS`."""
+    from pvegym.sim.tasks import TASKS
+
+    return {name: task_id(name, t.version) for name, t in TASKS.items()}
+
+
 def register_environments() -> None:
     """Register every id of :data:`ENVIRONMENTS` not registered yet (idempotent), and ignore
     Gymnasium's "out of date" warning for :data:`MAINTAINED_OLDER_VERSIONS` (that message only;
@@ -64,6 +87,23 @@ def register_environments() -> None:
                 entry_point=entry_point,
                 vector_entry_point=VECTOR_ENTRY_POINTS.get(env_id),
                 max_episode_steps=steps,
+            )
+    _register_tasks(gymnasium)
+
+
+def _register_tasks(gymnasium: ModuleType) -> None:
+    from pvegym.sim.cost import BALANCER_COST
+    from pvegym.sim.tasks import TASKS
+
+    for name, task in TASKS.items():
+        env_id = task_id(name, task.version)
+        if env_id not in gymnasium.registry:
+            gymnasium.register(
+                id=env_id,
+                entry_point=TASK_ENTRY_POINT,
+                vector_entry_point=TASK_VECTOR_ENTRY_POINT,
+                max_episode_steps=task.episode_steps,
+                kwargs={**task.env_kwargs(), "reward_weights": dict(BALANCER_COST)},
             )
 
 

@@ -128,7 +128,7 @@ def _mask_vs_motion_possible(env: ClusterEnv, rng: np.random.Generator, where: s
         actions: Iterable[int] = range(1, env.n_actions)
     else:
         actions = [int(a) for a in rng.integers(1, env.n_actions, size=256)]
-        actions += [int(a) for a in np.flatnonzero(mask)[:64]]
+        actions += [int(a) + 1 for a in np.flatnonzero(mask[1:])[:64]]  # pairs only, not 0
     # Cluster-v1 may also leave out every motion of a guest that cannot migrate
     pinned = ~np.asarray(env.view.guest_migratable, dtype=bool)
     if not getattr(env, "mask_unmigratable", False):

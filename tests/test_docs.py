@@ -58,6 +58,12 @@ EXCLUDED: dict[str, str] = {
     "ray get-auth-token": "needs a running Ray head node",
     "pvegym run experiments/field-scenarios.toml --executor ray:auto": "joins a running Ray "
     "cluster (tests/experiments/test_ray_executor.py runs the executor on a local one)",
+    "python -m pvegym.experiments.benchmark_references": "re-simulates every reference and the "
+    "oracle on 150 test instances (about half an hour); tests/experiments/test_benchmark.py "
+    "re-simulates two instances per task and compares them with the table bit for bit",
+    "python -m pvegym.experiments.leaderboard": "scores the committed learned agents on every "
+    "task's test split (minutes); tests/experiments/test_benchmark.py checks that pvegym "
+    "benchmark's figures equal the committed leaderboard's",
     "pvegym tune experiments/tune-patched.toml --executor ray:auto": "joins a running Ray cluster "
     "and a PostgreSQL server (tests/tuning/test_postgres.py, tests/experiments/test_ray_executor.py)",
 }
@@ -550,6 +556,7 @@ def test_markdown_links_resolve() -> None:
 #: names of files the tools write (a report names them; they are not documents the project ships)
 GENERATED = {
     "summary.md", "report.md", "ablation.md", "FILE.md", ".report.md", "pareto.md", "acceptance.md",
+    "leaderboard.md",
 }  # fmt: skip
 
 

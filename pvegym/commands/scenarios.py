@@ -1,10 +1,13 @@
-"""``pvegym scenarios``: list the scenario catalog — named scenarios and randomized families."""
+"""``pvegym scenarios``: list the scenario catalog — named scenarios, randomized families and the
+benchmark's tasks with their splits."""
 
 from __future__ import annotations
 
 import argparse
 
+from pvegym.registration import task_ids
 from pvegym.sim import catalog
+from pvegym.sim.tasks import RESERVED_SEEDS, SPLITS, TASKS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +30,12 @@ def run(args: argparse.Namespace) -> int:
                 f"  {'':32s} train seeds {_span(e.train_seeds)}, test seeds {_span(e.test_seeds)}"
             )
     print("or a scenario file: --scenario path/to/scenario.toml")
+    print("benchmark tasks (docs/benchmark.md; pvegym benchmark TASK --policy SPEC --out DIR):")
+    ids = task_ids()
+    for name, t in TASKS.items():
+        print(f"  {name:32s} {ids[name]}: {t.description}, {t.episode_steps} steps")
+        splits = ", ".join(f"{s} {_span(t.split(s))}" for s in SPLITS)
+        print(f"  {'':32s} {splits} (family {t.family}; seeds {_span(RESERVED_SEEDS)} reserved)")
     return 0
 
 

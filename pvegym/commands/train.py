@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("train", RL_EXTRA)
     from pvegym.config import check_out_dir
     from pvegym.experiments.rundir import choose
-    from pvegym.learning.train import train
+    from pvegym.learning.train import resume_identity, train
     from pvegym.learning.train_config import parse_train_config, train_data
     from pvegym.provenance import sha256_json
 
@@ -75,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
         steps = whole_number(args.total_timesteps, "--total-timesteps", ge=1, le=MAX_TIMESTEPS)
         data = {**data, "total_timesteps": steps}
     cfg = parse_train_config(data)
-    run_dir = choose("train", cfg.out_name, sha256_json(cfg.resolved()), args.out, args.fresh)
+    # a larger budget (--total-timesteps) continues the same run; a recipe's budget is its own
+    identity = cfg.resolved() if cfg.is_recipe else resume_identity(cfg.resolved())
+    run_dir = choose("train", cfg.out_name, sha256_json(identity), args.out, args.fresh)
     print(f"{cfg.name}: {'resuming' if run_dir.resumed else 'new run in'} {run_dir.path}/")
     command = ["pvegym", *sys.argv[1:]] if sys.argv and "pvegym" in sys.argv[0] else None
     if cfg.is_recipe:

@@ -232,7 +232,6 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._mask = np.zeros(self.n_actions, dtype=bool)
         self._grid = self._mask[1:].reshape(mg, mn)
         self._init_observation()
-
         self._sim: Simulation | None = None
         self._twin: Simulation | None = None  # the noop twin of reward_baseline="noop"
         self._scenario: Scenario | None = None
@@ -241,6 +240,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._last_cost = 0.0
         self._history: list[tuple[NDArray[np.float64], NDArray[np.float64], bool]] = []
         self._limit_warned = False
+        self._mask_now: NDArray[np.bool_] | None = None  # action_masks() of this state
         #: ``False``: the caller gave ``make`` the episode's own limit (:meth:`_check_time_limit`)
         self.warn_time_limit = True
         #: ``reset``/``step`` return a fresh observation array; ``False`` returns the environment's
@@ -306,12 +306,19 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         return Motion(view.sids[g], view.node_names[n])
 
     def action_masks(self) -> NDArray[np.bool_]:
-        """Valid actions now (a fresh bool array): exactly the motions ``motion_possible`` accepts."""
-        if self.sim.motion_active():
-            return self._noop_mask.copy()
-        self._follow_node_states()
-        self._fill_mask(*self._mask_args)  # the real guest × node cells; 0 and padding are fixed
-        return self._mask.copy()
+        """Valid actions now (a fresh bool array): exactly the motions ``motion_possible`` accepts.
+        Also in every ``reset``/``step`` info as ``info["action_mask"]`` (for frameworks that do
+        not call ``action_masks()``): computed once per state, so calling both costs one mask."""
+        now = self._mask_now
+        if now is None:
+            if self.sim.motion_active():
+                now = self._noop_mask.copy()
+            else:
+                self._follow_node_states()
+                self._fill_mask(*self._mask_args)  # the real guest × node cells only
+                now = self._mask.copy()
+            self._mask_now = now
+        return now.copy()
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(
@@ -342,10 +349,13 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             if self._twin is None:
                 self._twin = Simulation(scn, ep_seed)
             self._twin.reset(ep_seed)
+        self._mask_now = None
         self._setup_episode()
         self._on_round()
         self._check_time_limit()
-        return self._encode(), {"invalid_action": 0, "rounds": 1, "t": self._sim.t}
+        obs = self._encode()
+        info = {"invalid_action": 0, "rounds": 1, "t": self._sim.t}
+        return obs, {**info, "action_mask": self.action_masks()}
 
     def step(
         self, action: int | np.integer[Any]
@@ -397,6 +407,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             cost -= self._cost(twin)
         reward = -(cost - self._last_cost) * self._inv_scale
         self._last_cost = cost
+        self._mask_now = None
         info: dict[str, Any] = {"invalid_action": invalid, "rounds": rounds, "t": sim.t}
         if truncated:
             if twin is not None:
@@ -405,7 +416,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
             info.update(result["metrics"])
             info["move_log"] = result["moves"]
             info["invalid_actions"] = self._invalid_total
-        return self._encode(), reward, False, truncated, info
+        obs = self._encode()
+        info["action_mask"] = self.action_masks()
+        return obs, reward, False, truncated, info
 
     def render(self) -> str | NDArray[np.uint8] | None:
         if self.render_mode == "ansi":

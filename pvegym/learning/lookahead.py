@@ -102,6 +102,9 @@ class LookaheadExpert:
     #: (e.g. the reference ``patched`` with its tuned constants); its motion, when it has one, is
     #: one more option, and a round where only it proposes is also compared. Empty: none
     shadow: dict[str, Any] = field(default_factory=dict)
+    #: more shadow proposers, each as ``shadow`` (the benchmark's oracle runs every reference
+    #: heuristic in the shadow: :mod:`pvegym.experiments.benchmark`)
+    shadows: list[dict[str, Any]] = field(default_factory=list)
     name: str = "lookahead"
 
     def __post_init__(self) -> None:
@@ -109,10 +112,14 @@ class LookaheadExpert:
 
         self._cost = RunningCost(self.weights, "lookahead.weights")
         self._proposer: Any = make_policy("guest-centric", "lookahead.proposer", **self.proposer)
-        shadow = dict(self.shadow)
-        self._shadow: Any = (
-            make_policy(str(shadow.pop("policy")), "lookahead.shadow", **shadow) if shadow else None
-        )
+        specs = [("lookahead.shadow", self.shadow)] if self.shadow else []
+        specs += [(f"lookahead.shadows[{i}]", s) for i, s in enumerate(self.shadows)]
+        self._shadows: list[Any] = []
+        for path, spec in specs:
+            params = dict(spec)
+            if "policy" not in params:
+                raise ConfigError(f"{path}.policy", "missing (a registered balancer's name)")
+            self._shadows.append(make_policy(str(params.pop("policy")), path, **params))
         self._sim: Simulation | None = None
         self.rollouts = 0  # rollouts done (a measure of its cost)
         self.attempts = 0  # rounds on which it compared options
@@ -123,8 +130,8 @@ class LookaheadExpert:
 
     def reset(self, seed: int | None = None) -> None:
         self._proposer.reset(seed)
-        if self._shadow is not None:
-            self._shadow.reset(seed)
+        for shadow in self._shadows:
+            shadow.reset(seed)
 
     def adopt(self, view: ClusterView, motion: Motion) -> None:
         """Another balancer issued ``motion`` for this one (DAgger's learner): the proposer's
@@ -133,15 +140,16 @@ class LookaheadExpert:
 
     def _options(self, view: ClusterView) -> list[Motion]:
         """The motions to try this round: the proposer's ``candidates`` best by relief minus
-        cost, then the shadow's motion if it is another (every proposer sees every round)."""
+        cost, then each shadow's motion if it is another (every proposer sees every round)."""
         scored = self._proposer.propose(view)
         ranked = sorted(scored, key=lambda c: -(c.relief - c.cost))[: self.candidates]
         options = [Motion(sid=c.sid, target=c.target) for c in ranked]
-        extra = self._shadow.decide(view) if self._shadow is not None else None
-        if extra is not None and all(
-            (m.sid, m.target) != (extra.sid, extra.target) for m in options
-        ):
-            options.append(Motion(sid=extra.sid, target=extra.target))
+        for shadow in self._shadows:
+            extra = shadow.decide(view)
+            if extra is not None and all(
+                (m.sid, m.target) != (extra.sid, extra.target) for m in options
+            ):
+                options.append(Motion(sid=extra.sid, target=extra.target))
         return options
 
     def decide(self, view: ClusterView) -> Motion | None:

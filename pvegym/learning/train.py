@@ -332,6 +332,28 @@ def latest_checkpoint(ckpt_dir: Path) -> tuple[Path, int] | None:
     return best
 
 
+def resume_identity(resolved: dict[str, Any]) -> dict[str, Any]:
+    """What must match for a run directory to be continued: the resolved train config without
+    its budget (``total_timesteps``), so that a larger budget extends a finished run."""
+    return {k: v for k, v in resolved.items() if k != "total_timesteps"}
+
+
+def finished_model(out: Path) -> tuple[Path, int] | None:
+    """A finished run's ``model.zip`` and its timesteps, from the ``manifest.json`` that describes
+    that very file (its SHA-256); None otherwise."""
+    model, manifest = out / "model.zip", out / "manifest.json"
+    if not model.is_file() or not manifest.is_file():
+        return None
+    try:
+        doc = json.loads(manifest.read_text())
+    except ValueError:
+        return None
+    steps = doc.get("session", {}).get("timesteps") if isinstance(doc, dict) else None
+    if doc.get("model_sha256") != hashlib.sha256(model.read_bytes()).hexdigest():
+        return None
+    return (model, steps) if isinstance(steps, int) and steps > 0 else None
+
+
 def tensorboard_dir(out: Path) -> str | None:
     """``<run dir>/tensorboard`` when the ``tensorboard`` extra is installed (SB3 then logs its
     training scalars there, beside ``monitor.csv``), else None: TensorBoard is optional."""
@@ -347,8 +369,15 @@ def _claim_out_dir(cfg: TrainConfig, out: Path, fresh: bool) -> tuple[Path, int]
         shutil.rmtree(out)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     found = latest_checkpoint(out / "checkpoints")
+    final = finished_model(out)  # a finished run continues from its final model, not from 0
+    if final is not None and (found is None or final[1] > found[1]):
+        found = final
     old = out / "config.json"
-    if found and old.is_file() and json.loads(old.read_text()) != cfg.resolved():
+    if (
+        found
+        and old.is_file()
+        and resume_identity(json.loads(old.read_text())) != resume_identity(cfg.resolved())
+    ):
         raise ConfigError(
             "train",
             f"{out} holds checkpoints of a different config; resume needs the same train file "
@@ -619,8 +648,20 @@ def plot_learning_curve(
     evaluations: list[dict[str, str]],
     references: dict[str, float],
 ) -> None:
+    """:func:`learning_curve_figure` saved to ``path``."""
+    learning_curve_figure(cfg, episodes, evaluations, references).savefig(path, dpi=100)
+
+
+def learning_curve_figure(
+    cfg: TrainConfig,
+    episodes: list[dict[str, Any]],
+    evaluations: list[dict[str, str]],
+    references: dict[str, float],
+) -> Any:
     """Episode return and key metrics vs training timesteps; held-out evaluations as points,
-    the reference heuristics' held-out return as horizontal lines."""
+    the reference heuristics' held-out return as horizontal lines. Held-out returns are minus
+    the episode's cost; a training return against the ``noop`` twin is noop cost − cost, another
+    quantity: then the held-out points and the references get their own axis (right)."""
     from matplotlib.figure import Figure
 
     def num(v: Any) -> float:
@@ -632,10 +673,15 @@ def plot_learning_curve(
     fig = Figure(figsize=(9, 2.2 * panels), layout="constrained")
     axes = fig.subplots(panels, 1, sharex=True)
     ax = axes[0]
+    relative = cfg.env.reward_baseline == "noop"
     if episodes:
         ret = np.array([num(e["r"]) for e in episodes])
         ax.plot(steps, ret, ".", color="#bbbbbb", ms=2, label="training episode")
         ax.plot(steps, _rolling(ret, window), color="#1f77b4", label=f"training (mean of {window})")
+    if relative:
+        ax.set_ylabel("training return\n(noop cost − cost)", color="#1f77b4", fontsize=8)
+        ax.legend(fontsize=7, loc="lower left")
+        ax = ax.twinx()  # held-out returns and references: −cost, another scale
     if evaluations:
         ts = sorted({int(r["timesteps"]) for r in evaluations})
         means = [
@@ -646,8 +692,10 @@ def plot_learning_curve(
         )
     for (name, value), color in zip(references.items(), ("#7f7f7f", "#2ca02c"), strict=False):
         ax.axhline(value, color=color, ls="--", lw=1, label=f"{name} (held-out)")
-    ax.set_ylabel("episode return\n(−weighted cost)")
-    ax.set_title(f"{cfg.name}: {cfg.algo} on {cfg.env.scenario}")
+    ax.set_ylabel(
+        "held-out return\n(−weighted cost)" if relative else "episode return\n(−weighted cost)"
+    )
+    axes[0].set_title(f"{cfg.name}: {cfg.algo} on {cfg.env.scenario}")
     ax.legend(fontsize=7, loc="lower right")
     for ax, key in zip(axes[1:], CURVE_METRICS, strict=True):
         if episodes:
@@ -667,7 +715,7 @@ def plot_learning_curve(
             )
         ax.set_ylabel(key, fontsize=8)
     axes[-1].set_xlabel("training timesteps (agent decisions, all envs)")
-    fig.savefig(path, dpi=100)
+    return fig
 
 
 def write_manifest(

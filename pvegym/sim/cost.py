@@ -43,9 +43,12 @@ def additive_names() -> tuple[str, ...]:
     return tuple(spec.name for spec in additive_metrics())
 
 
-#: The balancer's cost in guest-stall-second equivalents (``experiments/tune-patched.toml`` explains
-#: each weight): the workload's stall and lost CPU, a minute per move, two more per failed move, five
-#: per oscillation, one more per churn move.
+#: The balancer's cost in guest-stall-second equivalents — the benchmark's one score, the
+#: environment's default reward and a study's default objective. Settled (issue 30): changing a
+#: weight invalidates every committed score, so it means regenerating the reference table
+#: (``python -m pvegym.experiments.benchmark_references``) and bumping every task's version.
+#: ``docs/benchmark.md`` (*The score*) argues each weight: the workload's stall and lost CPU, a
+#: minute per move, two more per failed move, five per oscillation, one more per churn move.
 BALANCER_COST: dict[str, float] = {
     "guest_stall_s": 1.0,
     "cpu_shortfall_core_s": 1.0,

@@ -64,6 +64,8 @@ from pvegym.tuning.study_config import StudyConfig
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 REFERENCE = "upstream"  # always evaluated next to the tuned constants
+#: also always evaluated: constants that "win" by never moving must be told apart from tuning
+NOOP_LABEL = "noop"
 DEFAULT_LABEL = "default"  # the base policy with the field report's constants (``patched``)
 #: parameter importances need a handful of completed trials to mean anything (and to be computable)
 MIN_TRIALS_IMPORTANCE = 4
@@ -114,7 +116,7 @@ def selected_trials(cfg: StudyConfig, study: optuna.Study) -> list[FrozenTrial]:
 
 def candidates(cfg: StudyConfig, trials: list[FrozenTrial]) -> list[Candidate]:
     """``upstream`` (its defaults), the base policy with its defaults, and the selected trials."""
-    out = [Candidate(REFERENCE, "upstream", {}, {})]
+    out = [Candidate(NOOP_LABEL, "noop", {}, {}), Candidate(REFERENCE, "upstream", {}, {})]
     base_params = dict(sorted(cfg.policy.params.items()))
     # the defaults run the test entries as they are (migration settings untouched)
     out.append(Candidate(DEFAULT_LABEL, cfg.policy.name, base_params, {}))
@@ -220,7 +222,7 @@ def compare(
             name = f"{scope}|{label}|{obj.label}"
             cmp.est[(scope, label)] = stats.bootstrap(col[label], resamples, bseed, name)
         for label in tuned:
-            for ref in (DEFAULT_LABEL, REFERENCE):
+            for ref in (DEFAULT_LABEL, REFERENCE, NOOP_LABEL):
                 name = f"{scope}|{label}-{ref}|{obj.label}"
                 cmp.diff[(scope, label, ref)] = stats.paired_difference(
                     col[label], col[ref], resamples, bseed, name
@@ -475,6 +477,7 @@ def summary_text(
     if not tuned:
         out += ["**No trial completed feasibly: nothing to evaluate on the test suite.**", ""]
     out += _constants_lines(cfg, trials, tuned)
+    out += findings_lines(cfg, trials, tuned, cmps[0] if cmps else None)
     if tuned:
         out += _heldout_lines(cfg, cands, tuned, cmps, rows, docs, verdicts)
     out += _closing_lines(cfg, figs, importance)
@@ -585,6 +588,55 @@ def _constants_lines(
                 f"- {c.label} (trial {c.trial.number}): "
                 + ", ".join(f"{v:.5g}" for v in c.trial.values)
             )
+    return out
+
+
+def findings_lines(
+    cfg: StudyConfig, trials: list[FrozenTrial], tuned: list[Candidate], cmp: Comparison | None
+) -> list[str]:
+    """ "What the study found", said plainly: whether the best value is shared by several trials
+    (a flat objective: the "tuned" constants are one of many equivalent sets), whether the
+    defaults trial is infeasible (so it never competed), and how each tuned candidate compares
+    with ``noop`` on the test suite (constants that never move tie it on every instance)."""
+    out = ["", "## What the study found", ""]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
+    good = [t for t in complete if feasible(t)]
+    for c in tuned:
+        assert c.trial is not None
+        ties = [t for t in good if t.values == c.trial.values]
+        if len(ties) > 1:
+            out.append(
+                f"- **The objective is flat at the optimum**: {len(ties)} of {len(complete)} "
+                f"complete trials tie with {c.label} (trial {c.trial.number}) at "
+                + ", ".join(f"{v:.5g}" for v in c.trial.values)
+                + " — it is one of several equivalent sets of constants, not a unique optimum."
+            )
+    default_trial = next((t for t in complete if t.user_attrs.get("role") == "defaults"), None)
+    if default_trial is not None and not feasible(default_trial):
+        broken = ", ".join(
+            f"`{k}` ({v:.5g})" for k, v in default_trial.constraints.items() if v > 0
+        )
+        out.append(
+            f"- **The defaults are infeasible** (trial {default_trial.number} violates {broken}): "
+            "they never competed for best; the held-out table still compares with them."
+        )
+    for c in tuned:
+        d = cmp.diff.get(("all", c.label, NOOP_LABEL)) if cmp is not None else None
+        if d is None:
+            continue
+        main = cfg.objectives[0]
+        if d.mean == 0.0 and d.lo == 0.0 and d.hi == 0.0:
+            out.append(
+                f"- **{c.label} behaves exactly like `noop`** on every held-out instance "
+                f"(`{main.label}` identical): these constants never move there."
+            )
+        else:
+            out.append(
+                f"- {c.label} − `noop` on the test suite (`{main.label}`, paired mean "
+                f"[95 % CI]): {_fmt(d.mean)} [{_fmt(d.lo)}, {_fmt(d.hi)}]."
+            )
+    if len(out) == 3:
+        out.append("- one best trial, feasible defaults; no candidate to compare with `noop`.")
     return out
 
 

@@ -353,10 +353,11 @@ class StudyConfig:
     """A whole study: what is tuned, on which instances, for what, with which sampler and budget."""
 
     name: str
-    objectives: tuple[ObjectiveSpec, ...]
     params: dict[str, ParamSpec] = field(parse=_parse_params)  # noqa: RUF009 (frozen, immutable)
     train: tuple[ScenarioEntry, ...] = field(parse=_suite("train"))
     test: tuple[ScenarioEntry, ...] = field(parse=_suite("test"))
+    #: default: the benchmark's one cost (``BALANCER_COST``, also the environment's reward)
+    objectives: tuple[ObjectiveSpec, ...] = (ObjectiveSpec(cost="balancer"),)
     policy: PolicySpec = PolicySpec()
     description: str = ""
     extends: str | None = None

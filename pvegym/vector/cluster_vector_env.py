@@ -197,10 +197,15 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
         for i in np.flatnonzero(which):
             obs, info = self.envs[i].reset(seed=seeds[i], options=options or None)
             self._observations[i] = obs
+            mask = info.pop("action_mask", None)
+            if mask is not None:
+                self._masks[i] = mask
             infos = self._add_info(infos, info, int(i))
         self._terminations[which] = False
         self._truncations[which] = False
         self._autoreset_envs[which] = False
+        infos["action_mask"] = self._masks.copy()
+        infos["_action_mask"] = which.copy()
         return self._out(self._observations), infos
 
     def step(
@@ -213,6 +218,8 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
         dict[str, Any],
     ]:
         infos = self._batch_infos(self.step_envs(actions))
+        infos["action_mask"] = self._masks.copy()  # (N, A): each sub-environment's info's mask
+        infos["_action_mask"] = np.ones(self.num_envs, dtype=np.bool_)
         return (
             self._out(self._observations),
             self._out(self._rewards),
@@ -239,6 +246,7 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
         next_step = mode is AutoresetMode.NEXT_STEP
         same_step = mode is AutoresetMode.SAME_STEP
         pending = self._autoreset_envs
+        masks = self._masks
         if mode is AutoresetMode.DISABLED and pending.any():
             raise RuntimeError(
                 f"sub-environments {np.flatnonzero(pending).tolist()} ended: reset them first "
@@ -258,6 +266,9 @@ class ClusterVectorEnv(VectorEnv[NDArray[np.float32], NDArray[np.int64], NDArray
                     obs, info = env.reset()  # as SyncVectorEnv: the reset's info beside them
                     info = {**final, **info}
             obs_buf[i] = obs
+            mask = info.pop("action_mask", None)  # batched by step() as infos["action_mask"]
+            if mask is not None:
+                masks[i] = mask
             infos.append(info)
         np.logical_or(term, trunc, out=pending)
         return infos

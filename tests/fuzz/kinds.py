@@ -840,7 +840,14 @@ _CLI_COMMANDS = {
     "scenarios": (),
     "policies": (),
     "ablate": (),
+    "benchmark": (),
 }
+#: pvegym benchmark's SPECs: cheap valid ones, and refusals of every form
+_BENCH_SPECS = (("noop", "upstream", "pvegym.policies.noop:NoopPolicy"), (
+    "nope", "noop,x=1", "patched,threshold=x", "patched,=1", "patched-tuned,margin=0",
+    "no_such_module:make", "os:getcwd", "os:system", "pvegym.sim.tasks:TASKS", ":", "os:",
+    "learned:", "learned:in/x.json", "learned:/dev/zero", "learned:in", "\x00", "noop,a=b=c",
+))  # fmt: skip
 _PATHS = (
     "in/x.toml",
     "in/missing.toml",
@@ -896,6 +903,19 @@ def cli_case(draw: Any) -> Case:
         outputs = ("out/",)
     elif cmd in ("replay", "replay-upstream"):
         argv += [draw(st.sampled_from((*_PATHS, "in/x.json")))]
+    elif cmd == "benchmark":  # a valid case scores one cheap policy on small's 50 instances
+        ok_specs, bad_specs = _BENCH_SPECS
+        argv += [
+            "small" if good else draw(st.sampled_from(("small", "medium", "nope", "failures", ""))),
+            "--policy",
+            draw(st.sampled_from(ok_specs if good else bad_specs + ok_specs)),
+            "--out",
+            "out" if good else draw(st.sampled_from(("out", "out/\x00", "a" * 300, "in/x.json"))),
+            "--quiet",
+        ]
+        outputs = ("out/",)
+        if not good and argv[1] != "small":  # other tasks' valid runs take minutes
+            argv[3] = "nope"
     elif cmd == "ablate":  # a valid ablation runs minutes: only its refusals are fuzzed
         argv += ["--seeds", draw(st.sampled_from(("0", "-1", "1e9", "x", "100000000000")))]
         check = None

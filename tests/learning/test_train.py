@@ -125,8 +125,11 @@ def test_killed_run_resumes_from_its_latest_checkpoint(tmp_path: Path) -> None:
         steps = [int(r["timesteps"]) for r in csv.DictReader(fh)]
     assert steps == sorted(steps) and steps[-1] <= 1024  # the rolled-back episodes are dropped
 
-    # a different config in the same directory is refused rather than mixed in
-    other = parse_train_config(_data("MaskablePPO", total_timesteps=2048, checkpoint_every=256))
+    # a different config in the same directory is refused rather than mixed in (a larger
+    # total_timesteps alone is not one: it extends the run)
+    other = parse_train_config(
+        _data("MaskablePPO", total_timesteps=1024, checkpoint_every=256, seed=7)
+    )
     with pytest.raises(ConfigError, match="different config"):
         train(other, tmp_path, progress=False)
 
@@ -197,12 +200,24 @@ def test_cli_train_writes_a_fresh_run_dir_with_the_given_budget(
         assert list((run / "tensorboard").rglob("events.out.tfevents.*"))
         assert "tensorboard --logdir" in out
 
+    # a finished run rerun is not retrained: it resumes at its final model with nothing to learn
+    model_bytes = (run / "model.zip").read_bytes()
     assert main(["train", str(f), "--total-timesteps", "256", "--quiet"]) == 0
-    assert "resuming runs/t/" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "resuming runs/t/" in out and "256 steps (resumed at 256)" in out
+    # ... and a larger budget extends it (issue 30 item 10), from its final model
     assert main(["train", str(f), "--total-timesteps", "512", "--quiet"]) == 0
-    assert "new run in runs/t-2/" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "resuming runs/t/" in out and "512 steps (resumed at 256)" in out
+    assert (run / "model.zip").read_bytes() != model_bytes
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["session"]["start_timesteps"] == 256 and manifest["session"]["timesteps"] == 512
 
-    assert main(["train", str(f), "--out", str(run), "--total-timesteps", "512"]) == 2
+    other = tmp_path / "t2.toml"  # another config under the same name: a new run, never mixed
+    other.write_text(f.read_text().replace("n_epochs = 1", "n_epochs = 2"))
+    assert main(["train", str(other), "--total-timesteps", "256", "--quiet"]) == 0
+    assert "new run in runs/t-2/" in capsys.readouterr().out
+    assert main(["train", str(other), "--out", str(run), "--total-timesteps", "256"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "another config" in err
     assert main(["train", str(f), "--total-timesteps", "0"]) == 2

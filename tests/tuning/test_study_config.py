@@ -62,6 +62,19 @@ def test_the_good_file_loads_with_defaults_and_splits(tmp_path: Path) -> None:
     assert cfg.study_hash() != cfg.config_hash()  # the budget is not part of the study's identity
 
 
+def test_the_default_objective_is_the_benchmark_cost(tmp_path: Path) -> None:
+    from pvegym.sim.cost import BALANCER_COST
+
+    path = tmp_path / "no-objective.toml"
+    path.write_text(
+        GOOD.replace(
+            '[[objectives]]\nname = "cost"\nweights = { guest_stall_s = 1.0, moves = 60.0 }\n', ""
+        )
+    )
+    cfg = load_study_config(path)
+    assert [o.terms() for o in cfg.objectives] == [BALANCER_COST]
+
+
 @pytest.mark.parametrize(
     ("change", "key"),
     [
