@@ -24,7 +24,6 @@ the whole loop. The model never imports Gymnasium or the policies.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -32,16 +31,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.sim import layout as L
-from pvegym.sim import link
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.ha_stack import HAStack
 from pvegym.sim.kernel import entry_point, view_snapshot
 from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
-from pvegym.sim.migration import COMPLETED, RUNNING, Migration
-from pvegym.sim.motions import MAX_WORKERS, MIGRATE, RELOCATE, Job, migration_template
-from pvegym.sim.network import fair_rates
+from pvegym.sim.motions import MIGRATE, RELOCATE, Job, MotionPipeline, migration_template
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.telemetry import Telemetry
 from pvegym.sim.view import (
@@ -60,8 +56,6 @@ CHURN_PRESSURE_PCT = 10.0  # docs/metrics.md: churn_moves
 #: rows of ``Simulation.node_flags``: in maintenance; fenced or being fenced (``fence``, or
 #: ``unknown``/``gone``: outside the quorate partition, fenced before its services are recovered)
 NODE_MAINTENANCE, NODE_FENCED = 0, 1
-#: qemu-server ``QemuServer/Memory.pm`` ``hugepages_allocate``: the target cannot start the guest.
-HUGEPAGES_FAILED = "hugepage allocation failed"
 
 
 #: ClusterView's slot of the field, which _SimView's property reads and writes
@@ -143,7 +137,6 @@ class Simulation:
         self.memory = GuestMemory(cl, self.scenario.memory)
         self._memory_moves = self.memory.ballooning or self.memory.merging
         self._lrm_rng = np.random.default_rng(lrm_seed)
-        self.guests = cl.guests
         self.ha_idx = np.array([i for i, g in enumerate(cl.guests) if g.ha], dtype=np.int64)
         self._other_idx = np.array([i for i, g in enumerate(cl.guests) if not g.ha], dtype=np.int64)
         self.ha_sids = tuple(cl.sids[i] for i in self.ha_idx)
@@ -171,27 +164,10 @@ class Simulation:
         # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
         # element at a time, which costs a NumPy array several times a list's
         self._is_ha_list: list[bool] = self._is_ha.tolist()
-        self._maxcpu_list: list[float] = cl.guest_maxcpu.tolist()  # vCPUs
         self._ha_list: list[int] = self.ha_idx.tolist()
-        self._migratable_list: list[bool] = self._migratable.tolist()
         self._online_list: list[bool] = cl.node_online.tolist()
         self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cl.sids]
         self._lrm_delay_max_s = self.scenario.migration.lrm_delay_max_s
-        # the migration links (bytes/s, by node index) and one stream's cap (pvegym.sim.network)
-        ms, specs = self.scenario.migration, {n.name: n for n in self.scenario.nodes}
-        self._link_bw: list[float] = [
-            ms.link_bandwidth if (bw := specs[name].link_bandwidth) is None else bw
-            for name in cl.node_names
-        ]
-        self._stream_cap = ms.bandwidth
-        # _migration_costs' constants: its divisors (the very products it would compute each
-        # round) and the migration threads' cores
-        self._fault_scale = [c * self.round_s for c in self._maxcpu_list]
-        self._wire_scale = ms.bandwidth * self.round_s
-        self._cpu_source_cores = ms.cpu_source_cores
-        self._cpu_target_cores = ms.cpu_target_cores
-        # the model stack's LRM worker pool per source node; the full stack's LRMs keep their own
-        self._max_workers = MAX_WORKERS if self.scenario.ha_stack == "model" else 1 << 30
         self._disabled = set(self.scenario.telemetry.disabled)
         self._nan_nodes = np.full(cl.n_nodes, np.nan)
         self._nan_guests = np.full(self.ha_idx.size, np.nan)
@@ -217,8 +193,6 @@ class Simulation:
         self.svc_node[:] = cl.home
         self.svc_target[:] = -1
         self.cmds: dict[int, tuple[str, int]] = {}
-        self.jobs: list[Job] = []  # in queueing order; the LRMs' workers run them at once
-        self.finished: list[Job] = []  # ended, not yet seen by the CRM
         # the events the round runs (pressure onsets are markers for the metrics), in time order
         self._events = sorted(
             (e for e in self.scenario.events if e.type != "pressure-onset"), key=lambda e: e.t
@@ -229,6 +203,17 @@ class Simulation:
             (e.t, e.node) for e in self.scenario.events if e.type == "pressure-onset"
         ]
         self._log: list[tuple[float, str | Job]] = []
+        #: the LRM workers' motions (:mod:`pvegym.sim.motions`)
+        self.pipeline = MotionPipeline(
+            self.scenario,
+            self._migration_template,
+            cl,
+            self.memory,
+            self.telemetry,
+            self.metrics,
+            self._log,
+            self._move_ended,
+        )
         self._view: ClusterView | None = None
         self._results: list[Job] = []
         self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
@@ -236,11 +221,6 @@ class Simulation:
         # then the leader's result (ok, aborted, reason, pause s) waits here, by move index
         self._bundle_moves: set[int] = set()
         self._leader_result: dict[int, tuple[bool, bool, str, float]] = {}
-        # the streams whose rates _share_links set last: the same jobs, the same rates (the jobs
-        # themselves, not their ids: an id may be reused once its job is freed)
-        self._rate_streams: tuple[Job, ...] = ()
-        self._pause_left: dict[int, float] = {}  # guest -> switchover pause still to serve (s)
-        self._ended_migration: Migration | None = None  # its arrays serve the next migration
         self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
         self._killed: set[int] = set()  # guests the OOM killer killed
         # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
@@ -263,6 +243,7 @@ class Simulation:
         self._all_running = bool(self._view_running.all())
         self._other_running = cl.running[self._other_idx]
         self._stack = HAStack(self) if self.scenario.ha_stack == "full" else None
+        self.pipeline.links = self._stack
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -317,15 +298,16 @@ class Simulation:
             cl.reserved_mem.fill(0.0)
             cl.motion_cpu.fill(0.0)
             self._motion_rows_set = False
-        if self._pause_left:
-            self._carry_pauses(dt)
-        if self.jobs:
+        pipe = self.pipeline
+        if pipe.pausing:
+            pipe.carry_pauses(dt)
+        if pipe.jobs:
             self._motion_rows_set = True
-            self._lrm(t0, t1)
+            pipe.run(t0, t1)
         if self._stack is not None:  # between the motions' physics and the cluster's
             self._stack.lrm_ticks(t0, t1)
         if self._memory_moves:
-            self.memory.round(t0, dt, self._migrating())
+            self.memory.round(t0, dt, pipe.migrating())
         tel = self.telemetry
         if tel.arrivals:  # moved guests whose samples are held back or report cpu 0
             tel.before_round(t1)
@@ -353,12 +335,23 @@ class Simulation:
         """The motions' physics of the round ``(t0, t1]`` for a job a full-stack LRM worker
         queued during it: alone in the pipeline it runs over the rest of the round now, so that
         the worker's polls see when it ends; beside jobs that ran through the round already it
-        joins them (:meth:`_join`)."""
+        joins them (:meth:`MotionPipeline.join`)."""
         self._motion_rows_set = True
-        if len(self.jobs) == 1:
-            self._lrm(t0, t1)
+        pipe = self.pipeline
+        if len(pipe.jobs) == 1:
+            pipe.run(t0, t1)
         else:
-            self._join(self.jobs[-1], t0, t1)
+            pipe.join(pipe.jobs[-1], t0, t1)
+
+    @property
+    def jobs(self) -> list[Job]:
+        """The motions queued or running (:attr:`MotionPipeline.jobs`, in queueing order)."""
+        return self.pipeline.jobs
+
+    @property
+    def finished(self) -> list[Job]:
+        """The motions that ended, not yet seen by the CRM (:attr:`MotionPipeline.finished`)."""
+        return self.pipeline.finished
 
     def _oom_kill(self, t: float) -> None:
         """The kernel's OOM killer on each node whose memory in use exceeds MemTotal + swap
@@ -393,424 +386,15 @@ class Simulation:
                     )
                 )
 
-    def _migrating(self) -> tuple[int, ...]:
-        """The guests whose live migration runs now (qemu-server holds ``lock migrate``)."""
-        if not self.jobs:
-            return ()
-        return tuple(job.guest for job in self.jobs if job.phase == "transfer")
-
-    def _carry_pauses(self, dt: float) -> None:
-        """The part of a switchover pause that did not fit in the round it started in."""
-        for g, left in list(self._pause_left.items()):
-            take = min(left, dt)
-            self.cluster.run_fraction[g] -= take / dt
-            if left > take:
-                self._pause_left[g] = left - take
-            else:
-                del self._pause_left[g]
-
-    def _lrm(self, t0: float, t1: float) -> None:
-        """The LRM workers over the round (t0, t1]: a lone job through its phases at its
-        links' rate (:meth:`_run_alone`, the path every single motion takes); several jobs at
-        once, sharing the migration links (:meth:`_lrm_shared`)."""
-        if len(self.jobs) == 1:
-            self._run_alone(self.jobs[0], t0, t1)
+    def _move_ended(self, job: Job, ok: bool, aborted: bool, reason: str, pause_s: float) -> None:
+        """The pipeline ended the job of a balancer's motion: its record ends (a bundle's with
+        its last member)."""
+        assert job.move_id is not None and job.t_end is not None
+        rec = self.metrics.moves[job.move_id]
+        if job.move_id in self._bundle_moves:
+            self._bundle_job_ended(job, rec, (ok, aborted, reason, pause_s))
         else:
-            self._lrm_shared(t0, t1)
-
-    def _run_alone(self, job: Job, t0: float, t1: float, rate: float | None = None) -> None:
-        """One job over the round (t0, t1] by itself, through its phases (queued → precheck →
-        transfer, or queued → down for a container). ``rate``: its stream's bandwidth
-        (bytes/s); None: a lone stream's (:meth:`_lone_rate`)."""
-        cl = self.cluster
-        dt = t1 - t0
-        t = t0
-        while job.phase != "done" and t < t1:
-            start = max(job.t_start, t)
-            if start >= t1:
-                return
-            g = job.guest
-            phase = job.phase
-            if phase == "queued":
-                self._begin(job, start)
-                phase = job.phase
-            if phase == "precheck":
-                if job.t_phase_end >= t1:
-                    return
-                t = job.t_phase_end
-                if not self._start_transfer(job, t):
-                    continue
-                phase = "transfer"
-            if phase == "transfer":
-                if self._stack is not None and (
-                    job.t_stall is not None or not self._stack.link_up(job.source, job.target)
-                ):
-                    t = self._stalled(job, t, t1)
-                    if t >= t1:
-                        return
-                    if job.phase == "done":
-                        continue
-                mig = job.migration
-                assert mig is not None
-                if job.rate_shared or rate is not None:  # it shared a link, or it joins others
-                    bandwidth = self._lone_rate(job) if rate is None else rate
-                    if mig.bandwidth != bandwidth:
-                        mig.set_bandwidth(bandwidth)
-                outcome, throttled, fault_s, wire = mig.advance_costs(t1 - t)
-                self._migration_costs(job, throttled / dt, fault_s, wire)
-                if outcome == RUNNING:  # the target holds the incoming guest's memory, unmerged
-                    reserved, target = cl.reserved_mem, job.target  # (a Python float sum: the
-                    # same double as NumPy's scalar +=, without its boxing)
-                    reserved[target] = reserved.item(target) + self.memory.footprint(g)
-                    return
-                t = _ends_at(job)
-                self._transfer_ended(job, mig, outcome, t, t1, dt)
-                continue
-            if phase == "down":
-                self._down_round(job, t0, t1)
-                if job.t_phase_end >= t1:
-                    return
-                t = job.t_phase_end
-                self._relocated(job)
-
-    def _begin(self, job: Job, start: float) -> None:
-        """A worker takes the job at ``start`` (s): a container shuts down (down until it started
-        on the target), anything else runs its precheck."""
-        ms = self.scenario.migration
-        if job.kind == RELOCATE and self._migratable_list[job.guest]:
-            job.phase = "down"
-            job.t_transfer_start = start
-            job.t_phase_end = start + ms.ct_shutdown_s + ms.ct_start_s
-        else:
-            job.phase = "precheck"
-            job.t_phase_end = start + ms.precheck_s
-
-    def _down_round(self, job: Job, t0: float, t1: float) -> None:
-        """A relocating container's downtime within the round (t0, t1] (its work is shortfall)."""
-        lo, hi = max(job.t_transfer_start, t0), min(job.t_phase_end, t1)
-        self.cluster.run_fraction[job.guest] -= max(hi - lo, 0.0) / (t1 - t0)
-
-    def _relocated(self, job: Job) -> None:
-        """A container's relocation ends at ``t_phase_end``: it runs on the target."""
-        t, g = job.t_phase_end, job.guest
-        down = job.t_phase_end - job.t_transfer_start
-        self.metrics.downtime_s += down
-        self.cluster.node[g] = job.target
-        self.memory.arrived(g)
-        self.telemetry.arrived(g, t, job.source)
-        self._finish(job, t, ok=True, pause_s=down)
-
-    def _lone_rate(self, job: Job) -> float:
-        """A stream alone on its links: one stream's cap, or less on a slower link (bytes/s)."""
-        link = self._link_bw
-        return min(self._stream_cap, link[job.source], link[job.target])
-
-    # ------------------------------------------------------------------ motions at once
-    def _lrm_shared(self, t0: float, t1: float) -> None:
-        """Several jobs over the round (t0, t1] at once, event by event: a worker takes a job
-        (model stack: while its source has a free worker, ``max_workers``), a precheck or a
-        container's downtime ends, a live migration ends. The streams' rates are recomputed at
-        every event (:meth:`_share_links`), so they are exact between events: no time slices."""
-        dt = t1 - t0
-        t = t0
-        flows_from = self._stalls_in_round(t0, t1)
-        while self.jobs:
-            # the next event: the first fixed-time step due (a transfer has none: _due's inf)
-            # or stalled stream flowing again; min is exact, so one pass in any order
-            t_next = t1
-            streams = []
-            for j in self.jobs:
-                if j.phase == "transfer":
-                    at = flows_from.get(id(j), t0)
-                    if at <= t:
-                        streams.append(j)
-                    else:
-                        t_next = min(t_next, at)
-                else:
-                    t_next = min(t_next, self._due(j, t, t1))
-            if streams:
-                self._share_links(streams)
-                t_next = self._advance_streams(streams, t, t_next, t1, dt)
-            t = t_next
-            if not self._transitions(t, t0, t1) and t >= t1:
-                break
-        cl = self.cluster
-        for job in self.jobs:  # the round's end
-            if job.phase == "transfer" and flows_from.get(id(job), t0) < t1:
-                # the target holds the incoming guest's memory (a stall held it already)
-                cl.reserved_mem[job.target] += self.memory.footprint(job.guest)
-            elif job.phase == "down":
-                self._down_round(job, t0, t1)
-
-    def _stalls_in_round(self, t0: float, t1: float) -> dict[int, float]:
-        """The transfers whose link is cut or was (full stack, :meth:`_stalled`) over the round
-        (t0, t1]: the time each flows again from (s; ``inf`` while it stands still through the
-        round), by ``id`` of the job; a stall that times out ends its job. Links change only
-        between rounds, so one look at the round's start is exact."""
-        stack = self._stack
-        if stack is None:
-            return {}
-        flows_from: dict[int, float] = {}
-        for job in list(self.jobs):
-            if job.phase == "transfer" and (
-                job.t_stall is not None or not stack.link_up(job.source, job.target)
-            ):
-                end = self._stalled(job, t0, t1)
-                if job.phase == "transfer":
-                    flows_from[id(job)] = math.inf if end >= t1 else end
-        return flows_from
-
-    def _due(self, job: Job, t: float, t1: float) -> float:
-        """When the job's next fixed-time step falls, from ``t`` on (s): a worker takes it, its
-        precheck or downtime ends; ``inf`` if not before ``t1`` or not fixed (a transfer)."""
-        phase = job.phase
-        if phase == "queued":
-            start = max(job.t_start, t)
-            return start if start < t1 and self._worker_free(job) else math.inf
-        if phase == "precheck" or phase == "down":
-            return job.t_phase_end if job.t_phase_end < t1 else math.inf
-        return math.inf
-
-    def _worker_free(self, job: Job) -> bool:
-        """The job's source runs fewer than ``max_workers`` motions (``LRM.pm`` ``run_workers``;
-        the full stack's LRMs count their workers themselves)."""
-        busy = sum(1 for j in self.jobs if j.source == job.source and j.phase != "queued")
-        return busy < self._max_workers
-
-    def _transitions(self, t: float, t0: float, t1: float) -> bool:
-        """Every fixed-time step due by ``t`` (s); whether any ran."""
-        ran, again = False, True
-        while again:
-            again = False
-            for job in list(self.jobs):
-                if job.phase == "transfer":  # no fixed-time step (_due: inf)
-                    continue
-                at = self._due(job, t, t1)
-                if at > t:
-                    continue
-                if job.phase == "queued":
-                    self._begin(job, at)
-                elif job.phase == "precheck":
-                    self._start_transfer(job, at)
-                else:
-                    self._down_round(job, t0, t1)
-                    self._relocated(job)
-                ran = again = True
-        return ran
-
-    def _share_links(self, streams: list[Job]) -> None:
-        """Each stream's rate: its max-min fair share of its source's and its target's migration
-        link, at most one stream's cap (:func:`pvegym.sim.network.fair_rates`); recomputed when
-        the set of streams changed (the links themselves are the scenario's constants)."""
-        last = self._rate_streams
-        if len(last) == len(streams) and all(a is b for a, b in zip(last, streams, strict=True)):
-            return  # the same streams as last time (the same objects): the same rates
-        self._rate_streams = tuple(streams)
-        pairs = [(j.source, j.target) for j in streams]
-        for job, rate in zip(
-            streams, fair_rates(pairs, self._stream_cap, self._link_bw), strict=True
-        ):
-            job.rate_shared = True
-            mig = job.migration
-            assert mig is not None
-            if mig.bandwidth != rate:
-                mig.set_bandwidth(rate)
-
-    def _advance_streams(
-        self, streams: list[Job], t: float, t_next: float, t1: float, dt: float
-    ) -> float:
-        """Advance the live migrations from ``t`` to ``t_next`` (s) at their rates, or only to
-        the first one's end before it (the others are rolled back and advanced to that instant:
-        the rates change there); the time reached."""
-        saved = [_mig(j).snapshot() for j in streams] if len(streams) > 1 else []
-        steps = [_mig(j).advance_costs(t_next - t) for j in streams]
-        first = t_next
-        for job, step in zip(streams, steps, strict=True):
-            if step[0] != RUNNING:  # not before t (an end at t, summed in another order)
-                first = max(t, min(first, _ends_at(job)))
-        if saved and first < t_next:
-            for i, job in enumerate(streams):
-                mig = _mig(job)
-                if steps[i][0] == RUNNING or _ends_at(job) > first:
-                    mig.restore(saved[i])
-                    steps[i] = mig.advance_costs(first - t)
-        for job, (outcome, throttled, fault_s, wire) in zip(streams, steps, strict=True):
-            self._migration_costs(job, throttled / dt, fault_s, wire)
-            if outcome != RUNNING:
-                mig = _mig(job)
-                self._transfer_ended(job, mig, outcome, _ends_at(job), t1, dt)
-        return first
-
-    def _join(self, job: Job, t0: float, t1: float) -> None:
-        """A job a full-stack LRM worker queued at its tick in the round (t0, t1] while others
-        have run through the round already: it runs over the rest of the round at once (so the
-        worker's polls see its end) at the rate the others leave on its links — the whole of it
-        when the links have room, as max-min fairness would give it too; none when they are full,
-        and then it starts with the next round. From the next round on all share fairly."""
-        link, rate = self._link_bw, self._stream_cap
-        out, into = link[job.source], link[job.target]
-        stack = self._stack
-        for j in self.jobs:
-            if j is job or j.phase != "transfer" or j.migration is None:
-                continue
-            if j.t_stall is None and (stack is None or stack.link_up(j.source, j.target)):
-                if j.source == job.source:
-                    out -= j.migration.bandwidth
-                if j.target == job.target:
-                    into -= j.migration.bandwidth
-        rate = min(rate, out, into)
-        if rate > 0.0:
-            job.rate_shared = True
-            self._run_alone(job, t0, t1, rate)
-
-    def _start_transfer(self, job: Job, t: float) -> bool:
-        """The end of a job's precheck at ``t``: start its live migration, or fail the job (a
-        local resource, or huge pages the target cannot allocate); whether it transfers."""
-        cl, g = self.cluster, job.guest
-        if not self._migratable_list[g]:
-            self._finish(job, t, ok=False, reason="local resource")
-            return False
-        if self._stack is not None and not self._stack.link_up(job.source, job.target):
-            self._finish(job, t, ok=False, reason=link.NO_SSH)  # prepare's ssh test
-            return False
-        spec = self.guests[g]
-        if spec.hugepages and (
-            cl.node_maxmem[job.target] - cl.node_mem[job.target] < spec.maxmem
-        ):  # qemu-server Memory.pm hugepages_allocate, when the target starts the guest
-            self._finish(job, t, ok=False, reason=HUGEPAGES_FAILED)
-            return False
-        memory = spec.maxmem
-        footprint = self.memory.footprint(g)  # KSM-merged pages are sent whole
-        job.migration = Migration.for_guest(
-            self._migration_template,
-            memory,
-            min(max(footprint, 1.0), memory),
-            spec.dirty_rate,
-            spec.wws if spec.wws is not None else memory,
-            spec.throttle_sensitivity,
-            spec.xbzrle_delta,
-            reuse=self._ended_migration,
-        )
-        self._ended_migration = None
-        rate = self._lone_rate(job)
-        if rate != self._stream_cap:  # a link slower than one stream's cap
-            job.migration.set_bandwidth(rate)
-        job.phase = "transfer"
-        job.t_transfer_start = t
-        return True
-
-    def _transfer_ended(
-        self, job: Job, mig: Migration, outcome: str, t: float, t1: float, dt: float
-    ) -> None:
-        """A live migration that ended at ``t`` in the round ending ``t1`` (``dt`` s long):
-        completed (the guest pauses, then counts on the target) or aborted."""
-        cl, g, run_fraction = self.cluster, job.guest, self.cluster.run_fraction
-        self.metrics.migration_bytes += mig.transferred
-        self.metrics.migration_seconds += mig.t + job.stalled_s
-        # nothing reads an ended migration: the next one reuses its arrays
-        job.migration, self._ended_migration = None, mig
-        if outcome == COMPLETED:  # from now on the guest counts on the target
-            down = mig.guest_pause_s  # QEMU downtime + poll lag + resume on target
-            run_fraction[g] -= min(down, t1 - t) / dt
-            if down > t1 - t:  # a long pause continues into the next rounds
-                self._pause_left[g] = down - (t1 - t)
-            self.metrics.downtime_s += down
-            cl.node[g] = job.target
-            self.memory.arrived(g)
-            self.telemetry.arrived(g, t + down, job.source)  # runs there after the pause
-            self._finish(job, t, ok=True, pause_s=down)
-        else:
-            cl.reserved_mem[job.target] += self.memory.footprint(g)
-            self._finish(job, t, ok=False, aborted=True, reason=mig.error or "no convergence")
-
-    def _stalled(self, job: Job, t: float, t1: float) -> float:
-        """A transfer whose link is cut at ``t`` or was (:mod:`pvegym.sim.link`), over the rest of
-        the round ``(t, t1]``: the stream stands still (the guest runs on the source under the
-        throttle it has, the target holds its memory) until TCP's next retransmission after the
-        link is back carries it again, or fails it — the timeout (``tcp_retries2``), or the RST of
-        a target that rebooted. Returns the time the LRM goes on from: ``t1`` if the stall lasts
-        through the round, else when it ended (the job then flows again or is done)."""
-        stack = self._stack
-        assert stack is not None
-        if job.t_stall is None:
-            job.t_stall = t
-        if not stack.link_up(job.source, job.target):
-            job.t_resume = None  # (cut again before a retransmission got through)
-        elif job.t_resume is None:  # back now: the first retransmission from now on
-            job.t_resume = job.t_stall + link.next_retransmission(t - job.t_stall)
-        timeout = job.t_stall + link.TCP_TIMEOUT_S
-        end = timeout if job.t_resume is None else min(timeout, job.t_resume)
-        mig = job.migration
-        assert mig is not None
-        cl = self.cluster
-        cl.run_fraction[job.guest] -= mig.throttle_pct / 100.0 * (min(end, t1) - t) / self.round_s
-        failed = end <= t1 and (end >= timeout or job.peer_reset)
-        if (end > t1 or failed) and cl.node_online[job.target]:
-            # the incoming QEMU holds the guest's memory (a stream that flows again: its round)
-            cl.reserved_mem[job.target] += self.memory.footprint(job.guest)
-        if end > t1:
-            return t1
-        if failed:
-            self._stream_failed(job, mig, end)
-        else:  # the link carries the stream again
-            job.stalled_s += end - job.t_stall
-            job.t_stall = job.t_resume = None
-        return end
-
-    def _stream_failed(self, job: Job, mig: Migration, t: float) -> None:
-        """QEMU's migration failed at ``t`` when the tunnel's TCP connection died: qemu-server
-        logs the error and cancels (``QemuMigrate.pm`` ``phase2``, ``phase2_cleanup``); the guest
-        stays on its source, running."""
-        assert job.t_stall is not None
-        self.metrics.migration_bytes += mig.transferred
-        self.metrics.migration_seconds += mig.t + job.stalled_s + (t - job.t_stall)
-        job.migration, self._ended_migration = None, mig
-        for line in (link.STREAM_FAILED, *link.PHASE2_CLEANUP):
-            self._log.append((t, f"{job.sid}: {line}"))
-        self._finish(job, t, ok=False, aborted=True, reason=link.STREAM_FAILED)
-
-    def _migration_costs(self, job: Job, throttled: float, fault_s: float, wire: float) -> None:
-        """What a live migration's round costs the guest and the hosts: the auto-converge
-        throttle (``throttled``: the round's share the guest lost), the guest's dirty-tracking
-        faults (vCPU seconds, spread over its vCPUs) and the migration threads' cores on the
-        source and the target in proportion to the stream's duty (``wire`` bytes sent of what
-        the bandwidth allows in a round).
-
-        In Python floats (``item``, one store per element): the same IEEE double operations, in
-        the same order, as ``run_fraction[g] -= throttled`` then ``-= fault_s / (maxcpu · dt)``
-        on the array's elements, at a fraction of NumPy scalar arithmetic's cost; the divisors
-        ``maxcpu · round_s`` and ``bandwidth · round_s`` are the same products computed once
-        (:meth:`_build`)."""
-        cl, g = self.cluster, job.guest
-        run_fraction, motion_cpu = cl.run_fraction, cl.motion_cpu
-        run_fraction[g] = run_fraction.item(g) - throttled - fault_s / self._fault_scale[g]
-        duty = wire / self._wire_scale
-        source, target = job.source, job.target
-        motion_cpu[source] = motion_cpu.item(source) + self._cpu_source_cores * duty
-        motion_cpu[target] = motion_cpu.item(target) + self._cpu_target_cores * duty
-
-    def _finish(
-        self,
-        job: Job,
-        t: float,
-        ok: bool,
-        aborted: bool = False,
-        reason: str = "",
-        pause_s: float = 0.0,
-    ) -> None:
-        job.phase, job.t_end, job.ok, job.aborted, job.reason = "done", t, ok, aborted, reason
-        if self.jobs[0] is job:  # the running job (FIFO); a node's power-off ends any
-            self.jobs.pop(0)
-        else:
-            self.jobs.remove(job)
-        self.finished.append(job)
-        if job.move_id is not None:
-            rec = self.metrics.moves[job.move_id]
-            if job.move_id in self._bundle_moves:
-                self._bundle_job_ended(job, rec, (ok, aborted, reason, pause_s))
-            else:
-                self.metrics.move_ended(rec, ok, aborted, reason, t, pause_s)
-        self._log.append((t, job))  # rendered by :attr:`log` when read
+            self.metrics.move_ended(rec, ok, aborted, reason, job.t_end, pause_s)
 
     def _bundle_job_ended(
         self, job: Job, rec: MoveRecord, result: tuple[bool, bool, str, float]
@@ -824,7 +408,7 @@ class Simulation:
         if rec.guest == job.sid:
             self._leader_result[mid] = result
         leader = self._leader_result.get(mid)
-        if leader is None or any(j.move_id == mid for j in self.jobs):
+        if leader is None or any(j.move_id == mid for j in self.pipeline.jobs):
             return
         del self._leader_result[mid]
         ok, aborted, reason, pause_s = leader
@@ -860,8 +444,8 @@ class Simulation:
             else:  # validation admits the other events with the full stack only
                 assert self._stack is not None
                 self._stack.event(ev)
-        if self.finished:  # jobs end in (t − round, t], so every finished one is due now
-            self._results, self.finished = self.finished, []
+        if self.pipeline.finished:  # jobs end in (t − round, t]: every finished one is due now
+            self._results = self.pipeline.take_finished()
         self._view = None
 
     def result_flags(self) -> tuple[bool, bool]:
@@ -1008,12 +592,13 @@ class Simulation:
                 offsets[source] = offset
         job = Job(g, self.cluster.sids[g], source, target, kind, self.t, self.t + offset)
         job.move_id = move_id
-        self.jobs.append(job)
+        self.pipeline.jobs.append(job)
 
     def motion_possible(self, g: int, target: int) -> bool:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
         # motion_active(), inlined
-        if self.cmds or self.jobs or self.finished or self._results or self._ha_active:
+        pipe = self.pipeline
+        if self.cmds or pipe.jobs or pipe.finished or self._results or self._ha_active:
             return False
         return self._placement_possible(g, target)
 
@@ -1039,7 +624,8 @@ class Simulation:
         # a service is in migrate/relocate from its job's creation until the CRM has processed
         # the job's result, so the job lists answer this in O(1); with the full stack (its
         # manager status says) _ha_active
-        return bool(self.cmds or self.jobs or self.finished or self._results or self._ha_active)
+        pipe = self.pipeline
+        return bool(self.cmds or pipe.jobs or pipe.finished or self._results or self._ha_active)
 
     def _balancer_motion(self, motion: Motion) -> bool:
         cl = self.cluster
@@ -1148,19 +734,19 @@ class Simulation:
         """Node ``n`` lost its power at ``t`` (s): every guest on it stops (an OOM kill there is
         moot); a motion from it ends (its worker died with the node; the guest is down with it),
         as does a container's relocation to it. A live migration to it stalls
-        (:meth:`_stalled`: its target rebooted, the connection cannot come back); one not yet
-        transferring fails at its precheck (:meth:`_start_transfer`)."""
+        (``MotionPipeline._stalled``: its target rebooted, the connection cannot come back); one not yet
+        transferring fails at its precheck (``MotionPipeline._start_transfer``)."""
         cl = self.cluster
         for g in np.flatnonzero(cl.node == n).tolist():
             self._killed.discard(g)
             if cl.running[g]:
                 self.set_running(g, False)
-        for job in [j for j in self.jobs if n in (j.source, j.target)]:
+        for job in [j for j in self.pipeline.jobs if n in (j.source, j.target)]:
             if job.source != n and job.phase != "down":
                 job.peer_reset = job.peer_reset or job.phase == "transfer"
                 continue
             job.migration = None
-            self._finish(job, t, ok=False, reason="node powered off")
+            self.pipeline.finish(job, t, ok=False, reason="node powered off")
 
     def place_stopped_guest(self, g: int, node: str, t: float) -> None:
         """The HA manager recovered stopped guest ``g`` to ``node`` at ``t`` (s)
@@ -1354,13 +940,7 @@ class Simulation:
     # ------------------------------------------------------------------ results
     def transfer_in_flight(self) -> tuple[float, float]:
         """Bytes sent and seconds spent so far by the live migrations that have not ended yet."""
-        sent = seconds = 0.0
-        for job in self.jobs:
-            if job.phase == "transfer" and job.migration is not None:
-                stall = job.stalled_s + (self.t - job.t_stall if job.t_stall is not None else 0.0)
-                sent += job.migration.transferred
-                seconds += job.migration.t + stall
-        return sent, seconds
+        return self.pipeline.in_flight(self.t)
 
     def result(self) -> dict[str, Any]:
         """Metrics (``docs/metrics.md``) and the balancer's moves, including a migration still running at the end."""
@@ -1368,15 +948,3 @@ class Simulation:
             "metrics": self.metrics.result(),
             "moves": [r.as_dict() for r in self.metrics.moves],
         }
-
-
-def _ends_at(job: Job) -> float:
-    """When a job's live migration, at its present clock, ends (s): its transfer's start, the
-    time it stood still, and the migration's own clock."""
-    return job.t_transfer_start + job.stalled_s + _mig(job).t
-
-
-def _mig(job: Job) -> Migration:
-    """The live migration of a job in its transfer phase."""
-    assert job.migration is not None
-    return job.migration
