@@ -405,7 +405,7 @@ class ModelHAEnv(HAEnv):
     def get_static_service_stats(self) -> dict[str, dict[str, Any]]:
         stats = self.get_basic_service_stats()
         sim = self.sim
-        maxcpu, maxmem = sim._view_maxcpu.tolist(), sim._view_maxmem.tolist()
+        maxcpu, maxmem = sim.views.guest_maxcpu.tolist(), sim.views.guest_maxmem.tolist()
         for i, sid in enumerate(sim.ha_sids):
             stats[sid]["usage"] = {"maxcpu": maxcpu[i], "maxmem": _bytes(maxmem[i])}
         return stats

@@ -23,30 +23,27 @@ the whole loop. The model never imports Gymnasium or the policies.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.ha_stack import HAStack
-from pvegym.sim.kernel import entry_point, view_snapshot
 from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.motions import MIGRATE, RELOCATE, Job, MotionPipeline, migration_template
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.telemetry import Telemetry
+from pvegym.sim.telemetry_view import TelemetryView
 from pvegym.sim.view import (
     STARTED,
     STOPPED,
     Balancer,
     ClusterView,
     Motion,
-    MotionResult,
     NodeAffinityRule,
     ResourceAffinityRule,
     Rules,
@@ -56,51 +53,6 @@ CHURN_PRESSURE_PCT = 10.0  # docs/metrics.md: churn_moves
 #: rows of ``Simulation.node_flags``: in maintenance; fenced or being fenced (``fence``, or
 #: ``unknown``/``gone``: outside the quorate partition, fenced before its services are recovered)
 NODE_MAINTENANCE, NODE_FENCED = 0, 1
-
-
-#: ClusterView's slot of the field, which _SimView's property reads and writes
-_RUNNING_SLOT: Any = ClusterView.__dict__["guest_running"]
-#: a ``guest_running`` to be computed when read (:class:`_SimView`)
-_LATER: Any = None
-#: :class:`ClusterView`'s fields in declaration order, the order ``Simulation._build_view``
-#: passes them in (positionally: it builds a view every round); checked here at import, so
-#: that a field added or moved in ClusterView cannot silently shift the arguments
-_VIEW_FIELDS = (
-    "t", "node_names", "node_online", "node_maxcpu", "node_maxmem", "node_cpu", "node_mem",
-    "node_cpu_some", "node_mem_some", "node_mem_full", "sids", "guest_node", "guest_target",
-    "guest_state", "guest_running", "guest_maxcpu", "guest_maxmem", "guest_cpu", "guest_mem",
-    "guest_memhost", "guest_cpu_some", "guest_cpu_full", "guest_mem_some", "guest_mem_full",
-    "guest_migratable", "rules", "results", "motion_active", "mode", "other_node",
-    "other_maxcpu", "other_maxmem", "node_maintenance", "node_fenced",
-)  # fmt: skip
-if tuple(f.name for f in dataclasses.fields(ClusterView)) != _VIEW_FIELDS:
-    raise ImportError(
-        "ClusterView's fields changed: update _VIEW_FIELDS and Simulation._build_view"
-    )
-
-
-class _SimView(ClusterView):
-    """The simulation's :class:`ClusterView`: ``guest_running`` (a comparison over every guest)
-    is computed when first read — no heuristic reads it, the view encoders do — from the
-    view's own copy of the run fractions, so it is the snapshot's value whenever it is read."""
-
-    __slots__ = ("_run_fraction", "_running_mask")
-    _run_fraction: NDArray[np.float64]
-    _running_mask: NDArray[np.bool_] | None
-
-    @property
-    def guest_running(self) -> NDArray[np.bool_]:
-        running: NDArray[np.bool_] | None = _RUNNING_SLOT.__get__(self)
-        if running is None:
-            running = self._run_fraction > 0.0
-            if self._running_mask is not None:
-                running &= self._running_mask
-            _RUNNING_SLOT.__set__(self, running)
-        return running
-
-    @guest_running.setter
-    def guest_running(self, value: NDArray[np.bool_] | None) -> None:
-        _RUNNING_SLOT.__set__(self, value)
 
 
 class Simulation:
@@ -160,7 +112,6 @@ class Simulation:
         # node affinity: the targets each guest's rules allow (with the full stack recomputed as
         # the HA manager's node states change: set_node_states)
         self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, cl.node_online)
-        self._migratable = np.array([not g.local_resources for g in cl.guests])
         # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
         # element at a time, which costs a NumPy array several times a list's
         self._is_ha_list: list[bool] = self._is_ha.tolist()
@@ -168,10 +119,10 @@ class Simulation:
         self._online_list: list[bool] = cl.node_online.tolist()
         self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cl.sids]
         self._lrm_delay_max_s = self.scenario.migration.lrm_delay_max_s
-        self._disabled = set(self.scenario.telemetry.disabled)
-        self._nan_nodes = np.full(cl.n_nodes, np.nan)
-        self._nan_guests = np.full(self.ha_idx.size, np.nan)
-        self._bind_view()
+        #: the balancer's views (:mod:`pvegym.sim.telemetry_view`)
+        self.views = TelemetryView(
+            self.scenario, cl, self.telemetry, self.ha_idx, self._other_idx, self.rules
+        )
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -236,12 +187,8 @@ class Simulation:
         self._online_list[:] = cl.node_online.tolist()
         self.node_flags = np.zeros((2, cl.n_nodes))
         self.node_state_version = 0
-        self._view_online = cl.node_online.copy()
-        self._view_online.flags.writeable = False
-        self._view_node_flags: tuple[Any, Any] = (None, None)
-        self._view_running = cl.running[self.ha_idx]
-        self._all_running = bool(self._view_running.all())
-        self._other_running = cl.running[self._other_idx]
+        self.views.set_nodes(cl.node_online)
+        self.views.running_changed()
         self._stack = HAStack(self) if self.scenario.ha_stack == "full" else None
         self.pipeline.links = self._stack
 
@@ -263,7 +210,12 @@ class Simulation:
         """This round's telemetry view, built on first use (an agent reading the flat observation
         through the environment never pays for it)."""
         if self._view is None:
-            self._view = self._build_view()
+            states = self._view_states
+            if states is None:
+                states = self._view_states = self.views.states(self.svc_state)
+            self._view = self.views.build(
+                self.t, self.svc_place, states, self._results, self.motion_active(), self._killed
+            )
         return self._view
 
     def run(
@@ -726,9 +678,7 @@ class Simulation:
         and the views from now on see it."""
         cl = self.cluster
         cl.running[g] = on
-        self._view_running = cl.running[self.ha_idx]
-        self._all_running = bool(self._view_running.all())
-        self._other_running = cl.running[self._other_idx]
+        self.views.running_changed()
 
     def power_off_node(self, n: int, t: float) -> None:
         """Node ``n`` lost its power at ``t`` (s): every guest on it stops (an OOM kill there is
@@ -771,171 +721,9 @@ class Simulation:
         self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, self.node_usable)
         self.node_flags[NODE_MAINTENANCE] = [st == "maintenance" for st in states]
         self.node_flags[NODE_FENCED] = [st in ("fence", "unknown", "gone") for st in states]
-        self._view_online = np.array(usable, dtype=np.bool_)
         maintenance, fenced = self.node_flags.astype(np.bool_)  # copies: a view is a snapshot
-        for arr in (self._view_online, maintenance, fenced):
-            arr.flags.writeable = False
-        self._view_node_flags = (maintenance, fenced)
+        self.views.set_nodes(np.array(usable, dtype=np.bool_), maintenance, fenced)
         self.node_state_version += 1
-
-    # ------------------------------------------------------------------ telemetry
-    def _bind_view(self) -> None:
-        """What :meth:`_build_view` reads, bound once per episode: the telemetry rows it copies
-        in one ``take`` each (node: cpu, mem, the three avg10 series; HA guests: mem ratio, run
-        fraction, cpu received, memhost, the four avg10 series) and the per-guest constants."""
-        cl, idx, tel = self.cluster, self.ha_idx, self.telemetry
-        n_avg10 = L.N_AVG + L.AVG10 * L.N_SERIES
-        g_avg10 = L.G_AVG + L.AVG10 * L.G_SERIES
-        node_rows = np.array(
-            [L.N_CPU, L.N_MEM, *(n_avg10 + k for k in (L.N_CPU_SOME, L.N_MEM_SOME, L.N_MEM_FULL))]
-        )
-        guest_rows = np.array(
-            [L.G_MEM_RATIO, L.G_RUN_FRACTION, L.G_RECEIVED, L.G_MEMHOST]
-            + [g_avg10 + k for k in (L.G_CPU_SOME, L.G_CPU_FULL, L.G_MEM_SOME, L.G_MEM_FULL)]
-        )
-        # pvestatd's samples (:mod:`pvegym.sim.telemetry`; the true rows when aligned and point),
-        # as views: the rows are updated in place
-        self._node_flat = tel.node_rows.reshape(-1)
-        self._guest_flat = tel.guest_rows.reshape(-1)
-        self._node_take = node_rows[:, None] * cl.n_nodes + np.arange(cl.n_nodes)[None, :]
-        self._guest_take = guest_rows[:, None] * cl.n_guests + idx[None, :]
-        # the view's blocks (one per view: a snapshot): the node rows, the guest rows and the
-        # guests' reported memory (memhost × ratio), filled by one compiled call
-        self._node_shape = self._node_take.shape
-        self._guest_shape = (len(guest_rows) + 1, idx.size)
-        self._snapshot = entry_point(
-            view_snapshot,
-            self._node_flat,
-            self._node_take,
-            self._guest_flat,
-            self._guest_take,
-            np.empty(self._node_shape),
-            np.empty(self._guest_shape),
-        )
-        # constant facts every view of the episode shares (read-only: a view is a snapshot)
-        self._view_maxcpu = cl.guest_maxcpu[idx]
-        self._view_maxmem = cl.guest_maxmem[idx]
-        self._view_migratable = self._migratable[idx]
-        for shared in (self._view_maxcpu, self._view_maxmem):
-            shared.flags.writeable = False
-        self._view_migratable.flags.writeable = False
-        self._all_ha = idx.size == cl.n_guests
-        self._no_other = self._other_idx.size == 0
-        # size 0: nothing a policy could change in them, so every view may share them
-        self._empty_other = (
-            cl.node[:0].copy(),
-            cl.guest_maxcpu[:0].copy(),
-            cl.guest_maxmem[:0].copy(),
-        )
-
-    def _view_results(self) -> tuple[MotionResult, ...]:
-        """The results of the HA guests' motions that ended in the last round (see
-        :meth:`ended_motions`)."""
-        cl = self.cluster
-        results: tuple[MotionResult, ...] = ()
-        if self._results:
-            results = tuple(
-                MotionResult(
-                    j.sid,
-                    cl.node_names[j.source],
-                    cl.node_names[j.target],
-                    j.ok,
-                    j.reason,
-                    j.t_issued,
-                    float(j.t_end or 0.0),
-                )
-                for j in self._results
-                if self._is_ha_list[j.guest]
-            )
-        return results
-
-    def _build_view(self) -> ClusterView:
-        cl, off = self.cluster, self._disabled
-        # one copy of each telemetry block (the view is a snapshot: later rounds do not change it),
-        # both in one compiled call (view_snapshot); their rows by index, which costs less than
-        # half of unpacking a block (an iterator)
-        nb, gb = np.empty(self._node_shape), np.empty(self._guest_shape)
-        self._snapshot(self._node_flat, self._node_take, self._guest_flat, self._guest_take, nb, gb)
-        n_cpu, n_mem, n_cpu_some, n_mem_some, n_mem_full = nb[0], nb[1], nb[2], nb[3], nb[4]
-        run_fraction, received, memhost = gb[1], gb[2], gb[3]
-        g_cpu_some, g_cpu_full, g_mem_some, g_mem_full = gb[4], gb[5], gb[6], gb[7]
-        # every guest HA: ha_idx is 0 … n − 1, and a copy is the take
-        place = self.svc_place.copy() if self._all_ha else self.svc_place.take(self.ha_idx, axis=1)
-        guest_node, guest_target = place[L.SVC_NODE], place[L.SVC_TARGET]
-        other_node, other_maxcpu, other_maxmem = self._other_view()
-        if off:
-            nan_n, nan_g = self._nan_nodes, self._nan_guests
-            n_cpu = nan_n if "node_cpu" in off else n_cpu
-            n_mem = nan_n if "node_mem" in off else n_mem
-            n_cpu_some = nan_n if "node_cpu_some" in off else n_cpu_some
-            n_mem_some = nan_n if "node_mem_some" in off else n_mem_some
-            n_mem_full = nan_n if "node_mem_full" in off else n_mem_full
-            guest_cpu = nan_g if "guest_cpu" in off else received
-            guest_mem = nan_g if "guest_mem" in off else gb[8]
-            memhost = nan_g if "guest_memhost" in off else memhost
-            g_cpu_some = nan_g if "guest_cpu_some" in off else g_cpu_some
-            g_cpu_full = nan_g if "guest_cpu_full" in off else g_cpu_full
-            g_mem_some = nan_g if "guest_mem_some" in off else g_mem_some
-            g_mem_full = nan_g if "guest_mem_full" in off else g_mem_full
-        else:
-            guest_cpu, guest_mem = received, gb[8]  # memhost × ratio
-        results = self._view_results()
-        states = self._view_states
-        if states is None:
-            svc = self.svc_state
-            states = tuple(svc) if self._all_ha else tuple([svc[i] for i in self._ha_list])
-            self._view_states = states
-        # positional, in :data:`_VIEW_FIELDS` order: a call with 34 keywords costs ~1 µs more
-        view = _SimView(
-            self.t,  # t
-            cl.node_names,  # node_names
-            self._view_online,  # node_online
-            cl.node_maxcpu,  # node_maxcpu
-            cl.node_maxmem,  # node_maxmem
-            n_cpu,  # node_cpu
-            n_mem,  # node_mem
-            n_cpu_some,  # node_cpu_some
-            n_mem_some,  # node_mem_some
-            n_mem_full,  # node_mem_full
-            self.ha_sids,  # sids
-            guest_node,  # guest_node
-            guest_target,  # guest_target
-            states,  # guest_state
-            _LATER,  # guest_running: from run_fraction, when read
-            self._view_maxcpu,  # guest_maxcpu
-            self._view_maxmem,  # guest_maxmem
-            guest_cpu,  # guest_cpu
-            guest_mem,  # guest_mem
-            memhost,  # guest_memhost
-            g_cpu_some,  # guest_cpu_some
-            g_cpu_full,  # guest_cpu_full
-            g_mem_some,  # guest_mem_some
-            g_mem_full,  # guest_mem_full
-            self._view_migratable,  # guest_migratable
-            self.rules,  # rules
-            results,  # results
-            self.motion_active(),  # motion_active
-            self.scenario.crs_mode,  # mode
-            other_node,  # other_node
-            other_maxcpu,  # other_maxcpu
-            other_maxmem,  # other_maxmem
-            self._view_node_flags[0],  # node_maintenance
-            self._view_node_flags[1],  # node_fenced
-        )
-        view._run_fraction = run_fraction  # a row of this view's copy of the telemetry
-        view._running_mask = None if self._all_running else self._view_running
-        return view
-
-    def _other_view(self) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
-        """The running non-HA guests' node, vCPUs and memory (bytes) for a view: none when every
-        guest is HA (shared empty arrays, the values a selection of nothing gives)."""
-        cl = self.cluster
-        if self._no_other:
-            return self._empty_other
-        other = self._other_idx[self._other_running]  # non-HA guests that run
-        if self._killed:  # the OOM killer's victims do not
-            other = np.array([g for g in other.tolist() if g not in self._killed], dtype=np.int64)
-        return cl.node[other], cl.guest_maxcpu[other], cl.guest_maxmem[other]
 
     # ------------------------------------------------------------------ results
     def transfer_in_flight(self) -> tuple[float, float]:
