@@ -49,13 +49,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.resources import AgentEnv, Job, ResourcePlugin
 from pvegym.sim.ha.rules import Rules
+from pvegym.sim.ha_control import SimulationPort as Simulation
 from pvegym.sim.motions import MIGRATE, RELOCATE
 from pvegym.sim.motions import Job as MotionJob
 from pvegym.sim.view import Balancer, ClusterView, Motion
@@ -63,10 +64,17 @@ from pvegym.sim.view import Balancer, ClusterView, Motion
 if TYPE_CHECKING:
     from pvegym.sim.scenario import Scenario
 
-#: the :class:`~pvegym.sim.simulation.Simulation` (not imported: it imports this layer) and the
-#: :class:`~pvegym.sim.ha_stack.HAStack`
-Simulation = Any
-Stack = Any
+
+class Stack(Protocol):
+    """What the daemons' environments use of the :class:`~pvegym.sim.ha_stack.HAStack` (not
+    imported: it imports this module)."""
+
+    cfs: ModelCFS
+    #: the view ``load_balance`` passes when none was built this round
+    stub_view: ClusterView | None
+
+    def motion_queued(self) -> None: ...
+
 
 LOCK_TIMEOUT = 120.0  # s, pmxcfs's lock lifetime (Env/PVE2.pm ``get_pve_lock`` ``$retry_timeout``)
 #: s, watchdog-mux's client timeout (``src/watchdog-mux.c`` ``CLIENT_WATCHDOG_TIMEOUT``): a daemon
@@ -243,13 +251,13 @@ class ModelHAEnv(HAEnv):
         if level == "debug":
             return
         msg = msg[:-1] if msg.endswith("\n") else msg
-        self.sim._log.append((self.get_time(), f"{self._nodename}/{self.log_id}: {msg}"))
+        self.sim.log_line(self.get_time(), f"{self._nodename}/{self.log_id}: {msg}")
 
     def quiescence_token(self) -> Hashable | None:
         """Config and command-queue version, the guests' running state (OOM kills) and, for the
         CRM, every LRM's mode and results."""
         cfs = self.cfs
-        base = (cfs.config_version, len(self.sim._killed))
+        base = (cfs.config_version, len(self.sim.killed))
         if self.log_id == "lrm":
             return base
         return (base, tuple(cfs.lrm_keys.items()))
@@ -475,7 +483,7 @@ class ModelHAEnv(HAEnv):
         """The round's view when a motion was committed (the one the policy decided on);
         otherwise the committed-motion balancer does not look at it, and the last view built
         serves (no telemetry copy for a round without a motion)."""
-        view = self.sim._view
+        view = self.sim.built_view
         if view is None:
             view = self.stack.stub_view
             if view is None:
@@ -566,7 +574,7 @@ class ModelGuest:
         now = haenv.get_time()  # type: ignore[attr-defined]
         source = int(cl.node[g])
         job = MotionJob(g, sid, source, cl.node_index[target], kind, sim.t, now)
-        job.move_id = sim._pending_move.pop(g, None)
+        job.move_id = sim.take_pending_move(g)
         sim.jobs.append(job)
         self.stack.motion_queued()
         while job.t_end is None or job.t_end > haenv.get_time():  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ the whole loop. The model never imports Gymnasium or the policies.
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ import numpy as np
 from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
+from pvegym.sim.ha_control import HAControl
 from pvegym.sim.ha_stack import HAStack
 from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
@@ -177,7 +179,8 @@ class Simulation:
         # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
         # motion is queued or running in their manager status, or no master has written the
         # services' status yet (HAStack.sync)
-        self._ha_active = self.scenario.ha_stack == "full"
+        #: (set by the full stack, :meth:`HAStack.sync`)
+        self.ha_busy = self.scenario.ha_stack == "full"
         # the HA manager's node states (ha_stack = "full": its manager status; the model stack:
         # the configured online nodes throughout): what a balancer may target (``node_usable``,
         # ``_online_list``; the view's and the observation's ``online``) and the observation's
@@ -189,7 +192,9 @@ class Simulation:
         self.node_state_version = 0
         self.views.set_nodes(cl.node_online)
         self.views.running_changed()
-        self._stack = HAStack(self) if self.scenario.ha_stack == "full" else None
+        #: the port's HA stack (``ha_stack = "full"``), driven through :class:`HAControl`
+        self._port = HAStack(self) if self.scenario.ha_stack == "full" else None
+        self._stack: HAControl | None = self._port
         self.pipeline.links = self._stack
 
     def reset(self, seed: int | None = None) -> ClusterView:
@@ -550,7 +555,7 @@ class Simulation:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
         # motion_active(), inlined
         pipe = self.pipeline
-        if self.cmds or pipe.jobs or pipe.finished or self._results or self._ha_active:
+        if self.cmds or pipe.jobs or pipe.finished or self._results or self.ha_busy:
             return False
         return self._placement_possible(g, target)
 
@@ -575,9 +580,9 @@ class Simulation:
         """``any_resource_motion_queued_or_running``: a service in migrate/relocate or a queued cmd."""
         # a service is in migrate/relocate from its job's creation until the CRM has processed
         # the job's result, so the job lists answer this in O(1); with the full stack (its
-        # manager status says) _ha_active
+        # manager status says) ha_busy
         pipe = self.pipeline
-        return bool(self.cmds or pipe.jobs or pipe.finished or self._results or self._ha_active)
+        return bool(self.cmds or pipe.jobs or pipe.finished or self._results or self.ha_busy)
 
     def _balancer_motion(self, motion: Motion) -> bool:
         cl = self.cluster
@@ -724,6 +729,53 @@ class Simulation:
         maintenance, fenced = self.node_flags.astype(np.bool_)  # copies: a view is a snapshot
         self.views.set_nodes(np.array(usable, dtype=np.bool_), maintenance, fenced)
         self.node_state_version += 1
+
+    # ------------------------------------------------------------------ what the HA stack reads
+    @property
+    def ha_stack(self) -> HAStack | None:
+        """The port's HA stack running the CRM round (``ha_stack = "full"``), else None."""
+        return self._port
+
+    @property
+    def ha_guests(self) -> list[int]:
+        """The HA guests' cluster indices, in view order (read-only: do not change it)."""
+        return self._ha_list
+
+    @property
+    def killed(self) -> AbstractSet[int]:
+        """The guests the OOM killer killed (down until their LRM starts them again)."""
+        return self._killed
+
+    @property
+    def built_view(self) -> ClusterView | None:
+        """This round's view if it was built already (:attr:`view`), else None."""
+        return self._view
+
+    def log_line(self, t: float, line: str) -> None:
+        """Append a line at ``t`` (s) to the episode's :attr:`log`."""
+        self._log.append((t, line))
+
+    def states_changed(self) -> None:
+        """The service states changed (the full stack's sync): the next view reads them anew."""
+        self._view_states = None
+
+    def clear_results(self) -> None:
+        """The CRM has taken this round's motion results (the full stack's round)."""
+        self._results = []
+
+    def take_pending_move(self, g: int) -> int | None:
+        """The move index a balancer's motion of guest ``g`` waits with for its job, now taken
+        by that job (None: not a balancer's motion)."""
+        return self._pending_move.pop(g, None)
+
+    def move_taken(self, g: int, move: tuple[MoveRecord, bool, bool]) -> None:
+        """A master's ``load_balance`` took the balancer's motion of guest ``g`` (``move``:
+        :meth:`move_record`): it counts; the LRM's worker takes its index
+        (:meth:`take_pending_move`), and ``queue_resource_motion`` moves the positive partners
+        too, so the record is the bundle's."""
+        move_id = self._pending_move[g] = self.register_move(*move)
+        target = self.cluster.node_index[move[0].target]
+        self.bundle_record(move_id, [g, *self.bundle_partners(g, target)])
 
     # ------------------------------------------------------------------ results
     def transfer_in_flight(self) -> tuple[float, float]:
