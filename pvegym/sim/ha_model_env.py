@@ -51,6 +51,7 @@ import math
 from collections.abc import Generator, Hashable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pvegym.sim.cluster_locks import LOCK_TIMEOUT, sim_get_lock
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.perl import PerlDie
@@ -76,7 +77,6 @@ class Stack(Protocol):
     def motion_queued(self) -> None: ...
 
 
-LOCK_TIMEOUT = 120.0  # s, pmxcfs's lock lifetime (Env/PVE2.pm ``get_pve_lock`` ``$retry_timeout``)
 #: s, watchdog-mux's client timeout (``src/watchdog-mux.c`` ``CLIENT_WATCHDOG_TIMEOUT``): a daemon
 #: that armed the watchdog and did not update it for this long resets its node
 WATCHDOG_TIMEOUT = 60.0
@@ -354,25 +354,12 @@ class ModelHAEnv(HAEnv):
         :data:`LOCK_TIMEOUT` s after its last renewal."""
         if not self.quorate():
             return False
-        locks, node, now = self.cfs.locks, self._nodename, self.get_time()
-        d = locks.get(name)
-        if unlock:
-            if d is None:
-                return False
-            if now - d["time"] > LOCK_TIMEOUT:
-                return True
-            if d["node"] == node:
-                del locks[name]
-                return True
-            return False
-        if d is not None and now - d["time"] <= LOCK_TIMEOUT:
-            if d["node"] != node:
-                return False
-            d["time"] = now
-            return True
-        self.log("info", f"got lock '{name}'")
-        locks[name] = {"time": now, "node": node}
-        return True
+        res, got = sim_get_lock(
+            self.cfs.locks, name, self._nodename, self.get_time(), unlock, LOCK_TIMEOUT
+        )
+        if got:
+            self.log("info", f"got lock '{name}'")
+        return res
 
     def get_ha_manager_lock(self) -> bool:
         return self._lock("ha_manager_lock")
