@@ -36,7 +36,8 @@ from pvegym.sim.ha_control import HAControl
 from pvegym.sim.ha_stack import HAStack
 from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
-from pvegym.sim.motions import MIGRATE, RELOCATE, Job, MotionPipeline, migration_template
+from pvegym.sim.model_crm import ModelCRM
+from pvegym.sim.motions import MIGRATE, Job, MotionPipeline, migration_template
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.telemetry import Telemetry
 from pvegym.sim.telemetry_view import TelemetryView
@@ -119,8 +120,6 @@ class Simulation:
         self._is_ha_list: list[bool] = self._is_ha.tolist()
         self._ha_list: list[int] = self.ha_idx.tolist()
         self._online_list: list[bool] = cl.node_online.tolist()
-        self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cl.sids]
-        self._lrm_delay_max_s = self.scenario.migration.lrm_delay_max_s
         #: the balancer's views (:mod:`pvegym.sim.telemetry_view`)
         self.views = TelemetryView(
             self.scenario, cl, self.telemetry, self.ha_idx, self._other_idx, self.rules
@@ -145,7 +144,6 @@ class Simulation:
         self.svc_target = self.svc_place[L.SVC_TARGET]
         self.svc_node[:] = cl.home
         self.svc_target[:] = -1
-        self.cmds: dict[int, tuple[str, int]] = {}
         # the events the round runs (pressure onsets are markers for the metrics), in time order
         self._events = sorted(
             (e for e in self.scenario.events if e.type != "pressure-onset"), key=lambda e: e.t
@@ -178,8 +176,7 @@ class Simulation:
         self._killed: set[int] = set()  # guests the OOM killer killed
         # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
         # motion is queued or running in their manager status, or no master has written the
-        # services' status yet (HAStack.sync)
-        #: (set by the full stack, :meth:`HAStack.sync`)
+        # services' status yet (set by HAStack.sync)
         self.ha_busy = self.scenario.ha_stack == "full"
         # the HA manager's node states (ha_stack = "full": its manager status; the model stack:
         # the configured online nodes throughout): what a balancer may target (``node_usable``,
@@ -192,6 +189,24 @@ class Simulation:
         self.node_state_version = 0
         self.views.set_nodes(cl.node_online)
         self.views.running_changed()
+        #: the model's own CRM round (``ha_stack = "model"``; with the full stack it holds no
+        #: command): :mod:`pvegym.sim.model_crm`
+        self._crm = ModelCRM(
+            self,
+            cl,
+            self.metrics,
+            self.pipeline,
+            self.svc_state,
+            self.svc_started,
+            self.svc_node,
+            self.svc_target,
+            self._online_list,
+            self._pending_move,
+            self._bundle_moves,
+            self.negative,
+            self._lrm_rng,
+            self.scenario.migration.lrm_delay_max_s,
+        )
         #: the port's HA stack (``ha_stack = "full"``), driven through :class:`HAControl`
         self._port = HAStack(self) if self.scenario.ha_stack == "full" else None
         self._stack: HAControl | None = self._port
@@ -451,7 +466,7 @@ class Simulation:
                 self._stack.describe(motion)
             self._stack.round()
             return queued
-        self._next_states()
+        self._crm.next_states()
         return queued
 
     def commit_index(self, g: int, target: int) -> bool:
@@ -469,93 +484,24 @@ class Simulation:
                 self._issue(g, target)
             self._stack.round()
             return queued
+        crm = self._crm
         if not self.motion_possible(g, target):
-            self._next_states()
+            crm.next_states()
             return False
         if g in self.positive:  # a bundle: queue_resource_motion moves the partners too
-            self._issue(g, target)
-            self._next_states()
+            crm.issue(g, target)
+            crm.next_states()
             return True
         # a lone guest, and motion_possible() implies an idle pipeline (no command, job or
         # result): queueing it and the state machine reduce to starting its one job
-        move_id = self._record_move(g, target)
-        self._start_job(g, self._motion_kind[g], target, int(self.svc_node[g]), move_id)
+        crm.start_lone(g, target)
         return True
-
-    def _next_states(self) -> None:
-        """The service state machine of the CRM round: motion results, then queued commands."""
-        cl = self.cluster
-        if self._results:
-            for job in self._results:  # next_state_migrate_relocate
-                g = job.guest
-                self.svc_state[g] = STARTED
-                self._view_states = None
-                self.svc_started[g] = True
-                self.svc_target[g] = -1
-                self.svc_node[g] = job.target if job.ok else job.source
-            self._results = []
-        if not self.cmds:  # most rounds: nothing queued
-            return
-        offsets: dict[int, float] = {}  # source node -> its LRM's tick in this round
-        for g, (kind, target) in sorted(self.cmds.items()):  # next_state_started with a cmd
-            if self.svc_state[g] == STOPPED:  # next_state_stopped: a stopped guest moves offline
-                del self.cmds[g]
-                self._drop_partner_move(g)
-                if self._online_list[target]:
-                    self.svc_node[g] = target
-                    cl.node[g] = target
-                continue
-            if self.svc_state[g] != STARTED:
-                continue  # still in a motion: the command waits for its result
-            del self.cmds[g]
-            if target == self.svc_node[g] or not self._online_list[target]:
-                self._drop_partner_move(g)
-                continue
-            move_id = self._pending_move.pop(g, None)
-            self._start_job(g, kind, target, int(self.svc_node[g]), move_id, offsets)
-
-    def _drop_partner_move(self, g: int) -> None:
-        """A bundle partner's command that starts no job: it takes no part in the record."""
-        mid = self._pending_move.get(g)
-        if mid is None or mid not in self._bundle_moves:
-            return
-        if self.metrics.moves[mid].guest != self.cluster.sids[g]:
-            del self._pending_move[g]
-
-    def _start_job(
-        self,
-        g: int,
-        kind: str,
-        target: int,
-        source: int,
-        move_id: int | None,
-        offsets: dict[int, float] | None = None,
-    ) -> None:
-        """``next_state_started`` with a command: the service enters migrate/relocate and the
-        LRM gets its job. It starts at the source's LRM tick, a seeded offset within the LRM's
-        10 s loop, drawn once per source in a CRM round (``offsets``: source node → offset s):
-        the LRM forks the workers of every command it finds in one iteration (``LRM.pm``
-        ``run_workers``)."""
-        self.svc_state[g] = kind
-        self._view_states = None
-        self.svc_started[g] = False
-        self.svc_target[g] = target
-        offset = None if offsets is None else offsets.get(source)
-        if offset is None:
-            # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
-            # from the same draw, at a quarter of uniform()'s argument handling
-            offset = 0.0 + self._lrm_delay_max_s * self._lrm_rng.random()
-            if offsets is not None:
-                offsets[source] = offset
-        job = Job(g, self.cluster.sids[g], source, target, kind, self.t, self.t + offset)
-        job.move_id = move_id
-        self.pipeline.jobs.append(job)
 
     def motion_possible(self, g: int, target: int) -> bool:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
         # motion_active(), inlined
         pipe = self.pipeline
-        if self.cmds or pipe.jobs or pipe.finished or self._results or self.ha_busy:
+        if self._crm.cmds or pipe.jobs or pipe.finished or self._results or self.ha_busy:
             return False
         return self._placement_possible(g, target)
 
@@ -582,7 +528,7 @@ class Simulation:
         # the job's result, so the job lists answer this in O(1); with the full stack (its
         # manager status says) ha_busy
         pipe = self.pipeline
-        return bool(self.cmds or pipe.jobs or pipe.finished or self._results or self.ha_busy)
+        return bool(self._crm.cmds or pipe.jobs or pipe.finished or self._results or self.ha_busy)
 
     def _balancer_motion(self, motion: Motion) -> bool:
         cl = self.cluster
@@ -611,8 +557,7 @@ class Simulation:
         if self._stack is not None:
             self._stack.answer(g, target, self.move_record(g, target))
             return
-        move_id = self._pending_move[g] = self._record_move(g, target)
-        self.bundle_record(move_id, self._queue(g, target))
+        self._crm.issue(g, target)
 
     def bundle_record(self, move_id: int, members: list[int]) -> None:
         """The balancer's move ``move_id`` queued these guests (the leader and its positive
@@ -637,7 +582,7 @@ class Simulation:
             self.metrics.maintenance_moves += 1
         return len(self.metrics.moves) - 1
 
-    def _record_move(self, g: int, target: int) -> int:
+    def record_move(self, g: int, target: int) -> int:
         """The balancer's motion of guest ``g`` to ``target`` in the metrics; its move index."""
         return self.register_move(*self.move_record(g, target))
 
@@ -646,34 +591,20 @@ class Simulation:
         counts as pressure): the round kernel keeps the peak (NaN if any is NaN)."""
         return bool(self.cluster.totals[L.T_PEAK_SOME] < CHURN_PRESSURE_PCT)
 
-    def _queue(self, g: int, target: int) -> list[int]:
-        """``queue_resource_motion``: the service and its positive partners (not already there),
-        the guests queued; with the full stack, a CRM command for the Manager's next round."""
+    def _queue(self, g: int, target: int) -> None:
+        """A manual ``migrate`` (``queue_resource_motion``): the model CRM's command, or with the
+        full stack a CRM command for the Manager's next round."""
         if self._stack is not None:
             self._stack.queue_command(g, target)
-            return []
-        cl = self.cluster
-        for p in self.negative.get(g, ()):
-            if self._bound_for(p, target):
-                self._log.append(
-                    (
-                        self.t,
-                        f"err: cannot move {cl.sids[g]} to {cl.node_names[target]}: "
-                        f"negative affinity with {cl.sids[p]}",
-                    )
-                )
-                return []
-        members = [g, *self.bundle_partners(g, target)]
-        for m in members:
-            self.cmds[m] = (self._motion_kind[m], target)
-        return members
+            return
+        self._crm.queue(g, target)
 
     def bundle_partners(self, g: int, target: int) -> list[int]:
         """The positive-affinity partners of ``g`` that its motion to node ``target`` moves too
         (``queue_resource_motion``): those not on ``target`` nor on their way there."""
-        return [p for p in self.positive.get(g, ()) if not self._bound_for(p, target)]
+        return [p for p in self.positive.get(g, ()) if not self.bound_for(p, target)]
 
-    def _bound_for(self, g: int, target: int) -> bool:
+    def bound_for(self, g: int, target: int) -> bool:
         """Guest ``g`` is on node ``target`` or on its way there."""
         return bool(self.svc_node[g] == target or self.svc_target[g] == target)
 
@@ -735,6 +666,16 @@ class Simulation:
     def ha_stack(self) -> HAStack | None:
         """The port's HA stack running the CRM round (``ha_stack = "full"``), else None."""
         return self._port
+
+    @property
+    def cmds(self) -> dict[int, tuple[str, int]]:
+        """The model CRM's queued commands: guest → (``migrate``/``relocate``, target node)."""
+        return self._crm.cmds
+
+    @property
+    def results(self) -> list[Job]:
+        """The motions whose result the CRM takes in this round (ended in the last one)."""
+        return self._results
 
     @property
     def ha_guests(self) -> list[int]:

@@ -1,0 +1,177 @@
+"""The model's own CRM round (``ha_stack = "model"``): a partial HA manager over the
+simulation's service table, to be deleted when the compiled HA engine of issue 31 replaces it.
+
+``Manager.pm`` in part: ``queue_resource_motion`` (the balancer's motion and a manual
+``migrate``: the service and its positive-affinity partners, refused onto a negative-affinity
+partner's node), ``next_state_migrate_relocate`` (a motion's result puts the service back to
+``started`` on its target or its source) and ``next_state_started``/``next_state_stopped`` with a
+command (the service enters ``migrate``/``relocate`` and its source's LRM gets the job at its next
+tick; a stopped one moves offline at once). No failures, fencing, recovery or maintenance: those
+need the port (``ha_stack = "full"``, :class:`~pvegym.sim.ha_stack.HAStack`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from pvegym.sim.cluster import ClusterState
+from pvegym.sim.metrics import Metrics
+from pvegym.sim.motions import MIGRATE, RELOCATE, Job, MotionPipeline
+from pvegym.sim.view import STARTED, STOPPED
+
+
+class ModelCRMPort(Protocol):
+    """What the model's CRM uses of the simulation beyond the tables it is given."""
+
+    t: float
+
+    @property
+    def results(self) -> list[Job]: ...
+
+    def clear_results(self) -> None: ...
+    def states_changed(self) -> None: ...
+    def log_line(self, t: float, line: str) -> None: ...
+    def bound_for(self, g: int, target: int) -> bool: ...
+    def bundle_partners(self, g: int, target: int) -> list[int]: ...
+    def bundle_record(self, move_id: int, members: list[int]) -> None: ...
+    def record_move(self, g: int, target: int) -> int: ...
+
+
+class ModelCRM:
+    """The model's CRM of one episode: the queued commands (:attr:`cmds`, guest → (kind, target
+    node)) and the state machine over the simulation's service table (``svc_state``,
+    ``svc_started``, ``svc_node``/``svc_target``: by cluster guest, changed in place)."""
+
+    def __init__(
+        self,
+        sim: ModelCRMPort,
+        cluster: ClusterState,
+        metrics: Metrics,
+        pipeline: MotionPipeline,
+        svc_state: list[str],
+        svc_started: NDArray[np.bool_],
+        svc_node: NDArray[np.int64],
+        svc_target: NDArray[np.int64],
+        usable: list[bool],
+        pending_move: dict[int, int],
+        bundle_moves: set[int],
+        negative: dict[int, list[int]],
+        lrm_rng: np.random.Generator,
+        lrm_delay_max_s: float,
+    ) -> None:
+        """``usable``: the nodes a motion may target (by node index); ``pending_move``: guest →
+        the move index its job takes; ``bundle_moves``: the move indices of bundles;
+        ``negative``: each guest's negative-affinity partners; ``lrm_rng``/``lrm_delay_max_s``:
+        the LRM ticks' offsets after the round (s)."""
+        self.sim = sim
+        self.cluster, self.metrics, self.pipeline = cluster, metrics, pipeline
+        self.svc_state, self.svc_started = svc_state, svc_started
+        self.svc_node, self.svc_target = svc_node, svc_target
+        self._online_list = usable
+        self._pending_move, self._bundle_moves = pending_move, bundle_moves
+        self.negative = negative
+        self._lrm_rng, self._lrm_delay_max_s = lrm_rng, lrm_delay_max_s
+        self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cluster.sids]
+        self.cmds: dict[int, tuple[str, int]] = {}
+
+    def queue(self, g: int, target: int) -> list[int]:
+        """``queue_resource_motion``: the service and its positive partners (not already there);
+        the guests queued (none when a negative-affinity partner is on or bound for ``target``)."""
+        cl = self.cluster
+        for p in self.negative.get(g, ()):
+            if self.sim.bound_for(p, target):
+                self.sim.log_line(
+                    self.sim.t,
+                    f"err: cannot move {cl.sids[g]} to {cl.node_names[target]}: "
+                    f"negative affinity with {cl.sids[p]}",
+                )
+                return []
+        members = [g, *self.sim.bundle_partners(g, target)]
+        for m in members:
+            self.cmds[m] = (self._motion_kind[m], target)
+        return members
+
+    def issue(self, g: int, target: int) -> None:
+        """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it."""
+        move_id = self._pending_move[g] = self.sim.record_move(g, target)
+        self.sim.bundle_record(move_id, self.queue(g, target))
+
+    def start_lone(self, g: int, target: int) -> None:
+        """A possible motion of a guest without positive partners, with an idle pipeline (no
+        command, job or result): queueing it and the state machine reduce to starting its job."""
+        move_id = self.sim.record_move(g, target)
+        self._start_job(g, self._motion_kind[g], target, int(self.svc_node[g]), move_id)
+
+    def next_states(self) -> None:
+        """The service state machine of the CRM round: motion results, then queued commands."""
+        cl = self.cluster
+        results = self.sim.results
+        if results:
+            for job in results:  # next_state_migrate_relocate
+                g = job.guest
+                self.svc_state[g] = STARTED
+                self.sim.states_changed()
+                self.svc_started[g] = True
+                self.svc_target[g] = -1
+                self.svc_node[g] = job.target if job.ok else job.source
+            self.sim.clear_results()
+        if not self.cmds:  # most rounds: nothing queued
+            return
+        offsets: dict[int, float] = {}  # source node -> its LRM's tick in this round
+        for g, (kind, target) in sorted(self.cmds.items()):  # next_state_started with a cmd
+            if self.svc_state[g] == STOPPED:  # next_state_stopped: a stopped guest moves offline
+                del self.cmds[g]
+                self._drop_partner_move(g)
+                if self._online_list[target]:
+                    self.svc_node[g] = target
+                    cl.node[g] = target
+                continue
+            if self.svc_state[g] != STARTED:
+                continue  # still in a motion: the command waits for its result
+            del self.cmds[g]
+            if target == self.svc_node[g] or not self._online_list[target]:
+                self._drop_partner_move(g)
+                continue
+            move_id = self._pending_move.pop(g, None)
+            self._start_job(g, kind, target, int(self.svc_node[g]), move_id, offsets)
+
+    def _drop_partner_move(self, g: int) -> None:
+        """A bundle partner's command that starts no job: it takes no part in the record."""
+        mid = self._pending_move.get(g)
+        if mid is None or mid not in self._bundle_moves:
+            return
+        if self.metrics.moves[mid].guest != self.cluster.sids[g]:
+            del self._pending_move[g]
+
+    def _start_job(
+        self,
+        g: int,
+        kind: str,
+        target: int,
+        source: int,
+        move_id: int | None,
+        offsets: dict[int, float] | None = None,
+    ) -> None:
+        """``next_state_started`` with a command: the service enters migrate/relocate and the
+        LRM gets its job. It starts at the source's LRM tick, a seeded offset within the LRM's
+        10 s loop, drawn once per source in a CRM round (``offsets``: source node → offset s):
+        the LRM forks the workers of every command it finds in one iteration (``LRM.pm``
+        ``run_workers``)."""
+        self.svc_state[g] = kind
+        self.sim.states_changed()
+        self.svc_started[g] = False
+        self.svc_target[g] = target
+        offset = None if offsets is None else offsets.get(source)
+        if offset is None:
+            # = uniform(0, max): NumPy computes low + (high − low)·random(), the same double
+            # from the same draw, at a quarter of uniform()'s argument handling
+            offset = 0.0 + self._lrm_delay_max_s * self._lrm_rng.random()
+            if offsets is not None:
+                offsets[source] = offset
+        t = self.sim.t
+        job = Job(g, self.cluster.sids[g], source, target, kind, t, t + offset)
+        job.move_id = move_id
+        self.pipeline.jobs.append(job)
