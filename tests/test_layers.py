@@ -227,3 +227,16 @@ def test_no_private_access_across_modules_of_the_model() -> None:
     files = sorted((ROOT / "pvegym" / "sim").rglob("*.py"))
     bad = [hit for f in files for hit in private_access(f.read_text(), str(f.relative_to(ROOT)))]
     assert not bad, bad
+
+
+def test_no_class_of_the_model_over_600_lines() -> None:
+    """One idea per class (issue 31): no class in ``pvegym/sim`` outside the port of
+    pve-ha-manager (``pvegym/sim/ha/``, which mirrors upstream's files) is longer than 600 lines."""
+    long = [
+        f"{f.relative_to(ROOT)}: {node.name} {node.end_lineno - node.lineno + 1} lines"
+        for f in sorted((ROOT / "pvegym" / "sim").rglob("*.py"))
+        if "ha" not in f.relative_to(ROOT / "pvegym" / "sim").parts[:-1]
+        for node in ast.walk(ast.parse(f.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 600
+    ]
+    assert not long, long

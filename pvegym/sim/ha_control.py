@@ -23,15 +23,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.sim.cluster import ClusterState
-from pvegym.sim.metrics import Metrics, MoveRecord
+from pvegym.sim.metrics import Metrics
 from pvegym.sim.motions import Job
+from pvegym.sim.move_ledger import MoveLedger, MoveRecordArgs
 from pvegym.sim.scenario import EventSpec, Scenario
 from pvegym.sim.telemetry_view import TelemetryView
 from pvegym.sim.view import ClusterView, Motion
-
-#: a balancer's motion as the metrics record it: the record, whether it is churn, whether the
-#: HA manager's maintenance moves are pending (``Simulation.move_record``)
-MoveRecordArgs = tuple[MoveRecord, bool, bool]
 
 
 class HAControl(Protocol):
@@ -78,6 +75,7 @@ class SimulationPort(Protocol):
     cluster: ClusterState
     metrics: Metrics
     views: TelemetryView
+    moves: MoveLedger
     ha_idx: NDArray[np.int64]
     ha_sids: tuple[str, ...]
     #: the service table the stack writes back after each CRM round, by cluster guest
@@ -107,5 +105,4 @@ class SimulationPort(Protocol):
     def place_stopped_guest(self, g: int, node: str, t: float) -> None: ...
     def set_node_states(self, states: tuple[str, ...]) -> None: ...
     def run_new_motion(self, t0: float, t1: float) -> None: ...
-    def take_pending_move(self, g: int) -> int | None: ...
     def move_taken(self, g: int, move: MoveRecordArgs) -> None: ...

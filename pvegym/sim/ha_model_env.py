@@ -561,7 +561,7 @@ class ModelGuest:
         now = haenv.get_time()  # type: ignore[attr-defined]
         source = int(cl.node[g])
         job = MotionJob(g, sid, source, cl.node_index[target], kind, sim.t, now)
-        job.move_id = sim.take_pending_move(g)
+        job.move_id = sim.moves.take_pending(g)
         sim.jobs.append(job)
         self.stack.motion_queued()
         while job.t_end is None or job.t_end > haenv.get_time():  # type: ignore[attr-defined]

@@ -38,8 +38,9 @@ import numpy as np
 from pvegym.sim.ha.crm import CRM
 from pvegym.sim.ha.lrm import LRM
 from pvegym.sim.ha.tools import QUIET_SERIAL_KEY
-from pvegym.sim.ha_control import HAControl, MoveRecordArgs, SimulationPort
+from pvegym.sim.ha_control import HAControl, SimulationPort
 from pvegym.sim.ha_model_env import CommittedMotion, ModelCFS, ModelHAEnv
+from pvegym.sim.move_ledger import MoveRecordArgs
 from pvegym.sim.scenario import EventSpec
 from pvegym.sim.view import STARTED, ClusterView, Motion
 
@@ -67,7 +68,7 @@ class HAStack(HAControl):
         #: the manager status's serial last synced (``None``: none yet, or it had no serial)
         self._synced_serial: Any = None
         #: this round's answer until a master takes it: guest, then the move the simulation
-        #: records when it is taken (:meth:`Simulation.move_record`)
+        #: records when it is taken (:meth:`MoveLedger.record`)
         self._offered: tuple[int, MoveRecordArgs] | None = None
         #: the round whose LRM ticks run now, ``(t0, t1)`` s
         self.ticking: tuple[float, float] | None = None
@@ -171,7 +172,7 @@ class HAStack(HAControl):
 
     def answer(self, g: int, target: int, move: MoveRecordArgs) -> None:
         """The answer of this round's ``load_balance``: guest ``g`` to node ``target``; ``move``
-        (:meth:`Simulation.move_record`) counts in the metrics once a master took it
+        (:meth:`MoveLedger.record`) counts in the metrics once a master took it
         (:meth:`round`)."""
         cl = self.sim.cluster
         self.committed.pending = Motion(cl.sids[g], cl.node_names[target])

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.metrics import Metrics
 from pvegym.sim.motions import MIGRATE, RELOCATE, Job, MotionPipeline
+from pvegym.sim.move_ledger import MoveLedger
 from pvegym.sim.view import STARTED, STOPPED
 
 
@@ -36,8 +37,6 @@ class ModelCRMPort(Protocol):
     def log_line(self, t: float, line: str) -> None: ...
     def bound_for(self, g: int, target: int) -> bool: ...
     def bundle_partners(self, g: int, target: int) -> list[int]: ...
-    def bundle_record(self, move_id: int, members: list[int]) -> None: ...
-    def record_move(self, g: int, target: int) -> int: ...
 
 
 class ModelCRM:
@@ -56,22 +55,20 @@ class ModelCRM:
         svc_node: NDArray[np.int64],
         svc_target: NDArray[np.int64],
         usable: list[bool],
-        pending_move: dict[int, int],
-        bundle_moves: set[int],
+        moves: MoveLedger,
         negative: dict[int, list[int]],
         lrm_rng: np.random.Generator,
         lrm_delay_max_s: float,
     ) -> None:
-        """``usable``: the nodes a motion may target (by node index); ``pending_move``: guest →
-        the move index its job takes; ``bundle_moves``: the move indices of bundles;
-        ``negative``: each guest's negative-affinity partners; ``lrm_rng``/``lrm_delay_max_s``:
+        """``usable``: the nodes a motion may target (by node index); ``moves``: the balancer's
+        move records; ``negative``: each guest's negative-affinity partners; ``lrm_rng``/``lrm_delay_max_s``:
         the LRM ticks' offsets after the round (s)."""
         self.sim = sim
         self.cluster, self.metrics, self.pipeline = cluster, metrics, pipeline
         self.svc_state, self.svc_started = svc_state, svc_started
         self.svc_node, self.svc_target = svc_node, svc_target
         self._online_list = usable
-        self._pending_move, self._bundle_moves = pending_move, bundle_moves
+        self.moves = moves
         self.negative = negative
         self._lrm_rng, self._lrm_delay_max_s = lrm_rng, lrm_delay_max_s
         self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cluster.sids]
@@ -96,13 +93,14 @@ class ModelCRM:
 
     def issue(self, g: int, target: int) -> None:
         """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it."""
-        move_id = self._pending_move[g] = self.sim.record_move(g, target)
-        self.sim.bundle_record(move_id, self.queue(g, target))
+        moves = self.moves
+        move_id = moves.pending[g] = moves.record_move(self.sim.t, g, target)
+        moves.bundle(move_id, self.queue(g, target))
 
     def start_lone(self, g: int, target: int) -> None:
         """A possible motion of a guest without positive partners, with an idle pipeline (no
         command, job or result): queueing it and the state machine reduce to starting its job."""
-        move_id = self.sim.record_move(g, target)
+        move_id = self.moves.record_move(self.sim.t, g, target)
         self._start_job(g, self._motion_kind[g], target, int(self.svc_node[g]), move_id)
 
     def next_states(self) -> None:
@@ -124,7 +122,7 @@ class ModelCRM:
         for g, (kind, target) in sorted(self.cmds.items()):  # next_state_started with a cmd
             if self.svc_state[g] == STOPPED:  # next_state_stopped: a stopped guest moves offline
                 del self.cmds[g]
-                self._drop_partner_move(g)
+                self.moves.drop_partner(g)
                 if self._online_list[target]:
                     self.svc_node[g] = target
                     cl.node[g] = target
@@ -133,18 +131,10 @@ class ModelCRM:
                 continue  # still in a motion: the command waits for its result
             del self.cmds[g]
             if target == self.svc_node[g] or not self._online_list[target]:
-                self._drop_partner_move(g)
+                self.moves.drop_partner(g)
                 continue
-            move_id = self._pending_move.pop(g, None)
+            move_id = self.moves.take_pending(g)
             self._start_job(g, kind, target, int(self.svc_node[g]), move_id, offsets)
-
-    def _drop_partner_move(self, g: int) -> None:
-        """A bundle partner's command that starts no job: it takes no part in the record."""
-        mid = self._pending_move.get(g)
-        if mid is None or mid not in self._bundle_moves:
-            return
-        if self.metrics.moves[mid].guest != self.cluster.sids[g]:
-            del self._pending_move[g]
 
     def _start_job(
         self,

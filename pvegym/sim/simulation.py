@@ -38,6 +38,7 @@ from pvegym.sim.memory import GuestMemory
 from pvegym.sim.metrics import Metrics, MoveRecord
 from pvegym.sim.model_crm import ModelCRM
 from pvegym.sim.motions import MIGRATE, Job, MotionPipeline, migration_template
+from pvegym.sim.move_ledger import MoveLedger
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.telemetry import Telemetry
 from pvegym.sim.telemetry_view import TelemetryView
@@ -52,10 +53,23 @@ from pvegym.sim.view import (
     Rules,
 )
 
-CHURN_PRESSURE_PCT = 10.0  # docs/metrics.md: churn_moves
 #: rows of ``Simulation.node_flags``: in maintenance; fenced or being fenced (``fence``, or
 #: ``unknown``/``gone``: outside the quorate partition, fenced before its services are recovered)
 NODE_MAINTENANCE, NODE_FENCED = 0, 1
+
+
+def scenario_rules(scenario: Scenario) -> Rules:
+    """The scenario's HA rules as a view shows them (:class:`~pvegym.sim.view.Rules`)."""
+    return Rules(
+        node_affinity=tuple(
+            NodeAffinityRule(r.name, tuple(r.resources), tuple(sorted(r.nodes.items())), r.strict)
+            for r in scenario.node_affinity
+        ),
+        resource_affinity=tuple(
+            ResourceAffinityRule(r.name, tuple(r.resources), r.affinity == "positive")
+            for r in scenario.resource_affinity
+        ),
+    )
 
 
 class Simulation:
@@ -66,18 +80,7 @@ class Simulation:
         self.round_s = scenario.round_s
         self.seed = seed
         self._migration_template = migration_template(scenario.migration)
-        self.rules = Rules(
-            node_affinity=tuple(
-                NodeAffinityRule(
-                    r.name, tuple(r.resources), tuple(sorted(r.nodes.items())), r.strict
-                )
-                for r in scenario.node_affinity
-            ),
-            resource_affinity=tuple(
-                ResourceAffinityRule(r.name, tuple(r.resources), r.affinity == "positive")
-                for r in scenario.resource_affinity
-            ),
-        )
+        self.rules = scenario_rules(scenario)
         self._build(seed)
 
     # ------------------------------------------------------------------ set-up
@@ -167,11 +170,8 @@ class Simulation:
         )
         self._view: ClusterView | None = None
         self._results: list[Job] = []
-        self._pending_move: dict[int, int] = {}  # guest -> index of its MoveRecord until queued
-        # a bundle's motion (model stack): its record ends with the last member's job; until
-        # then the leader's result (ok, aborted, reason, pause s) waits here, by move index
-        self._bundle_moves: set[int] = set()
-        self._leader_result: dict[int, tuple[bool, bool, str, float]] = {}
+        #: the balancer's motions in the metrics (:mod:`pvegym.sim.move_ledger`)
+        self.moves = MoveLedger(self.metrics, cl, self.svc_node, self.pipeline.jobs)
         self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
         self._killed: set[int] = set()  # guests the OOM killer killed
         # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
@@ -201,8 +201,7 @@ class Simulation:
             self.svc_node,
             self.svc_target,
             self._online_list,
-            self._pending_move,
-            self._bundle_moves,
+            self.moves,
             self.negative,
             self._lrm_rng,
             self.scenario.migration.lrm_delay_max_s,
@@ -210,7 +209,7 @@ class Simulation:
         #: the port's HA stack (``ha_stack = "full"``), driven through :class:`HAControl`
         self._port = HAStack(self) if self.scenario.ha_stack == "full" else None
         self._stack: HAControl | None = self._port
-        self.pipeline.links = self._stack
+        self.pipeline.links = self.moves.stack = self._stack
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -359,32 +358,8 @@ class Simulation:
                 )
 
     def _move_ended(self, job: Job, ok: bool, aborted: bool, reason: str, pause_s: float) -> None:
-        """The pipeline ended the job of a balancer's motion: its record ends (a bundle's with
-        its last member)."""
-        assert job.move_id is not None and job.t_end is not None
-        rec = self.metrics.moves[job.move_id]
-        if job.move_id in self._bundle_moves:
-            self._bundle_job_ended(job, rec, (ok, aborted, reason, pause_s))
-        else:
-            self.metrics.move_ended(rec, ok, aborted, reason, job.t_end, pause_s)
-
-    def _bundle_job_ended(
-        self, job: Job, rec: MoveRecord, result: tuple[bool, bool, str, float]
-    ) -> None:
-        """A member of a bundle's motion ended (``result``: ok, aborted, reason, pause s): the
-        motion's record ends with its last member, with the leader's result."""
-        mid = job.move_id
-        assert mid is not None and job.t_end is not None
-        if rec.t_end is not None:  # a partner that started after the bundle's record ended
-            return
-        if rec.guest == job.sid:
-            self._leader_result[mid] = result
-        leader = self._leader_result.get(mid)
-        if leader is None or any(j.move_id == mid for j in self.pipeline.jobs):
-            return
-        del self._leader_result[mid]
-        ok, aborted, reason, pause_s = leader
-        self.metrics.move_ended(rec, ok, aborted, reason, job.t_end, pause_s)
+        """The pipeline ended the job of a balancer's motion (:meth:`MoveLedger.ended`)."""
+        self.moves.ended(job, ok, aborted, reason, pause_s)
 
     @property
     def log(self) -> list[tuple[float, str]]:
@@ -555,41 +530,9 @@ class Simulation:
         (with the full stack: this round's answer of the Manager's ``load_balance``, recorded
         once the master took it)."""
         if self._stack is not None:
-            self._stack.answer(g, target, self.move_record(g, target))
+            self._stack.answer(g, target, self.moves.record(self.t, g, target))
             return
         self._crm.issue(g, target)
-
-    def bundle_record(self, move_id: int, members: list[int]) -> None:
-        """The balancer's move ``move_id`` queued these guests (the leader and its positive
-        partners not at the target yet): a bundle's record ends with its last member's job."""
-        if len(members) > 1:
-            self._bundle_moves.add(move_id)
-            for m in members:
-                self._pending_move[m] = move_id
-
-    def move_record(self, g: int, target: int) -> tuple[MoveRecord, bool, bool]:
-        """The balancer's motion of guest ``g`` to ``target`` as the metrics record it now: the
-        record, whether it is churn, whether the HA manager's maintenance moves are pending."""
-        cl = self.cluster
-        rec = MoveRecord(self.t, cl.sids[g], cl.node_names[self.svc_node[g]], cl.node_names[target])
-        maintenance = self._stack is not None and self._stack.maintenance_pending()
-        return rec, self._no_true_pressure(), maintenance
-
-    def register_move(self, rec: MoveRecord, churn: bool, maintenance: bool) -> int:
-        """A :meth:`move_record` in the metrics; its move index."""
-        self.metrics.move_issued(rec, churn=churn)
-        if maintenance:
-            self.metrics.maintenance_moves += 1
-        return len(self.metrics.moves) - 1
-
-    def record_move(self, g: int, target: int) -> int:
-        """The balancer's motion of guest ``g`` to ``target`` in the metrics; its move index."""
-        return self.register_move(*self.move_record(g, target))
-
-    def _no_true_pressure(self) -> bool:
-        """No online node's true cpu or memory some avg10 reaches the churn threshold (NaN
-        counts as pressure): the round kernel keeps the peak (NaN if any is NaN)."""
-        return bool(self.cluster.totals[L.T_PEAK_SOME] < CHURN_PRESSURE_PCT)
 
     def _queue(self, g: int, target: int) -> None:
         """A manual ``migrate`` (``queue_resource_motion``): the model CRM's command, or with the
@@ -704,19 +647,15 @@ class Simulation:
         """The CRM has taken this round's motion results (the full stack's round)."""
         self._results = []
 
-    def take_pending_move(self, g: int) -> int | None:
-        """The move index a balancer's motion of guest ``g`` waits with for its job, now taken
-        by that job (None: not a balancer's motion)."""
-        return self._pending_move.pop(g, None)
-
     def move_taken(self, g: int, move: tuple[MoveRecord, bool, bool]) -> None:
         """A master's ``load_balance`` took the balancer's motion of guest ``g`` (``move``:
-        :meth:`move_record`): it counts; the LRM's worker takes its index
-        (:meth:`take_pending_move`), and ``queue_resource_motion`` moves the positive partners
+        :meth:`MoveLedger.record`): it counts; the LRM's worker takes its index
+        (:meth:`MoveLedger.take_pending`), and ``queue_resource_motion`` moves the positive partners
         too, so the record is the bundle's."""
-        move_id = self._pending_move[g] = self.register_move(*move)
+        moves = self.moves
+        move_id = moves.pending[g] = moves.register(*move)
         target = self.cluster.node_index[move[0].target]
-        self.bundle_record(move_id, [g, *self.bundle_partners(g, target)])
+        moves.bundle(move_id, [g, *self.bundle_partners(g, target)])
 
     # ------------------------------------------------------------------ results
     def transfer_in_flight(self) -> tuple[float, float]:
