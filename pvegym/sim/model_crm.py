@@ -12,16 +12,19 @@ need the port (``ha_stack = "full"``, :class:`~pvegym.sim.ha_stack.HAStack`).
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.sim.cluster import ClusterState
+from pvegym.sim.ha_control import HAControl
 from pvegym.sim.metrics import Metrics
 from pvegym.sim.motions import MIGRATE, RELOCATE, Job, MotionPipeline
-from pvegym.sim.move_ledger import MoveLedger
-from pvegym.sim.view import STARTED, STOPPED
+from pvegym.sim.move_ledger import MoveLedger, MoveRecordArgs
+from pvegym.sim.scenario import EventSpec
+from pvegym.sim.view import STARTED, STOPPED, Motion
 
 
 class ModelCRMPort(Protocol):
@@ -31,6 +34,8 @@ class ModelCRMPort(Protocol):
 
     @property
     def results(self) -> list[Job]: ...
+    @property
+    def killed(self) -> AbstractSet[int]: ...
 
     def clear_results(self) -> None: ...
     def states_changed(self) -> None: ...
@@ -39,10 +44,12 @@ class ModelCRMPort(Protocol):
     def bundle_partners(self, g: int, target: int) -> list[int]: ...
 
 
-class ModelCRM:
+class ModelCRM(HAControl):
     """The model's CRM of one episode: the queued commands (:attr:`cmds`, guest → (kind, target
     node)) and the state machine over the simulation's service table (``svc_state``,
-    ``svc_started``, ``svc_node``/``svc_target``: by cluster guest, changed in place)."""
+    ``svc_started``, ``svc_node``/``svc_target``: by cluster guest, changed in place). An
+    :class:`~pvegym.sim.ha_control.HAControl` without LRM daemons (the motion pipeline's jobs are
+    its LRMs), failures or maintenance."""
 
     def __init__(
         self,
@@ -57,23 +64,64 @@ class ModelCRM:
         usable: list[bool],
         moves: MoveLedger,
         negative: dict[int, list[int]],
+        is_ha: list[bool],
         lrm_rng: np.random.Generator,
         lrm_delay_max_s: float,
     ) -> None:
         """``usable``: the nodes a motion may target (by node index); ``moves``: the balancer's
-        move records; ``negative``: each guest's negative-affinity partners; ``lrm_rng``/``lrm_delay_max_s``:
-        the LRM ticks' offsets after the round (s)."""
+        move records; ``negative``: each guest's negative-affinity partners; ``is_ha``: by
+        cluster guest; ``lrm_rng``/``lrm_delay_max_s``: the LRM ticks' offsets after the round
+        (s)."""
         self.sim = sim
         self.cluster, self.metrics, self.pipeline = cluster, metrics, pipeline
         self.svc_state, self.svc_started = svc_state, svc_started
         self.svc_node, self.svc_target = svc_node, svc_target
         self._online_list = usable
         self.moves = moves
-        self.negative = negative
+        self.negative, self._is_ha_list = negative, is_ha
         self._lrm_rng, self._lrm_delay_max_s = lrm_rng, lrm_delay_max_s
         self._motion_kind = [MIGRATE if sid.startswith("vm:") else RELOCATE for sid in cluster.sids]
         self.cmds: dict[int, tuple[str, int]] = {}
 
+    # ------------------------------------------------------------------ HAControl
+    def round(self) -> None:
+        """The CRM round: the service state machine (:meth:`next_states`)."""
+        self.next_states()
+
+    def lrm_ticks(self, t0: float, t1: float) -> None:
+        """No LRM daemons: the pipeline runs the jobs from the tick offsets drawn here."""
+
+    def event(self, ev: EventSpec) -> None:
+        """Scenario validation admits only ``migrate`` (:meth:`queue_command`) for this stack."""
+        raise ValueError(f"event type {ev.type!r} needs ha_stack = 'full'")
+
+    def queue_command(self, g: int, target: int) -> None:
+        """A manual ``migrate`` of guest ``g``: :meth:`queue`."""
+        self.queue(g, target)
+
+    def answer(self, g: int, target: int, move: MoveRecordArgs) -> None:
+        """The balancer's motion: recorded (``move``) and queued with its partners at once."""
+        moves = self.moves
+        move_id = moves.pending[g] = moves.register(*move)
+        moves.bundle(move_id, self.queue(g, target))
+
+    def describe(self, motion: Motion) -> None:
+        """Nothing: this CRM logs no balancer decisions."""
+
+    def down_count(self) -> int:
+        """The HA guests the OOM killer killed (nothing restarts them in this model)."""
+        killed = self.sim.killed
+        return sum(self._is_ha_list[g] for g in killed) if killed else 0
+
+    def maintenance_pending(self) -> bool:
+        """No maintenance in this model."""
+        return False
+
+    def link_up(self, a: int, b: int) -> bool:
+        """Every link is up (no power or network events in this model)."""
+        return True
+
+    # ------------------------------------------------------------------ the round
     def queue(self, g: int, target: int) -> list[int]:
         """``queue_resource_motion``: the service and its positive partners (not already there);
         the guests queued (none when a negative-affinity partner is on or bound for ``target``)."""
@@ -90,12 +138,6 @@ class ModelCRM:
         for m in members:
             self.cmds[m] = (self._motion_kind[m], target)
         return members
-
-    def issue(self, g: int, target: int) -> None:
-        """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it."""
-        moves = self.moves
-        move_id = moves.pending[g] = moves.record_move(self.sim.t, g, target)
-        moves.bundle(move_id, self.queue(g, target))
 
     def start_lone(self, g: int, target: int) -> None:
         """A possible motion of a guest without positive partners, with an idle pipeline (no

@@ -191,7 +191,7 @@ class Simulation:
         self.views.running_changed()
         #: the model's own CRM round (``ha_stack = "model"``; with the full stack it holds no
         #: command): :mod:`pvegym.sim.model_crm`
-        self._crm = ModelCRM(
+        crm = self._crm = ModelCRM(
             self,
             cl,
             self.metrics,
@@ -203,13 +203,15 @@ class Simulation:
             self._online_list,
             self.moves,
             self.negative,
+            self._is_ha_list,
             self._lrm_rng,
             self.scenario.migration.lrm_delay_max_s,
         )
-        #: the port's HA stack (``ha_stack = "full"``), driven through :class:`HAControl`
-        self._port = HAStack(self) if self.scenario.ha_stack == "full" else None
-        self._stack: HAControl | None = self._port
-        self.pipeline.links = self.moves.stack = self._stack
+        #: the port's HA stack (``ha_stack = "full"``), else None
+        self._stack = HAStack(self) if self.scenario.ha_stack == "full" else None
+        self.pipeline.links = self.moves.stack = self._stack  # (None: every link up, fast path)
+        #: the HA stack the round drives: the port or the model's CRM
+        self._ha: HAControl = crm if self._stack is None else self._stack
 
     def reset(self, seed: int | None = None) -> ClusterView:
         """Start an episode (re-seeded when ``seed`` is given) and return the first round's view."""
@@ -275,8 +277,7 @@ class Simulation:
         if pipe.jobs:
             self._motion_rows_set = True
             pipe.run(t0, t1)
-        if self._stack is not None:  # between the motions' physics and the cluster's
-            self._stack.lrm_ticks(t0, t1)
+        self._ha.lrm_ticks(t0, t1)  # between the motions' physics and the cluster's
         if self._memory_moves:
             self.memory.round(t0, dt, pipe.migrating())
         tel = self.telemetry
@@ -288,10 +289,9 @@ class Simulation:
         tot = cl.totals.tolist()  # one conversion: numpy scalar indexing costs ~100 ns a read
         if tot[L.T_OOM]:  # a node's memory in use went past MemTotal + swap
             self._oom_kill(t1)
-        if self._stack is not None:  # HA services requested started that do not run
-            self.metrics.services_down_s += dt * self._stack.down_count()
-        elif self._killed:
-            self.metrics.services_down_s += dt * sum(self._is_ha_list[g] for g in self._killed)
+        down = self._ha.down_count()  # HA services requested started that do not run
+        if down:
+            self.metrics.services_down_s += dt * down
         self.metrics.add_round(
             dt,
             tot[L.T_STALL_CPU],
@@ -387,10 +387,10 @@ class Simulation:
             ev = self._events[self._event_pos]
             self._event_pos += 1
             if ev.type == "migrate":
-                self._queue(self.cluster.guest_index[ev.sid], self.cluster.node_index[ev.target])
+                cl = self.cluster
+                self._ha.queue_command(cl.guest_index[ev.sid], cl.node_index[ev.target])
             else:  # validation admits the other events with the full stack only
-                assert self._stack is not None
-                self._stack.event(ev)
+                self._ha.event(ev)
         if self.pipeline.finished:  # jobs end in (t − round, t]: every finished one is due now
             self._results = self.pipeline.take_finished()
         self._view = None
@@ -436,12 +436,9 @@ class Simulation:
         queued = False
         if motion is not None:
             queued = self._balancer_motion(motion)
-        if self._stack is not None:  # the port's CRM round and the LRMs' ticks
-            if queued and motion is not None:
-                self._stack.describe(motion)
-            self._stack.round()
-            return queued
-        self._crm.next_states()
+        if queued and motion is not None:
+            self._ha.describe(motion)
+        self._ha.round()
         return queued
 
     def commit_index(self, g: int, target: int) -> bool:
@@ -453,24 +450,17 @@ class Simulation:
         counts it as an invalid action and never hands it to the HA manager); returns whether it
         was queued.
         """
-        if self._stack is not None:
-            queued = self.motion_possible(g, target)
-            if queued:
-                self._issue(g, target)
-            self._stack.round()
-            return queued
-        crm = self._crm
-        if not self.motion_possible(g, target):
-            crm.next_states()
-            return False
-        if g in self.positive:  # a bundle: queue_resource_motion moves the partners too
-            crm.issue(g, target)
-            crm.next_states()
+        queued = self.motion_possible(g, target)
+        if queued and self._stack is None and g not in self.positive:
+            # the model's CRM, a lone guest: motion_possible() implies an idle pipeline (no
+            # command, job or result), so queueing it and the state machine reduce to starting
+            # its one job
+            self._crm.start_lone(g, target)
             return True
-        # a lone guest, and motion_possible() implies an idle pipeline (no command, job or
-        # result): queueing it and the state machine reduce to starting its one job
-        crm.start_lone(g, target)
-        return True
+        if queued:
+            self._issue(g, target)
+        self._ha.round()
+        return queued
 
     def motion_possible(self, g: int, target: int) -> bool:
         """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
@@ -529,18 +519,7 @@ class Simulation:
         """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it
         (with the full stack: this round's answer of the Manager's ``load_balance``, recorded
         once the master took it)."""
-        if self._stack is not None:
-            self._stack.answer(g, target, self.moves.record(self.t, g, target))
-            return
-        self._crm.issue(g, target)
-
-    def _queue(self, g: int, target: int) -> None:
-        """A manual ``migrate`` (``queue_resource_motion``): the model CRM's command, or with the
-        full stack a CRM command for the Manager's next round."""
-        if self._stack is not None:
-            self._stack.queue_command(g, target)
-            return
-        self._crm.queue(g, target)
+        self._ha.answer(g, target, self.moves.record(self.t, g, target))
 
     def bundle_partners(self, g: int, target: int) -> list[int]:
         """The positive-affinity partners of ``g`` that its motion to node ``target`` moves too
@@ -608,7 +587,7 @@ class Simulation:
     @property
     def ha_stack(self) -> HAStack | None:
         """The port's HA stack running the CRM round (``ha_stack = "full"``), else None."""
-        return self._port
+        return self._stack
 
     @property
     def cmds(self) -> dict[int, tuple[str, int]]:
