@@ -550,7 +550,9 @@ class ModelGuest:
         sid = f"{self.service_type}:{id}"
         cl = sim.cluster
         if not cl.running[g]:
-            cl.node[g] = cl.node_index[target]  # as _next_states moves it (no KSM/telemetry reset)
+            cl.node[g] = cl.node_index[
+                target
+            ]  # as ModelCRM.next_states moves it (no KSM/telemetry reset)
             self.cfs.change_service_location(sid, target)
             haenv.log("info", f"service {sid} - moved offline to node '{target}'")
             return True

@@ -1,4 +1,9 @@
-"""One simulated cluster under the HA manager: physics, the CRM round and the motion pipeline.
+"""One simulated cluster under the HA manager: set-up, the round's order, physics and hardware.
+
+The parts it runs: the motion pipeline (:class:`~pvegym.sim.motions.MotionPipeline`), the HA
+stack's CRM round through :class:`~pvegym.sim.ha_control.HAControl` (the model's own,
+:mod:`pvegym.sim.model_crm`, or the port, :mod:`pvegym.sim.ha_stack`), the balancer's move
+records (:mod:`pvegym.sim.move_ledger`) and the telemetry view (:mod:`pvegym.sim.telemetry_view`).
 
 Time advances in CRM rounds of ``round_s`` (10 s). One round, in order (``docs/model.md``, *Time*;
 ``Manager.pm`` ``manage``):
