@@ -151,3 +151,92 @@ def test_no_import_cycles() -> None:
     graph = import_graph()
     assert "pvegym.sim.metrics" in graph["pvegym.sim.simulation"]  # the graph sees imports
     assert not cycles(graph), cycles(graph)
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    """The names a module defines itself: its functions, classes and module-level names, the
+    attributes it assigns on ``self``/``cls`` and its ``__slots__`` entries."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            names.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)  # __slots__ = ("_x", ...)
+    return names
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_access(source: str, where: str) -> list[str]:
+    """Accesses to another module's private attributes in one module's ``source``: ``obj._x``
+    on anything but ``self``/``cls`` where the module does not define ``_x`` itself (an
+    attribute private to this module's own classes is fine), and ``from pvegym... import _x``."""
+    tree = ast.parse(source, filename=where)
+    own = _defined_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            v = node.value
+            if isinstance(v, ast.Name) and v.id in ("self", "cls"):
+                continue
+            if node.attr not in own:
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pvegym"):
+            found += [
+                f"{where}:{node.lineno}: from {node.module} import {a.name}"
+                for a in node.names
+                if _is_private(a.name)
+            ]
+    return sorted(found, key=lambda hit: int(hit.split(":")[1]))
+
+
+def test_the_private_access_check_catches_a_planted_violation() -> None:
+    planted = (
+        "from pvegym.sim.motions import _mig\n"
+        "class A:\n"
+        "    __slots__ = ('_slot',)\n"
+        "    def __init__(self, sim):\n"
+        "        self._own = 1\n"
+        "        self.sim = sim\n"
+        "    def f(self, other):\n"
+        "        other._own, other._slot, self._own\n"  # this module's own: fine
+        "        self.sim._log.append(1)\n"  # another module's private state
+        "        return self.sim.cluster._rows\n"
+    )
+    assert private_access(planted, "x.py") == [
+        "x.py:1: from pvegym.sim.motions import _mig",
+        "x.py:9: self.sim._log",
+        "x.py:10: self.sim.cluster._rows",
+    ]
+
+
+def test_no_private_access_across_modules_of_the_model() -> None:
+    """A module of ``pvegym/sim`` uses another's state through its public interface only
+    (``self._x`` within a class is that class's own)."""
+    files = sorted((ROOT / "pvegym" / "sim").rglob("*.py"))
+    bad = [hit for f in files for hit in private_access(f.read_text(), str(f.relative_to(ROOT)))]
+    assert not bad, bad
+
+
+def test_no_class_of_the_model_over_600_lines() -> None:
+    """One idea per class (issue 31): no class in ``pvegym/sim`` outside the port of
+    pve-ha-manager (``pvegym/sim/ha/``, which mirrors upstream's files) is longer than 600 lines."""
+    long = [
+        f"{f.relative_to(ROOT)}: {node.name} {node.end_lineno - node.lineno + 1} lines"
+        for f in sorted((ROOT / "pvegym" / "sim").rglob("*.py"))
+        if "ha" not in f.relative_to(ROOT / "pvegym" / "sim").parts[:-1]
+        for node in ast.walk(ast.parse(f.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 600
+    ]
+    assert not long, long

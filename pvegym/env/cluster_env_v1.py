@@ -219,7 +219,7 @@ class ClusterEnvV1(ClusterEnv):
             ok,
             failed,
         )
-        if sim._stack is not None:  # the HA manager's node states (the model stack: none)
+        if sim.ha_stack is not None:  # the HA manager's node states (the model stack: none)
             self._node_rows[:, : self._n_nodes] = sim.node_flags
         return self._obs.copy() if self.copy_observation else self._obs
 

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Generator, Hashable
 from typing import Any
 
+from pvegym.sim.cluster_locks import sim_get_lock
 from pvegym.sim.ha.crm import CRM
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import Groups
@@ -203,16 +204,9 @@ class MemoryHAEnv(HAEnv):
         return True
 
     def _lock(self, name: str, unlock: bool = False) -> bool:
-        locks, now = self.cfs.locks, self.get_time()
-        d = locks.get(name)
-        if unlock:
-            if d is not None and d["node"] == self._nodename:
-                del locks[name]
-            return True
-        if d is not None and now - d["time"] <= 120 and d["node"] != self._nodename:
-            return False
-        locks[name] = {"time": now, "node": self._nodename}
-        return True
+        """The one lock table's ``sim_get_lock`` (:mod:`pvegym.sim.cluster_locks`), without its
+        quorum check (this cluster is always quorate) or log line."""
+        return sim_get_lock(self.cfs.locks, name, self._nodename, self.get_time(), unlock)[0]
 
     def get_ha_manager_lock(self) -> bool:
         return self._lock("ha_manager_lock")

@@ -13,12 +13,12 @@ from typing import Any
 
 from pvegym.harness.hardware import Hardware, LogEntry, SimulationError, chomp
 from pvegym.harness.sim_resources import plugin_for
+from pvegym.sim.cluster_locks import LOCK_TIMEOUT, sim_get_lock
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.resources import ResourcePlugin
 from pvegym.sim.view import Balancer
 
-LOCK_TIMEOUT = 120  # s (Sim/Env.pm ``lock_timeout``)
 MAX_LOOP_DELAY = 300  # s (TestEnv.pm ``loop_end_hook``)
 
 _SID = re.compile(r"(\S+):(\S+)")
@@ -181,33 +181,11 @@ class SimEnv(HAEnv):
         if not self.quorate():
             return False
         data: dict[str, Any] = self.hardware.read_json("cluster_locks", {})
-        nodename = self._nodename
-        ctime = self.get_time()
-        res = False
-        d = data.get(lock_name)
-        if unlock:
-            if d:
-                tdiff = ctime - d["time"]
-                if tdiff > LOCK_TIMEOUT:
-                    res = True
-                elif d["node"] == nodename:
-                    del data[lock_name]
-                    res = True
-        elif d:
-            tdiff = ctime - d["time"]
-            if tdiff <= LOCK_TIMEOUT:
-                if d["node"] == nodename:
-                    d["time"] = ctime
-                    res = True
-            else:
-                self.log("info", f"got lock '{lock_name}'")
-                d["node"] = nodename
-                d["time"] = ctime
-                res = True
-        else:
-            data[lock_name] = {"time": ctime, "node": nodename}
+        res, got = sim_get_lock(
+            data, lock_name, self._nodename, self.get_time(), unlock, LOCK_TIMEOUT
+        )
+        if got:
             self.log("info", f"got lock '{lock_name}'")
-            res = True
         self.hardware.write_json("cluster_locks", data)
         return res
 

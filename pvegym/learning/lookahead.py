@@ -35,7 +35,8 @@ from typing import Any
 from pvegym.errors import ConfigError
 from pvegym.sim import layout as L
 from pvegym.sim.cost import BALANCER_COST, RunningCost
-from pvegym.sim.simulation import CHURN_PRESSURE_PCT, Simulation
+from pvegym.sim.move_ledger import CHURN_PRESSURE_PCT
+from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
 from pvegym.units import parse_duration
 

@@ -49,13 +49,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator, Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from pvegym.sim.cluster_locks import LOCK_TIMEOUT, sim_get_lock
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.resources import AgentEnv, Job, ResourcePlugin
 from pvegym.sim.ha.rules import Rules
+from pvegym.sim.ha_control import SimulationPort as Simulation
 from pvegym.sim.motions import MIGRATE, RELOCATE
 from pvegym.sim.motions import Job as MotionJob
 from pvegym.sim.view import Balancer, ClusterView, Motion
@@ -63,12 +65,18 @@ from pvegym.sim.view import Balancer, ClusterView, Motion
 if TYPE_CHECKING:
     from pvegym.sim.scenario import Scenario
 
-#: the :class:`~pvegym.sim.simulation.Simulation` (not imported: it imports this layer) and the
-#: :class:`~pvegym.sim.ha_stack.HAStack`
-Simulation = Any
-Stack = Any
 
-LOCK_TIMEOUT = 120.0  # s, pmxcfs's lock lifetime (Env/PVE2.pm ``get_pve_lock`` ``$retry_timeout``)
+class Stack(Protocol):
+    """What the daemons' environments use of the :class:`~pvegym.sim.ha_stack.HAStack` (not
+    imported: it imports this module)."""
+
+    cfs: ModelCFS
+    #: the view ``load_balance`` passes when none was built this round
+    stub_view: ClusterView | None
+
+    def motion_queued(self) -> None: ...
+
+
 #: s, watchdog-mux's client timeout (``src/watchdog-mux.c`` ``CLIENT_WATCHDOG_TIMEOUT``): a daemon
 #: that armed the watchdog and did not update it for this long resets its node
 WATCHDOG_TIMEOUT = 60.0
@@ -243,13 +251,13 @@ class ModelHAEnv(HAEnv):
         if level == "debug":
             return
         msg = msg[:-1] if msg.endswith("\n") else msg
-        self.sim._log.append((self.get_time(), f"{self._nodename}/{self.log_id}: {msg}"))
+        self.sim.log_line(self.get_time(), f"{self._nodename}/{self.log_id}: {msg}")
 
     def quiescence_token(self) -> Hashable | None:
         """Config and command-queue version, the guests' running state (OOM kills) and, for the
         CRM, every LRM's mode and results."""
         cfs = self.cfs
-        base = (cfs.config_version, len(self.sim._killed))
+        base = (cfs.config_version, len(self.sim.killed))
         if self.log_id == "lrm":
             return base
         return (base, tuple(cfs.lrm_keys.items()))
@@ -346,25 +354,12 @@ class ModelHAEnv(HAEnv):
         :data:`LOCK_TIMEOUT` s after its last renewal."""
         if not self.quorate():
             return False
-        locks, node, now = self.cfs.locks, self._nodename, self.get_time()
-        d = locks.get(name)
-        if unlock:
-            if d is None:
-                return False
-            if now - d["time"] > LOCK_TIMEOUT:
-                return True
-            if d["node"] == node:
-                del locks[name]
-                return True
-            return False
-        if d is not None and now - d["time"] <= LOCK_TIMEOUT:
-            if d["node"] != node:
-                return False
-            d["time"] = now
-            return True
-        self.log("info", f"got lock '{name}'")
-        locks[name] = {"time": now, "node": node}
-        return True
+        res, got = sim_get_lock(
+            self.cfs.locks, name, self._nodename, self.get_time(), unlock, LOCK_TIMEOUT
+        )
+        if got:
+            self.log("info", f"got lock '{name}'")
+        return res
 
     def get_ha_manager_lock(self) -> bool:
         return self._lock("ha_manager_lock")
@@ -405,7 +400,7 @@ class ModelHAEnv(HAEnv):
     def get_static_service_stats(self) -> dict[str, dict[str, Any]]:
         stats = self.get_basic_service_stats()
         sim = self.sim
-        maxcpu, maxmem = sim._view_maxcpu.tolist(), sim._view_maxmem.tolist()
+        maxcpu, maxmem = sim.views.guest_maxcpu.tolist(), sim.views.guest_maxmem.tolist()
         for i, sid in enumerate(sim.ha_sids):
             stats[sid]["usage"] = {"maxcpu": maxcpu[i], "maxmem": _bytes(maxmem[i])}
         return stats
@@ -475,7 +470,7 @@ class ModelHAEnv(HAEnv):
         """The round's view when a motion was committed (the one the policy decided on);
         otherwise the committed-motion balancer does not look at it, and the last view built
         serves (no telemetry copy for a round without a motion)."""
-        view = self.sim._view
+        view = self.sim.built_view
         if view is None:
             view = self.stack.stub_view
             if view is None:
@@ -555,7 +550,9 @@ class ModelGuest:
         sid = f"{self.service_type}:{id}"
         cl = sim.cluster
         if not cl.running[g]:
-            cl.node[g] = cl.node_index[target]  # as _next_states moves it (no KSM/telemetry reset)
+            cl.node[g] = cl.node_index[
+                target
+            ]  # as ModelCRM.next_states moves it (no KSM/telemetry reset)
             self.cfs.change_service_location(sid, target)
             haenv.log("info", f"service {sid} - moved offline to node '{target}'")
             return True
@@ -566,7 +563,7 @@ class ModelGuest:
         now = haenv.get_time()  # type: ignore[attr-defined]
         source = int(cl.node[g])
         job = MotionJob(g, sid, source, cl.node_index[target], kind, sim.t, now)
-        job.move_id = sim._pending_move.pop(g, None)
+        job.move_id = sim.moves.take_pending(g)
         sim.jobs.append(job)
         self.stack.motion_queued()
         while job.t_end is None or job.t_end > haenv.get_time():  # type: ignore[attr-defined]

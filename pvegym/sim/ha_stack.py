@@ -38,8 +38,10 @@ import numpy as np
 from pvegym.sim.ha.crm import CRM
 from pvegym.sim.ha.lrm import LRM
 from pvegym.sim.ha.tools import QUIET_SERIAL_KEY
+from pvegym.sim.ha_control import HAControl, SimulationPort
 from pvegym.sim.ha_model_env import CommittedMotion, ModelCFS, ModelHAEnv
-from pvegym.sim.metrics import MoveRecord
+from pvegym.sim.move_ledger import MoveRecordArgs
+from pvegym.sim.scenario import EventSpec
 from pvegym.sim.view import STARTED, ClusterView, Motion
 
 _MOVING = ("migrate", "relocate")
@@ -47,16 +49,16 @@ _MOVING = ("migrate", "relocate")
 _AT_REST = ("stopped", "disabled", "ignored", "error")
 
 
-class HAStack:
+class HAStack(HAControl):
     """The daemons of one episode: a CRM and an LRM per online node, their shared file system,
     and the balancer that answers with the committed motion.
 
-    ``sim`` is the :class:`~pvegym.sim.simulation.Simulation` (not imported: it imports this
-    module); the stack reads its cluster and service table and writes the table back
-    (``svc_state``, ``svc_place``, ``svc_started``, ``_ha_active``) after every CRM round.
+    ``sim`` is the simulation (its :class:`~pvegym.sim.ha_control.SimulationPort`); the stack
+    reads its cluster and service table and writes the table back (``svc_state``,
+    ``svc_place``, ``svc_started``, ``ha_busy``) after every CRM round.
     """
 
-    def __init__(self, sim: Any) -> None:
+    def __init__(self, sim: SimulationPort) -> None:
         self.sim = sim
         cl = sim.cluster
         self.committed = CommittedMotion()
@@ -66,8 +68,8 @@ class HAStack:
         #: the manager status's serial last synced (``None``: none yet, or it had no serial)
         self._synced_serial: Any = None
         #: this round's answer until a master takes it: guest, then the move the simulation
-        #: records when it is taken (:meth:`Simulation.move_record`)
-        self._offered: tuple[int, tuple[MoveRecord, bool, bool]] | None = None
+        #: records when it is taken (:meth:`MoveLedger.record`)
+        self._offered: tuple[int, MoveRecordArgs] | None = None
         #: the round whose LRM ticks run now, ``(t0, t1)`` s
         self.ticking: tuple[float, float] | None = None
         self.cfs = ModelCFS(sim)
@@ -116,7 +118,7 @@ class HAStack:
         if cfs.power[node] == on:
             return
         t = sim.t
-        sim._log.append((t, f"hardware: power {node} {'on' if on else 'off'}{why}"))
+        sim.log_line(t, f"hardware: power {node} {'on' if on else 'off'}{why}")
         cfs.power[node] = cfs.network[node] = on
         cfs.membership()
         n = sim.cluster.node_index[node]
@@ -134,7 +136,7 @@ class HAStack:
         running, without quorum while it is cut off); a live migration from or to it stalls
         while it is cut off (:meth:`link_up`, :mod:`pvegym.sim.link`)."""
         cfs = self.cfs
-        self.sim._log.append((self.sim.t, f"hardware: network {node} {'on' if on else 'off'}"))
+        self.sim.log_line(self.sim.t, f"hardware: network {node} {'on' if on else 'off'}")
         cfs.network[node] = on
         cfs.membership()
 
@@ -146,7 +148,7 @@ class HAStack:
         names = self.sim.cluster.node_names
         return self.cfs.is_member(names[a]) and self.cfs.is_member(names[b])
 
-    def event(self, ev: Any) -> None:
+    def event(self, ev: EventSpec) -> None:
         """A scenario event (:class:`~pvegym.sim.scenario.EventSpec`) at the round time: the
         hardware's (power, network) now; an operator's command (``ha-manager``) through the CRM
         command queue or the service config, which the master reads in its next round."""
@@ -162,15 +164,15 @@ class HAStack:
             self.cfs.bump()
         else:
             self._queue(_crm_command(ev))
-        sim._ha_active = sim._ha_active or typ in ("migrate", "relocate")
+        sim.ha_busy = sim.ha_busy or typ in ("migrate", "relocate")
 
     def _queue(self, cmd: str) -> None:
         self.cfs.crm_commands.append(cmd)
         self.cfs.bump()
 
-    def answer(self, g: int, target: int, move: tuple[MoveRecord, bool, bool]) -> None:
+    def answer(self, g: int, target: int, move: MoveRecordArgs) -> None:
         """The answer of this round's ``load_balance``: guest ``g`` to node ``target``; ``move``
-        (:meth:`Simulation.move_record`) counts in the metrics once a master took it
+        (:meth:`MoveLedger.record`) counts in the metrics once a master took it
         (:meth:`round`)."""
         cl = self.sim.cluster
         self.committed.pending = Motion(cl.sids[g], cl.node_names[target])
@@ -189,7 +191,7 @@ class HAStack:
         sid = cl.sids[g]
         task = "migrate" if sid.startswith("vm:") else "relocate"
         self._queue(f"{task} {sid} {cl.node_names[target]}")
-        self.sim._ha_active = True
+        self.sim.ha_busy = True
 
     def round(self) -> None:
         """Every CRM at the simulation's time, the answer settled (:meth:`_settle`: counted if
@@ -206,22 +208,19 @@ class HAStack:
             self._settle(*self._offered, taken=committed.taken is not None)
         self._offered = committed.pending = committed.taken = None
         self.sync()
-        sim._results = []
+        sim.clear_results()
 
-    def _settle(self, g: int, move: tuple[MoveRecord, bool, bool], taken: bool) -> None:
+    def _settle(self, g: int, move: MoveRecordArgs, taken: bool) -> None:
         """The answer for guest ``g`` after every CRM ran: taken by the master's
         ``load_balance``, its move counts (the LRM's worker takes its index); else it is
         retracted — no master asked (a Manager created this round resets its balancer), so the
         HA manager never queues it — and only logged."""
         sim = self.sim
         if taken:
-            move_id = sim._pending_move[g] = sim.register_move(*move)
-            # queue_resource_motion moves the positive partners too: the record is the bundle's
-            target = sim.cluster.node_index[move[0].target]
-            sim.bundle_record(move_id, [g, *sim.bundle_partners(g, target)])
+            sim.move_taken(g, move)
             return
         rec = move[0]
-        sim._log.append((sim.t, f"retracted motion {rec.guest} -> {rec.target}: no master took it"))
+        sim.log_line(sim.t, f"retracted motion {rec.guest} -> {rec.target}: no master took it")
 
     def lrm_ticks(self, t0: float, t1: float) -> None:
         """Every LRM at its tick ``t0 + phase`` of the round ``(t0, t1]`` (s), in tick order
@@ -247,7 +246,7 @@ class HAStack:
         """HA guest ``g`` runs on a member of the quorate partition (a guest on a node cut off
         from it may run, but serves no one and is about to be reset)."""
         cl = self.sim.cluster
-        if not cl.running[g] or g in self.sim._killed:
+        if not cl.running[g] or g in self.sim.killed:
             return False
         return bool(self.cfs.node_info[cl.node_names[int(cl.node[g])]]["online"])
 
@@ -255,7 +254,7 @@ class HAStack:
         """HA services the config requests ``started`` that are not up (:meth:`guest_up`)."""
         conf, sids = self.cfs.service_config, self.sim.cluster.sids
         return sum(
-            conf[sids[g]]["state"] == "started" and not self.guest_up(g) for g in self.sim._ha_list
+            conf[sids[g]]["state"] == "started" and not self.guest_up(g) for g in self.sim.ha_guests
         )
 
     def failure_starts(self, node: str) -> None:
@@ -266,7 +265,7 @@ class HAStack:
         n = cl.node_index[node]
         guests = [
             g
-            for g in sim._ha_list
+            for g in sim.ha_guests
             if int(cl.node[g]) == n and conf[cl.sids[g]]["state"] == "started" and self.guest_up(g)
         ]
         sim.metrics.failures.append([sim.t, None])
@@ -315,7 +314,7 @@ class HAStack:
         svc_state, started = sim.svc_state, sim.svc_started
         svc_node, svc_target = sim.svc_node, sim.svc_target
         active = False
-        for g in sim._ha_list:
+        for g in sim.ha_guests:
             sd = ss.get(sids[g])
             if sd is None:  # not (yet) managed; an ignored one is dropped from the status
                 if self.cfs.service_config[sids[g]]["state"] == "ignored":
@@ -333,9 +332,9 @@ class HAStack:
             cmd = sd.get("cmd")
             if moving or (cmd and cmd[0] in _MOVING):
                 active = True
-        sim._view_states = None
+        sim.states_changed()
         # while HA is disarmed the Manager runs no load_balance: no motion is possible
-        sim._ha_active = (
+        sim.ha_busy = (
             active
             or bool(self.cfs.crm_commands)
             or bool(ms.get("disarm"))
@@ -354,7 +353,7 @@ class HAStack:
             self.sim.set_node_states(states)
 
 
-def _crm_command(ev: Any) -> str:
+def _crm_command(ev: EventSpec) -> str:
     """An operator's event as the CRM command ``ha-manager`` queues (``PVE/CLI/ha_manager.pm``,
     ``crm-command``): ``migrate``/``relocate SID NODE``, ``stop SID TIMEOUT``,
     ``enable-node-maintenance``/``disable-node-maintenance NODE``, ``disarm-ha MODE``,

@@ -447,7 +447,7 @@ def view_snapshot(
     out_node: np.ndarray,  # (rows, nodes)
     out_guest: np.ndarray,  # (rows + 1, HA guests): the taken rows, then memhost × mem ratio
 ) -> None:
-    """A telemetry view's copy of its sampled rows (``Simulation._build_view``): what two
+    """A telemetry view's copy of its sampled rows (``TelemetryView.build``): what two
     ``take`` calls and a product did (the same values: copies, and one IEEE product per guest,
     of row 3 (memhost) by row 0 (mem ratio), the guest-reported memory) in one compiled call,
     because the view is built every round and each NumPy call costs ~0.5 µs."""

@@ -11,9 +11,9 @@ its two links (the source's sending side, the target's receiving side) is full; 
 full link keep the rate they have, the others grow on.
 
 :func:`fair_rates` is pure: the simulation calls it whenever a stream starts or ends
-(:meth:`pvegym.sim.simulation.Simulation._share_links`). The links are the scenario's constants
+(:meth:`pvegym.sim.motions.MotionPipeline._share_links`). The links are the scenario's constants
 (> 0): a cut network is not a bandwidth but a stall of the streams on it, which take no share
-while they stand still (``Simulation._stalls_in_round``).
+while they stand still (``MotionPipeline._stalls_in_round``).
 """
 
 from __future__ import annotations

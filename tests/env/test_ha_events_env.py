@@ -164,6 +164,6 @@ def test_the_first_valid_motion_is_carried_out() -> None:
     (rec,) = u.sim.metrics.moves
     for _ in range(40):
         env.step(0)
-    assert rec.outcome == "succeeded" and u.sim._pending_move == {}
+    assert rec.outcome == "succeeded" and u.sim.moves.pending == {}
     env.reset(seed=0)
     assert not u.action_masks()[1:].any()

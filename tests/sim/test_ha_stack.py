@@ -276,9 +276,9 @@ def test_a_motion_no_master_took_is_retracted() -> None:
     sim = Simulation(_scenario("full"), seed=3)
     sim.reset()
     g = sim.cluster.guest_index["vm:100"]
-    sim._ha_active = False  # what the busy state prevents
+    sim.ha_busy = False  # what the busy state prevents
     assert sim.commit(Motion("vm:100", "node2"))
-    assert sim.metrics.moves == [] and sim._pending_move == {}
+    assert sim.metrics.moves == [] and sim.moves.pending == {}
     assert any("retracted motion vm:100 -> node2" in line for _, line in sim.log)
     for _ in range(10):
         sim.step(None)

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pvegym.sim.migration import Migration, MigrationParams
-from pvegym.sim.motions import Job, migration_template
+from pvegym.sim.motions import Job, MotionPipeline, migration_template
 from pvegym.sim.network import fair_rates
 from pvegym.sim.scenario import scenario_from_dict
 from pvegym.sim.simulation import Simulation
@@ -167,7 +167,7 @@ def test_a_single_motion_keeps_its_path_and_numbers(monkeypatch: pytest.MonkeyPa
     def never(*_: Any) -> None:
         raise AssertionError("a lone motion took the shared path")
 
-    monkeypatch.setattr(Simulation, "_lrm_shared", never)
+    monkeypatch.setattr(MotionPipeline, "_lrm_shared", never)
     monkeypatch.setattr(Migration, "set_bandwidth", never)
     data = {
         "name": "one",

@@ -458,7 +458,7 @@ def test_a_migration_costs_the_hosts_cpu() -> None:
 
 
 def test_the_view_is_a_copy_of_the_sampled_rows_in_field_order() -> None:
-    """``_build_view`` copies its telemetry in one compiled call and passes the fields
+    """``TelemetryView.build`` copies its telemetry in one compiled call and passes the fields
     positionally: every field reads what the simulation holds (bit for bit: ``guest_mem`` is
     memhost × the sampled ratio), the HA guests only (a non-HA guest is left out), and a view
     stays as it was when later rounds run."""
