@@ -1,0 +1,46 @@
+"""The compiled HA engine: pve-ha-manager 5.2.0's semantics over arrays (issue 31).
+
+The line-by-line port in :mod:`pvegym.sim.ha` is the executable specification; this package
+computes the same rounds with numba (as :mod:`pvegym.sim.kernel`: ``njit(cache=True)``, no
+fastmath, integer state, loops in upstream's sorted order, so it is deterministic and
+bit-for-bit reproducible) and never calls the port. :mod:`~pvegym.sim.engine.differential` proves
+it equal to the port on random clusters (``scripts/engine_diff.py``).
+
+Design
+------
+* **State is arrays with a leading cluster axis**, so N clusters share one call (the batched
+  vector environment): services ``svc[c, s, F_*]`` (int64: state, node, target, uid, queued
+  command, running, maintenance node, timeout, ``failed_nodes`` packed four bits a node, the
+  service config's requested state and node, type, ``max_relocate``, ``failback``, the LRM's
+  result, the nodes its usage is counted on), nodes ``nodes[c, n, N_*]`` (state, this round's
+  membership, LRM mode and agent lock, the maintenance request, the usage count), the nodes'
+  last-online times ``last_online[c, n]`` (s; NaN: never; the last column is the undefined
+  node's) and cluster scalars ``clu[c, K_*]`` (disarm, uid counter, settings, event count).
+  Services and nodes are indexed in upstream's iteration order (sorted ids). Layout and codes:
+  :mod:`~pvegym.sim.engine.codes`.
+* **Integer codes** for service, config, node and LRM states, commands and exit codes.
+* **Events, not strings**: each round writes event rows ``evbuf[c, i]`` (kind and integer
+  arguments); :func:`~pvegym.sim.engine.events.format_events` turns them into upstream's log lines
+  only where a log is wanted.
+* **Inputs per round** are the hardware's: the time, each node's membership, LRM mode and whether
+  its agent lock can be taken, each service's LRM result (exit code and the uid it answers), the CRM
+  command queue (``cmds[c, q] = (kind, a, b)``) and the service config. This is what the CRM
+  master reads through ``PVE::HA::Env``; the outputs are the manager status (service and node
+  status, node requests, disarm) and the config changes the master writes (recovery's
+  ``steal_service``, a stop command's requested state).
+
+Coverage (what the differential check proves identical)
+-------------------------------------------------------
+:mod:`~pvegym.sim.engine.crm` — the CRM master's round (``Manager::manage``): node states
+(online/maintenance/unknown/fence with the fence delay and fencing by agent lock), new and stale
+services, the basic-mode node usage, every CRM command (migrate, relocate, stop, node maintenance
+on/off, disarm freeze/ignore, arm), ``handle_disarm`` with deferral, the whole service state
+machine (request_start with ``ha-rebalance-on-start``, request_start_balance, started with the
+relocate policy and ``max_relocate``, migrate, relocate, request_stop, stopped, fence, recovery with
+CRS placement, freeze, error) and ``select_service_node`` (none / best-score / try-next, failback,
+maintenance fallback), repeated until no state changes.
+
+Not yet: the LRM (agent lock, workers, ``max_restart``, shutdown policies), rules and HA groups,
+static/dynamic CRS modes, the balancer call (``load_balance``; motions enter as CRM commands),
+nodes leaving the membership (``gone``), CRM master failover, a failing cluster file system.
+"""
