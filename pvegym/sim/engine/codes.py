@@ -137,7 +137,9 @@ N_COUNT = 6  # services counted on the node (basic usage)
 N_READ_MODE = 7  # the mode the Manager read this round (MODE_UNKNOWN if not in the status)
 N_FENCED_SEEN = 8  # scratch: visited by this fencing pass
 N_FENCED_OK = 9  # scratch: its fencing result
-N_NODE_FIELDS = 10
+N_PRI = 10  # scratch of select_service_node: a preferred node
+N_ORDER = 11  # scratch of select_service_node: row i holds the i-th node by score
+N_NODE_FIELDS = 12
 
 # ---------------------------------------------------------------- cluster fields (clu[c, F])
 K_DISARM_MODE = 0

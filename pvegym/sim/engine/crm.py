@@ -75,6 +75,8 @@ from pvegym.sim.engine.codes import (
     N_MAINT_REQ,
     N_MODE,
     N_ONLINE,
+    N_ORDER,
+    N_PRI,
     N_READ_MODE,
     N_STATE,
     N_USAGE,
@@ -306,46 +308,45 @@ def _select_service_node(svc: np.ndarray, nodes: np.ndarray, s: int, pref: int) 
     nn = nodes.shape[0]
     current = svc[s, F_NODE]
     maint = svc[s, F_MAINT_NODE]
-    pri = np.zeros(nn, dtype=np.bool_)
+    # scratch columns instead of fresh arrays: no allocation per placement
     anyn = False
     for n in range(nn):
+        nodes[n, N_PRI] = nodes[n, N_USAGE]
         if nodes[n, N_USAGE]:
-            pri[n] = True
             anyn = True
     if not anyn:
         return NONE
-    if pref == PREF_NONE and not svc[s, F_FAILBACK] and current >= 0 and pri[current]:
+    if pref == PREF_NONE and not svc[s, F_FAILBACK] and current >= 0 and nodes[current, N_PRI]:
         return current
     if pref == PREF_TRY_NEXT:
         nf = svc[s, F_N_FAILED]
         packed = svc[s, F_FAILED]
         for i in range(nf):
-            pri[((packed >> (4 * i)) & 15) - 1] = False
-    if maint >= 0 and pri[maint]:
+            nodes[((packed >> (4 * i)) & 15) - 1, N_PRI] = 0
+    if maint >= 0 and nodes[maint, N_PRI]:
         return maint
-    if pref == PREF_NONE and current >= 0 and pri[current]:
+    if pref == PREF_NONE and current >= 0 and nodes[current, N_PRI]:
         return current
     # sort by (score, name): insertion sort over the node order (= name order)
-    order = np.empty(nn, dtype=np.int64)
     m = 0
     for n in range(nn):
-        if not pri[n]:
+        if not nodes[n, N_PRI]:
             continue
         j = m
-        while j > 0 and nodes[order[j - 1], N_COUNT] > nodes[n, N_COUNT]:
-            order[j] = order[j - 1]
+        while j > 0 and nodes[nodes[j - 1, N_ORDER], N_COUNT] > nodes[n, N_COUNT]:
+            nodes[j, N_ORDER] = nodes[j - 1, N_ORDER]
             j -= 1
-        order[j] = n
+        nodes[j, N_ORDER] = n
         m += 1
     if m == 0:
         return NONE
     found = -1
     for i in range(m - 1, -1, -1):
-        if order[i] == current:
+        if nodes[i, N_ORDER] == current:
             found = i
     if pref == PREF_TRY_NEXT and found >= 0 and found < m - 1:
-        return order[found + 1]
-    return order[0]
+        return nodes[found + 1, N_ORDER]
+    return nodes[0, N_ORDER]
 
 
 # ---------------------------------------------------------------------------- state changes

@@ -403,7 +403,12 @@ class EngineCRM:
         self.events: np.ndarray = self.evbuf[0, :0]
 
     def step(self, inp: RoundInput) -> None:
-        """The round (inputs loaded, the kernel called), without the snapshot."""
+        """The round (:meth:`load`, :meth:`call`), without the snapshot."""
+        self.load(inp)
+        self.call()
+
+    def load(self, inp: RoundInput) -> None:
+        """The round's inputs into the arrays."""
         svc, nodes = self.svc[0], self.nodes[0]
         self.now[0] = inp.now
         nodes[:, k.N_ONLINE] = inp.online
@@ -432,6 +437,9 @@ class EngineCRM:
         for q, row in enumerate(inp.commands):
             self.cmds[0, q0 + q] = row
         self.ncmd[0] = q0 + len(inp.commands)
+
+    def call(self) -> None:
+        """The kernel call over the loaded inputs."""
         self.crm.manage(
             self.svc,
             self.nodes,

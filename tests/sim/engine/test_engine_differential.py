@@ -95,8 +95,8 @@ def test_plain_python_engine_is_the_compiled_one() -> None:
         ("FENCE_DELAY = 60.0", "FENCE_DELAY = 50.0"),
         # placement ties break by node name
         (
-            "nodes[order[j - 1], N_COUNT] > nodes[n, N_COUNT]",
-            "nodes[order[j - 1], N_COUNT] >= nodes[n, N_COUNT]",
+            "nodes[nodes[j - 1, N_ORDER], N_COUNT] > nodes[n, N_COUNT]",
+            "nodes[nodes[j - 1, N_ORDER], N_COUNT] >= nodes[n, N_COUNT]",
         ),
     ],
 )
