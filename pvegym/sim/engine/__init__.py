@@ -24,7 +24,8 @@ Design
   only where a log is wanted.
 * **Inputs per round** are the hardware's: the time, each node's membership, LRM mode and whether
   its agent lock can be taken, each service's LRM result (exit code and the uid it answers), the CRM
-  command queue (``cmds[c, q] = (kind, a, b)``) and the service config. This is what the CRM
+  command queue (``cmds[c, q] = (kind, a, b)``), the balancer's motion (``clu[c, K_MOTION_*]``) and
+  the service config. This is what the CRM
   master reads through ``PVE::HA::Env``; the outputs are the manager status (service and node
   status, node requests, disarm) and the config changes the master writes (recovery's
   ``steal_service``, a stop command's requested state).
@@ -38,9 +39,12 @@ on/off, disarm freeze/ignore, arm), ``handle_disarm`` with deferral, the whole s
 machine (request_start with ``ha-rebalance-on-start``, request_start_balance, started with the
 relocate policy and ``max_relocate``, migrate, relocate, request_stop, stopped, fence, recovery with
 CRS placement, freeze, error) and ``select_service_node`` (none / best-score / try-next, failback,
-maintenance fallback), repeated until no state changes.
+maintenance fallback), repeated until no state changes; ``load_balance`` with the balancer's
+answer as an input (the motion queued and logged as upstream's; the balancer itself — a policy
+deciding on a :class:`~pvegym.sim.view.ClusterView` — stays outside the engine).
 
 Not yet: the LRM (agent lock, workers, ``max_restart``, shutdown policies), rules and HA groups,
-static/dynamic CRS modes, the balancer call (``load_balance``; motions enter as CRM commands),
-nodes leaving the membership (``gone``), CRM master failover, a failing cluster file system.
+static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
+membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
+path (the port's steady state; the engine has none yet, so there is nothing to check on and off).
 """

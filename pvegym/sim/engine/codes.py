@@ -150,7 +150,13 @@ K_REBALANCE_ON_START = 4
 K_MASTER = 5  # the node the CRM master runs on
 K_N_EVENTS = 6
 K_ERROR = 7  # an engine limit was hit (see ENGINE_ERRORS); the round's outputs are invalid
-N_CLU_FIELDS = 8
+# the balancer's answer this round (``load_balance``; input): service (NONE: no motion), target
+# node, and the imbalance before and after it expected, in hundredths (for the log line)
+K_MOTION_SID = 8
+K_MOTION_TARGET = 9
+K_MOTION_BEFORE = 10
+K_MOTION_AFTER = 11
+N_CLU_FIELDS = 12
 ENGINE_ERRORS = (
     "",
     "event buffer full",

@@ -60,6 +60,10 @@ from pvegym.sim.engine.codes import (
     K_DISARM_STATE,
     K_ERROR,
     K_MASTER,
+    K_MOTION_AFTER,
+    K_MOTION_BEFORE,
+    K_MOTION_SID,
+    K_MOTION_TARGET,
     K_N_EVENTS,
     K_REBALANCE_ON_START,
     K_UID,
@@ -773,6 +777,29 @@ def _queue_motion(svc, clu, evbuf, qkind, s, target):
 
 
 @njit(cache=True)
+def _load_balance(svc, clu, evbuf):
+    """``load_balance`` with the balancer's answer given (``K_MOTION_*``): queue it."""
+    s = clu[K_MOTION_SID]
+    if s < 0 or svc[s, F_STATE] == SS_ABSENT:  # a balancer picks a service of the status
+        return
+    qkind = Q_MIGRATE if svc[s, F_TYPE] == TYPE_VM else Q_RELOCATE
+    target = clu[K_MOTION_TARGET]
+    _emit(
+        evbuf,
+        clu,
+        ev.E_AUTO_REBALANCE,
+        s,
+        qkind,
+        target,
+        clu[K_MOTION_BEFORE],
+        clu[K_MOTION_AFTER],
+        -1,
+        -1,
+    )
+    _queue_motion(svc, clu, evbuf, qkind, s, target)
+
+
+@njit(cache=True)
 def _crm_commands(svc, nodes, clu, evbuf, cmds, ncmd):
     """``update_crm_commands``."""
     for q in range(ncmd):
@@ -898,7 +925,7 @@ def _handle_disarm(svc, nodes, clu, evbuf, deferred):
 
 @njit(cache=True)
 def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
-    """``Manager::manage`` for one cluster (basic scheduler, no rules or groups, no balancer)."""
+    """``Manager::manage`` for one cluster (basic scheduler, no rules or groups)."""
     clu[K_N_EVENTS] = 0
     clu[K_ERROR] = 0
     # read_lrm_status: modes of the nodes in the node status, before its update
@@ -941,6 +968,8 @@ def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
         anydef = _handle_disarm(svc, nodes, clu, evbuf, deferred)
         if not anydef:
             return
+    else:  # no new migrations while a disarm is pending or deferred
+        _load_balance(svc, clu, evbuf)
     # the state machine, repeated until no state changes, with fencing
     clu[K_ALL_DISARMED] = 0
     while True:

@@ -35,6 +35,7 @@ from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.manager import Manager
 from pvegym.sim.ha.resources import ResourcePlugin
 from pvegym.sim.ha.rules import Rules
+from pvegym.sim.view import Balancer, ClusterView, Motion
 
 ROUND_S = 10.0  # s between CRM rounds (upstream's CRM loop)
 EXIT_CODES = (k.SUCCESS, k.ERROR, k.EWRONG_NODE, k.IGNORED, 7)  # 7: EUNKNOWN_SERVICE
@@ -69,6 +70,9 @@ class RoundInput:
     results: list[int | None]
     commands: list[tuple[int, int, int]]
     cfg_changes: list[tuple[int, int]] = field(default_factory=list)
+    #: the balancer's answer: (service, target node, imbalance before and after in hundredths);
+    #: ignored if the service is not in the service status when ``load_balance`` runs
+    motion: tuple[int, int, int, int] | None = None
 
 
 @dataclass
@@ -110,6 +114,28 @@ class _NoLocks:
         return None
 
 
+class _ScriptedBalancer:
+    """Answers the round's scripted motion (:attr:`RoundInput.motion`)."""
+
+    name = "scripted"
+
+    def __init__(self, env: _CrmEnv) -> None:
+        self.env = env
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def decide(self, view: ClusterView) -> Motion | None:
+        env = self.env
+        if env.motion is None:
+            return None
+        s, target, before, after = env.motion
+        sid = env.cl.sids[s]
+        if sid not in env.manager_ss:  # a balancer picks a service of the status
+            return None
+        return Motion(sid, env.cl.nodes[target], before / 100, after / 100)
+
+
 class _CrmEnv(HAEnv):
     """The CRM master's environment on node ``master``: a file system of dicts."""
 
@@ -135,6 +161,8 @@ class _CrmEnv(HAEnv):
                 "max_relocate": cl.max_relocate[i],
             }
         self.logs: list[tuple[str, str]] = []
+        self.motion: tuple[int, int, int, int] | None = None
+        self.manager_ss: dict[str, Any] = {}
 
     def nodename(self) -> str:
         return self.cl.nodes[0]
@@ -202,8 +230,17 @@ class _CrmEnv(HAEnv):
         raise NotImplementedError
 
     def get_datacenter_settings(self) -> dict[str, Any]:
-        crs = {"ha-rebalance-on-start": 1} if self.cl.rebalance_on_start else {}
+        crs: dict[str, Any] = {"ha-auto-rebalance": 1}
+        if self.cl.rebalance_on_start:
+            crs["ha-rebalance-on-start"] = 1
         return {"ha": {}, "crs": crs}
+
+    def new_balancer(self) -> Balancer | None:
+        return _ScriptedBalancer(self)
+
+    def balancer_view(self, manager: Any) -> ClusterView | None:
+        self.manager_ss = manager.ss
+        return cast(ClusterView, object())  # the scripted balancer reads no view
 
     def get_node_info(self) -> tuple[dict[str, dict[str, Any]], bool]:
         return {n: {"online": self.online[i]} for i, n in enumerate(self.cl.nodes)}, True
@@ -298,6 +335,7 @@ class PortCRM:
             self.result_at[s] = (sd["node"], sd["uid"])
         for kind, a, b in inp.commands:
             env.queue_crm_commands(_command_text(cl, kind, a, b))
+        env.motion = inp.motion
         env.logs = []
         if self.manager is None:
             self.manager = Manager(env)
@@ -437,6 +475,8 @@ class EngineCRM:
         for q, row in enumerate(inp.commands):
             self.cmds[0, q0 + q] = row
         self.ncmd[0] = q0 + len(inp.commands)
+        motion = inp.motion or (k.NONE, k.NONE, 0, 0)
+        self.clu[0, k.K_MOTION_SID : k.K_MOTION_AFTER + 1] = motion
 
     def call(self) -> None:
         """The kernel call over the loaded inputs."""
@@ -589,7 +629,16 @@ class History:
             else:
                 modes.append(k.MODE_ACTIVE)
         locks = [(not self.online[n]) and self.down_for[n] >= self.lock_after[n] for n in range(nn)]
-        for _ in range(int(rng.poisson(0.8))):  # a policy's or an admin's motions
+        motion = None
+        if rng.random() < 0.3:  # the balancer's answer
+            before = int(rng.integers(0, 100))
+            motion = (
+                int(rng.integers(ns)),
+                int(rng.integers(nn)),
+                before,
+                int(rng.integers(0, before + 1)),
+            )
+        for _ in range(int(rng.poisson(0.5))):  # an admin's motions
             s = int(rng.integers(ns))
             kind = k.Q_MIGRATE if cl.sids[s].startswith("vm:") else k.Q_RELOCATE
             if rng.random() < 0.1:
@@ -618,6 +667,7 @@ class History:
             results=results,
             commands=cmds,
             cfg_changes=changes,
+            motion=motion,
         )
 
 

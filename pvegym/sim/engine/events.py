@@ -67,6 +67,7 @@ E_MIGRATION_FAILED = 47  # sid [exit code]
 E_REBALANCE_SELECTED = 48  # sid [new?, node]
 E_RECOVER = 49  # sid [fenced node, recovery node]
 E_RECOVER_FAILED = 50  # sid [fenced node]
+E_AUTO_REBALANCE = 51  # sid [qkind, node, imbalance before, after (hundredths)]
 
 #: every kind's name (the differential check counts them)
 EVENT_NAMES = {v: n[2:].lower() for n, v in globals().items() if n.startswith("E_")}
@@ -303,6 +304,9 @@ def format_events(
                     " no recovery node found",
                 )
             )
+        elif kind == E_AUTO_REBALANCE:
+            change = f"expected change for imbalance from {c / 100:.2f} to {d / 100:.2f}"
+            out.append(("info", f"auto rebalance - {_QKIND[a]} {sid} to {nd(b)} ({change})"))
         else:
             raise ValueError(f"unknown engine event kind {kind}")
     return out

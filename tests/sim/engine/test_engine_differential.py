@@ -60,6 +60,7 @@ def test_sample_identical_and_features_exercised() -> None:
         "arm_update_node",
         "got_stop",
         "got_motion",
+        "auto_rebalance",
         "rebalance_selected",
         "master_offline",
         "remove_stale",
