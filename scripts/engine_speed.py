@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"engine               {1e6 * t_engine / n:9.1f} µs per round (inputs loaded in Python)")
     print(f"engine kernel alone  {1e6 * t_kernel / n:9.1f} µs per round")
     print(f"engine + snapshot/log{1e6 * (t_engine + t_log) / n:9.1f} µs per round")
+    print(f"ratio port/kernel {t_port / t_kernel:.1f}")
     print(
         f"ratio port/engine {t_port / t_engine:.1f} (with snapshot and log {t_port / (t_engine + t_log):.1f})"
     )

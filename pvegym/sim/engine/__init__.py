@@ -47,4 +47,23 @@ Not yet: the LRM (agent lock, workers, ``max_restart``, shutdown policies), rule
 static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
 path (the port's steady state; the engine has none yet, so there is nothing to check on and off).
+
+Extending it
+------------
+Each new part follows the same steps: mirror the port's function (same order of loops and
+events) over new columns of the arrays, add its inputs to :class:`~pvegym.sim.engine.differential.RoundInput`
+and both sides' ``load``/``step``, let :class:`~pvegym.sim.engine.differential.History` exercise it,
+and count it in the test's feature list; a mutant of one of its transitions must be reported. Next:
+the LRM (per node: agent lock, mode, a worker table of ``max_workers`` slots; per service: restart
+counter, the running state), which turns the LRM results from inputs into outputs; then node
+affinity rules and groups (compiled to per-service node-priority arrays outside the kernel, as
+``Rules.compile`` does once per config change) and resource affinity; then the static CRS mode.
+
+Found on the way: with ``disarm-ha ignore`` the port (as upstream's ``handle_disarm``) prunes the
+``target`` of a service in ``request_start_balance``; a success its LRM reported before keeps the
+uid, so after ``arm-ha`` the service is ``started`` on an undefined node and the port fails an
+assertion in ``_handle_fencing`` (upstream's Perl goes on with an undefined node; not checked
+further). The differential check keeps
+out of it (:func:`~pvegym.sim.engine.differential.lrm_code`); the engine flags it
+(``ENGINE_ERRORS``).
 """
