@@ -63,7 +63,6 @@ Found on the way: with ``disarm-ha ignore`` the port (as upstream's ``handle_dis
 ``target`` of a service in ``request_start_balance``; a success its LRM reported before keeps the
 uid, so after ``arm-ha`` the service is ``started`` on an undefined node and the port fails an
 assertion in ``_handle_fencing`` (upstream's Perl goes on with an undefined node; not checked
-further). The differential check keeps
-out of it (:func:`~pvegym.sim.engine.differential.lrm_code`); the engine flags it
-(``ENGINE_ERRORS``).
+further). The differential check keeps out of it (:func:`~pvegym.sim.engine.differential.lrm_code`
+and the dropped kept results); the engine flags it (``ENGINE_ERRORS``).
 """
