@@ -1,0 +1,68 @@
+"""The compiled HA engine: pve-ha-manager 5.2.0's semantics over arrays (issue 31).
+
+The line-by-line port in :mod:`pvegym.sim.ha` is the executable specification; this package
+computes the same rounds with numba (as :mod:`pvegym.sim.kernel`: ``njit(cache=True)``, no
+fastmath, integer state, loops in upstream's sorted order, so it is deterministic and
+bit-for-bit reproducible) and never calls the port. :mod:`~pvegym.sim.engine.differential` proves
+it equal to the port on random clusters (``scripts/engine_diff.py``).
+
+Design
+------
+* **State is arrays with a leading cluster axis**, so N clusters share one call (the batched
+  vector environment): services ``svc[c, s, F_*]`` (int64: state, node, target, uid, queued
+  command, running, maintenance node, timeout, ``failed_nodes`` packed four bits a node, the
+  service config's requested state and node, type, ``max_relocate``, ``failback``, the LRM's
+  result, the nodes its usage is counted on), nodes ``nodes[c, n, N_*]`` (state, this round's
+  membership, LRM mode and agent lock, the maintenance request, the usage count), the nodes'
+  last-online times ``last_online[c, n]`` (s; NaN: never; the last column is the undefined
+  node's) and cluster scalars ``clu[c, K_*]`` (disarm, uid counter, settings, event count).
+  Services and nodes are indexed in upstream's iteration order (sorted ids). Layout and codes:
+  :mod:`~pvegym.sim.engine.codes`.
+* **Integer codes** for service, config, node and LRM states, commands and exit codes.
+* **Events, not strings**: each round writes event rows ``evbuf[c, i]`` (kind and integer
+  arguments); :func:`~pvegym.sim.engine.events.format_events` turns them into upstream's log lines
+  only where a log is wanted.
+* **Inputs per round** are the hardware's: the time, each node's membership, LRM mode and whether
+  its agent lock can be taken, each service's LRM result (exit code and the uid it answers), the CRM
+  command queue (``cmds[c, q] = (kind, a, b)``), the balancer's motion (``clu[c, K_MOTION_*]``) and
+  the service config. This is what the CRM
+  master reads through ``PVE::HA::Env``; the outputs are the manager status (service and node
+  status, node requests, disarm) and the config changes the master writes (recovery's
+  ``steal_service``, a stop command's requested state).
+
+Coverage (what the differential check proves identical)
+-------------------------------------------------------
+:mod:`~pvegym.sim.engine.crm` — the CRM master's round (``Manager::manage``): node states
+(online/maintenance/unknown/fence with the fence delay and fencing by agent lock), new and stale
+services, the basic-mode node usage, every CRM command (migrate, relocate, stop, node maintenance
+on/off, disarm freeze/ignore, arm), ``handle_disarm`` with deferral, the whole service state
+machine (request_start with ``ha-rebalance-on-start``, request_start_balance, started with the
+relocate policy and ``max_relocate``, migrate, relocate, request_stop, stopped, fence, recovery with
+CRS placement, freeze, error) and ``select_service_node`` (none / best-score / try-next, failback,
+maintenance fallback), repeated until no state changes; ``load_balance`` with the balancer's
+answer as an input (the motion queued and logged as upstream's; the balancer itself — a policy
+deciding on a :class:`~pvegym.sim.view.ClusterView` — stays outside the engine).
+
+Not yet: the LRM (agent lock, workers, ``max_restart``, shutdown policies), rules and HA groups,
+static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
+membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
+path (the port's steady state; the engine has none yet, so there is nothing to check on and off).
+
+Extending it
+------------
+Each new part follows the same steps: mirror the port's function (same order of loops and
+events) over new columns of the arrays, add its inputs to :class:`~pvegym.sim.engine.differential.RoundInput`
+and both sides' ``load``/``step``, let :class:`~pvegym.sim.engine.differential.History` exercise it,
+and count it in the test's feature list; a mutant of one of its transitions must be reported. Next:
+the LRM (per node: agent lock, mode, a worker table of ``max_workers`` slots; per service: restart
+counter, the running state), which turns the LRM results from inputs into outputs; then node
+affinity rules and groups (compiled to per-service node-priority arrays outside the kernel, as
+``Rules.compile`` does once per config change) and resource affinity; then the static CRS mode.
+
+Found on the way: with ``disarm-ha ignore`` the port (as upstream's ``handle_disarm``) prunes the
+``target`` of a service in ``request_start_balance``; a success its LRM reported before keeps the
+uid, so after ``arm-ha`` the service is ``started`` on an undefined node and the port fails an
+assertion in ``_handle_fencing`` (upstream's Perl goes on with an undefined node; not checked
+further). The differential check keeps out of it (:func:`~pvegym.sim.engine.differential.lrm_code`
+and the dropped kept results); the engine flags it (``ENGINE_ERRORS``).
+"""

@@ -1,0 +1,740 @@
+"""The differential check: the HA engine against the port (:mod:`pvegym.sim.ha`), round by round.
+
+Both sides implement one interface, :class:`CRMSide`: the hardware inputs of a round
+(:class:`RoundInput`: the time, each node's membership, LRM mode and agent lock, the LRM results,
+the CRM commands and the service-config changes) in, a :class:`Snapshot` out (every service's
+status and config, the node states, the manager's node requests and disarm state, the round's log
+lines). :class:`PortCRM` runs the port's :class:`~pvegym.sim.ha.manager.Manager` on a minimal
+:class:`~pvegym.sim.ha.env.HAEnv`; :class:`EngineCRM` runs :func:`pvegym.sim.engine.crm.manage`
+and formats its events. Neither depends on :class:`~pvegym.sim.simulation.Simulation`.
+
+:func:`random_example` draws a cluster (2–8 nodes, 4–64 guests, VMs and containers,
+``max_relocate`` 0–2, ``failback`` on/off, ``ha-rebalance-on-start`` on/off) and a random history
+(power and network off/on, the agent lock freed some rounds after a node went down, LRM modes,
+maintenance, disarm freeze/ignore and arm, migrate/relocate/stop commands as a policy or an admin
+would queue them, LRM results with every exit code, requested-state changes). The inputs are drawn
+before the round from the example's own generator, so both sides see the same history.
+
+This module is the only one of :mod:`pvegym.sim.engine` that imports the port.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Protocol, cast
+
+import numpy as np
+
+from pvegym.sim.engine import codes as k
+from pvegym.sim.engine.events import EV_WIDTH, EVENT_NAMES, format_events, unpack_failed
+from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.ha.groups import Groups
+from pvegym.sim.ha.manager import Manager
+from pvegym.sim.ha.resources import ResourcePlugin
+from pvegym.sim.ha.rules import Rules
+from pvegym.sim.view import Balancer, ClusterView, Motion
+
+ROUND_S = 10.0  # s between CRM rounds (upstream's CRM loop)
+EXIT_CODES = (k.SUCCESS, k.ERROR, k.EWRONG_NODE, k.IGNORED, 7)  # 7: EUNKNOWN_SERVICE
+_EXIT_WEIGHTS = np.array([0.62, 0.22, 0.06, 0.05, 0.05])
+_MODE_NAMES = k.LRM_MODES
+_Q_TEXT = {k.Q_MIGRATE: "migrate", k.Q_RELOCATE: "relocate"}
+
+
+@dataclass
+class Cluster:
+    """A cluster's fixed description: names (sorted as upstream iterates them) and config."""
+
+    nodes: list[str]
+    sids: list[str]
+    cfg_node: list[int]
+    cfg_state: list[int]
+    max_relocate: list[int]
+    failback: list[int]
+    rebalance_on_start: bool
+
+
+@dataclass
+class RoundInput:
+    """The hardware inputs of one CRM round (see the module doc)."""
+
+    now: float
+    online: list[bool]
+    modes: list[int]
+    locks: list[bool]
+    #: per service: None keeps its last LRM result, -2 drops it, else an exit code for its
+    #: current request, reported by the LRM of its current node
+    results: list[int | None]
+    commands: list[tuple[int, int, int]]
+    cfg_changes: list[tuple[int, int]] = field(default_factory=list)
+    #: the balancer's answer: (service, target node, imbalance before and after in hundredths);
+    #: ignored if the service is not in the service status when ``load_balance`` runs
+    motion: tuple[int, int, int, int] | None = None
+
+
+@dataclass
+class Snapshot:
+    services: list[tuple[Any, ...]]
+    nodes: list[str]
+    node_request: list[int]
+    disarm: tuple[str, str]
+    log: list[tuple[str, str]]
+
+
+def lrm_code(res: int, state: str | None, has_target: bool) -> int:
+    """The exit code an LRM can report: a motion without a target cannot succeed (upstream's LRM
+    fails it; the port would put the service on an undefined node)."""
+    if res == k.SUCCESS and state in ("migrate", "relocate", "request_start_balance"):
+        return res if has_target else k.ERROR
+    return res
+
+
+def _no_target_motion(state: str | None, has_target: bool) -> bool:
+    """A motion whose target is gone (``disarm-ha ignore`` prunes it): the harness drops an LRM
+    result kept for it. Upstream would put the service on an undefined node with a success kept
+    from before the disarm (the port then fails an assertion in ``_handle_fencing``); an upstream
+    edge case outside what the check compares."""
+    return state in ("migrate", "relocate", "request_start_balance") and not has_target
+
+
+class CRMSide(Protocol):
+    def round(self, inp: RoundInput) -> Snapshot: ...
+
+
+# ---------------------------------------------------------------------------- the port
+
+
+class _NoLocks:
+    """A resource type whose services hold no locks (the only plugin call the CRM makes)."""
+
+    def remove_locks(self, haenv: Any, id: str, locks: list[str], service_node: str) -> str | None:
+        return None
+
+
+class _ScriptedBalancer:
+    """Answers the round's scripted motion (:attr:`RoundInput.motion`)."""
+
+    name = "scripted"
+
+    def __init__(self, env: _CrmEnv) -> None:
+        self.env = env
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def decide(self, view: ClusterView) -> Motion | None:
+        env = self.env
+        if env.motion is None:
+            return None
+        s, target, before, after = env.motion
+        sid = env.cl.sids[s]
+        if sid not in env.manager_ss:  # a balancer picks a service of the status
+            return None
+        return Motion(sid, env.cl.nodes[target], before / 100, after / 100)
+
+
+class _CrmEnv(HAEnv):
+    """The CRM master's environment on node ``master``: a file system of dicts."""
+
+    def __init__(self, cl: Cluster) -> None:
+        self.cl = cl
+        self.now = 0.0
+        self.ms: dict[str, Any] = {}
+        self.online = [False] * len(cl.nodes)
+        self.modes = [k.MODE_ACTIVE] * len(cl.nodes)
+        self.locks = [False] * len(cl.nodes)
+        self.lrm_results: dict[str, dict[str, Any]] = {n: {} for n in cl.nodes}
+        self.commands: list[str] = []
+        self.conf: dict[str, dict[str, Any]] = {}
+        for i, sid in enumerate(cl.sids):
+            typ, _, name = sid.partition(":")
+            self.conf[sid] = {
+                "node": cl.nodes[cl.cfg_node[i]],
+                "state": k.CONFIG_STATES[cl.cfg_state[i]],
+                "type": typ,
+                "name": name,
+                "failback": cl.failback[i],
+                "max_restart": 1,
+                "max_relocate": cl.max_relocate[i],
+            }
+        self.logs: list[tuple[str, str]] = []
+        self.motion: tuple[int, int, int, int] | None = None
+        self.manager_ss: dict[str, Any] = {}
+
+    def nodename(self) -> str:
+        return self.cl.nodes[0]
+
+    def get_time(self) -> float:
+        return self.now
+
+    def sleep(self, delay: float) -> None:
+        pass
+
+    def sleep_until(self, end_time: float) -> None:
+        pass
+
+    def write_log(self, level: str, msg: str) -> None:
+        self.logs.append((level, msg.rstrip("\n")))
+
+    def read_manager_status(self) -> dict[str, Any]:
+        return self.ms
+
+    def write_manager_status(self, status: dict[str, Any]) -> None:
+        self.ms = status
+
+    def read_lrm_status(self, node: str | None = None) -> dict[str, Any]:
+        assert node is not None
+        i = self.cl.nodes.index(node)
+        return {"mode": _MODE_NAMES[self.modes[i]], "results": self.lrm_results[node]}
+
+    def write_lrm_status(self, status: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def is_node_shutdown(self) -> tuple[bool, bool]:
+        return False, False
+
+    def queue_crm_commands(self, cmd: str) -> None:
+        self.commands.append(cmd)
+
+    def any_pending_crm_command(self) -> bool:
+        return bool(self.commands)
+
+    def read_crm_commands(self) -> str:
+        text = "\n".join(self.commands)
+        self.commands = []
+        return text
+
+    def read_service_config(self) -> tuple[dict[str, dict[str, Any]], str | None]:
+        return {sid: dict(d) for sid, d in self.conf.items()}, None
+
+    def update_service_config(self, changes: dict[str, dict[str, Any]]) -> None:
+        for sid, change in changes.items():
+            self.conf[sid].update(change.get("param") or {})
+
+    def write_service_config(self, conf: dict[str, dict[str, Any]]) -> None:
+        self.conf = conf
+
+    def read_rules_config(self) -> Any:
+        return Rules.parse_config("rules.cfg", "")
+
+    def write_rules_config(self, rules: Any) -> None:
+        raise NotImplementedError
+
+    def read_group_config(self) -> Any:
+        return Groups.parse_config("groups.cfg", "")
+
+    def delete_group_config(self) -> None:
+        raise NotImplementedError
+
+    def get_datacenter_settings(self) -> dict[str, Any]:
+        crs: dict[str, Any] = {"ha-auto-rebalance": 1}
+        if self.cl.rebalance_on_start:
+            crs["ha-rebalance-on-start"] = 1
+        return {"ha": {}, "crs": crs}
+
+    def new_balancer(self) -> Balancer | None:
+        return _ScriptedBalancer(self)
+
+    def balancer_view(self, manager: Any) -> ClusterView | None:
+        self.manager_ss = manager.ss
+        return cast(ClusterView, object())  # the scripted balancer reads no view
+
+    def get_node_info(self) -> tuple[dict[str, dict[str, Any]], bool]:
+        return {n: {"online": self.online[i]} for i, n in enumerate(self.cl.nodes)}, True
+
+    def quorate(self) -> bool:
+        return self.online[0]
+
+    def cluster_state_update(self) -> bool:
+        return True
+
+    def get_ha_manager_lock(self) -> bool:
+        return True
+
+    def release_ha_manager_lock(self) -> bool:
+        return True
+
+    def get_ha_agent_lock(self, node: str | None = None) -> bool:
+        assert node is not None
+        return self.locks[self.cl.nodes.index(node)]
+
+    def release_ha_agent_lock(self) -> bool:
+        return True
+
+    def watchdog_open(self) -> str:
+        return "wd"
+
+    def watchdog_update(self, wfh: str) -> None:
+        pass
+
+    def watchdog_close(self, wfh: str) -> None:
+        pass
+
+    def get_basic_service_stats(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def get_static_service_stats(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def get_dynamic_service_stats(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def get_static_node_stats(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def get_dynamic_node_stats(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def get_node_version(self, node: str) -> str | None:
+        return "9.0.0"
+
+    def resource_plugin(self, service_type: str) -> ResourcePlugin | None:
+        return cast(ResourcePlugin, _NoLocks())
+
+    def steal_service(self, sid: str, current_node: str, new_node: str) -> None:
+        self.conf[sid]["node"] = new_node
+
+
+class PortCRM:
+    """The port's Manager as a :class:`CRMSide`."""
+
+    def __init__(self, cl: Cluster) -> None:
+        self.cl = cl
+        self.env = _CrmEnv(cl)
+        self.manager: Manager | None = None
+        self.result_at: dict[int, tuple[str, str]] = {}  # service → (node, uid)
+
+    def step(self, inp: RoundInput) -> None:
+        """The round, without the snapshot."""
+        env, cl = self.env, self.cl
+        env.now = inp.now
+        env.online, env.modes, env.locks = list(inp.online), list(inp.modes), list(inp.locks)
+        for s, state in inp.cfg_changes:
+            env.conf[cl.sids[s]]["state"] = k.CONFIG_STATES[state]
+        ss = self.manager.ss if self.manager else {}
+        for s, res in enumerate(inp.results):
+            sd = ss.get(cl.sids[s])
+            if (
+                res is None
+                and sd
+                and _no_target_motion(sd.get("state"), sd.get("target") is not None)
+            ):
+                res = -2
+            if res is None:
+                continue
+            old = self.result_at.pop(s, None)
+            if old is not None:
+                env.lrm_results[old[0]].pop(old[1], None)
+            if res == -2 or not sd or not sd.get("node") or not sd.get("uid"):
+                continue
+            code = lrm_code(res, sd.get("state"), sd.get("target") is not None)
+            env.lrm_results[sd["node"]][sd["uid"]] = {"exit_code": code}
+            self.result_at[s] = (sd["node"], sd["uid"])
+        for kind, a, b in inp.commands:
+            env.queue_crm_commands(_command_text(cl, kind, a, b))
+        env.motion = inp.motion
+        env.logs = []
+        if self.manager is None:
+            self.manager = Manager(env)
+        self.manager.manage()
+
+    def round(self, inp: RoundInput) -> Snapshot:
+        self.step(inp)
+        return self.snapshot()
+
+    def snapshot(self) -> Snapshot:
+        env, cl = self.env, self.cl
+        ss = (self.manager.ss if self.manager else {}) or {}
+        ns = self.manager.ns.status if self.manager else {}
+        services: list[tuple[Any, ...]] = []
+        for sid in cl.sids:
+            sd = ss.get(sid)
+            conf = env.conf[sid]
+            if sd is None:
+                services.append((None, conf["state"], conf["node"]))
+                continue
+            cmd = sd.get("cmd")
+            services.append(
+                (
+                    sd.get("state"),
+                    sd.get("node"),
+                    sd.get("target"),
+                    tuple(str(x) for x in cmd) if cmd else None,
+                    bool(sd.get("running")),
+                    tuple(sd["failed_nodes"]) if sd.get("failed_nodes") is not None else None,
+                    sd.get("maintenance_node"),
+                    None if sd.get("timeout") is None else str(sd["timeout"]),
+                    conf["state"],
+                    conf["node"],
+                )
+            )
+        ms = self.manager.ms if self.manager else {}
+        req = ms.get("node_request") or {}
+        disarm = ms.get("disarm") or {}
+        return Snapshot(
+            services=services,
+            nodes=[ns.get(n, "-") for n in cl.nodes],
+            node_request=[1 if (req.get(n) or {}).get("maintenance") else 0 for n in cl.nodes],
+            disarm=(str(disarm.get("mode", "")), str(disarm.get("state", ""))),
+            log=list(env.logs),
+        )
+
+
+def _command_text(cl: Cluster, kind: int, a: int, b: int) -> str:
+    if kind in (k.Q_MIGRATE, k.Q_RELOCATE):
+        return f"{_Q_TEXT[kind]} {cl.sids[a]} {cl.nodes[b]}"
+    if kind == k.Q_STOP:
+        return f"stop {cl.sids[a]} {b}"
+    if kind == k.Q_ENABLE_MAINTENANCE:
+        return f"enable-node-maintenance {cl.nodes[a]}"
+    if kind == k.Q_DISABLE_MAINTENANCE:
+        return f"disable-node-maintenance {cl.nodes[a]}"
+    if kind == k.Q_DISARM:
+        return f"disarm-ha {k.DISARM_MODES[a]}"
+    return "arm-ha"
+
+
+# ---------------------------------------------------------------------------- the engine
+
+
+class EngineCRM:
+    """The engine as a :class:`CRMSide` (one cluster: the leading axis has length 1).
+
+    ``crm``: the module whose ``manage`` runs (default :mod:`pvegym.sim.engine.crm`; the tests pass
+    a mutated copy)."""
+
+    MAX_EVENTS = 4096
+    COMMANDS0 = 64  # initial capacity of the command queue (grown as needed)
+
+    def __init__(self, cl: Cluster, crm: ModuleType | None = None) -> None:
+        self.cl = cl
+        self.crm = crm or importlib.import_module("pvegym.sim.engine.crm")
+        ns, nn = len(cl.sids), len(cl.nodes)
+        svc = np.full((1, ns, k.N_SVC_FIELDS), k.NONE, dtype=np.int64)
+        svc[0, :, k.F_STATE] = k.SS_ABSENT
+        svc[0, :, k.F_UID] = 0
+        svc[0, :, k.F_CMD] = k.CMD_NONE
+        svc[0, :, k.F_RUNNING] = 0
+        svc[0, :, k.F_N_FAILED] = 0
+        svc[0, :, k.F_FAILED] = 0
+        svc[0, :, k.F_RES_CODE] = k.NO_RESULT
+        for i, sid in enumerate(cl.sids):
+            svc[0, i, k.F_CFG_NODE] = cl.cfg_node[i]
+            svc[0, i, k.F_CFG_STATE] = cl.cfg_state[i]
+            svc[0, i, k.F_TYPE] = k.TYPE_VM if sid.startswith("vm:") else k.TYPE_CT
+            svc[0, i, k.F_MAX_RELOCATE] = cl.max_relocate[i]
+            svc[0, i, k.F_FAILBACK] = cl.failback[i]
+        self.svc = svc
+        self.nodes = np.zeros((1, nn, k.N_NODE_FIELDS), dtype=np.int64)
+        self.last_online = np.full((1, nn + 1), np.nan)
+        self.clu = np.zeros((1, k.N_CLU_FIELDS), dtype=np.int64)
+        self.clu[0, k.K_REBALANCE_ON_START] = 1 if cl.rebalance_on_start else 0
+        self.clu[0, k.K_MASTER] = 0
+        self.evbuf = np.zeros((1, self.MAX_EVENTS, EV_WIDTH), dtype=np.int64)
+        self.cmds = np.zeros((1, self.COMMANDS0, 3), dtype=np.int64)
+        self.ncmd = np.zeros(1, dtype=np.int64)
+        self.now = np.zeros(1)
+        self.deferred = np.zeros((1, ns), dtype=np.bool_)
+        self.events: np.ndarray = self.evbuf[0, :0]
+
+    def step(self, inp: RoundInput) -> None:
+        """The round (:meth:`load`, :meth:`call`), without the snapshot."""
+        self.load(inp)
+        self.call()
+
+    def load(self, inp: RoundInput) -> None:
+        """The round's inputs into the arrays."""
+        svc, nodes = self.svc[0], self.nodes[0]
+        self.now[0] = inp.now
+        nodes[:, k.N_ONLINE] = inp.online
+        nodes[:, k.N_MODE] = inp.modes
+        nodes[:, k.N_LOCK] = inp.locks
+        for s, state in inp.cfg_changes:
+            svc[s, k.F_CFG_STATE] = state
+        for s, res in enumerate(inp.results):
+            name = k.SERVICE_STATES[svc[s, k.F_STATE]]
+            if res is None and _no_target_motion(name, svc[s, k.F_TARGET] >= 0):
+                res = -2
+            if res is None:
+                continue
+            svc[s, k.F_RES_CODE] = k.NO_RESULT
+            if res == -2 or svc[s, k.F_STATE] == k.SS_ABSENT or svc[s, k.F_NODE] < 0:
+                continue
+            svc[s, k.F_RES_CODE] = lrm_code(res, name, svc[s, k.F_TARGET] >= 0)
+            svc[s, k.F_RES_UID] = svc[s, k.F_UID]
+            svc[s, k.F_RES_NODE] = svc[s, k.F_NODE]
+        q0 = int(self.ncmd[0])  # commands still queued (the master was offline)
+        need = q0 + len(inp.commands)
+        if need > self.cmds.shape[1]:  # the queue grows while the master is offline
+            grown = np.zeros((1, max(need, 2 * self.cmds.shape[1]), 3), dtype=np.int64)
+            grown[:, :q0] = self.cmds[:, :q0]
+            self.cmds = grown
+        for q, row in enumerate(inp.commands):
+            self.cmds[0, q0 + q] = row
+        self.ncmd[0] = q0 + len(inp.commands)
+        motion = inp.motion or (k.NONE, k.NONE, 0, 0)
+        self.clu[0, k.K_MOTION_SID : k.K_MOTION_AFTER + 1] = motion
+
+    def call(self) -> None:
+        """The kernel call over the loaded inputs."""
+        self.crm.manage(
+            self.svc,
+            self.nodes,
+            self.last_online,
+            self.clu,
+            self.evbuf,
+            self.cmds,
+            self.ncmd,
+            self.now,
+            self.deferred,
+        )
+        err = int(self.clu[0, k.K_ERROR])
+        if err:
+            raise RuntimeError(f"HA engine: {k.ENGINE_ERRORS[err]}")
+        self.events = self.evbuf[0, : int(self.clu[0, k.K_N_EVENTS])].copy()
+
+    def round(self, inp: RoundInput) -> Snapshot:
+        self.step(inp)
+        return self.snapshot()
+
+    def snapshot(self) -> Snapshot:
+        cl, svc, nodes = self.cl, self.svc[0], self.nodes[0]
+
+        def nd(i: int) -> str | None:
+            return None if i < 0 else cl.nodes[i]
+
+        services: list[tuple[Any, ...]] = []
+        for s in range(len(cl.sids)):
+            row = [int(x) for x in svc[s]]
+            cfg = k.CONFIG_STATES[row[k.F_CFG_STATE]]
+            if row[k.F_STATE] == k.SS_ABSENT:
+                services.append((None, cfg, cl.nodes[row[k.F_CFG_NODE]]))
+                continue
+            cmd = row[k.F_CMD]
+            cmdt = None
+            if cmd != k.CMD_NONE:
+                arg = row[k.F_CMD_ARG]
+                cmdt = (k.SERVICE_COMMANDS[cmd], str(arg) if cmd == k.CMD_STOP else cl.nodes[arg])
+            failed = None
+            if row[k.F_N_FAILED]:
+                failed = tuple(
+                    cl.nodes[i] for i in unpack_failed(row[k.F_N_FAILED], row[k.F_FAILED])
+                )
+            services.append(
+                (
+                    k.SERVICE_STATES[row[k.F_STATE]],
+                    nd(row[k.F_NODE]),
+                    nd(row[k.F_TARGET]),
+                    cmdt,
+                    bool(row[k.F_RUNNING]),
+                    failed,
+                    nd(row[k.F_MAINT_NODE]),
+                    None if row[k.F_TIMEOUT] < 0 else str(row[k.F_TIMEOUT]),
+                    cfg,
+                    cl.nodes[row[k.F_CFG_NODE]],
+                )
+            )
+        dm = int(self.clu[0, k.K_DISARM_MODE])
+        return Snapshot(
+            services=services,
+            nodes=[
+                "-" if nodes[n, k.N_STATE] == k.NS_ABSENT else k.NODE_STATES[nodes[n, k.N_STATE]]
+                for n in range(len(cl.nodes))
+            ],
+            node_request=[int(x) for x in nodes[:, k.N_MAINT_REQ]],
+            disarm=(k.DISARM_MODES[dm], k.DISARM_STATES[int(self.clu[0, k.K_DISARM_STATE])])
+            if dm
+            else ("", ""),
+            log=format_events(self.events, cl.sids, cl.nodes),
+        )
+
+
+# ---------------------------------------------------------------------------- random examples
+
+
+def random_cluster(rng: np.random.Generator) -> Cluster:
+    nn = int(rng.integers(2, 9))
+    ns = int(rng.integers(4, 65))
+    ids = rng.choice(np.arange(100, 1000), size=ns, replace=False)
+    sids = sorted(f"{'vm' if rng.random() < 0.7 else 'ct'}:{i}" for i in ids)
+    nodes = [f"node{i + 1}" for i in range(nn)]
+    cfg_state = [int(rng.choice(4, p=[0.8, 0.08, 0.08, 0.04])) for _ in range(ns)]
+    return Cluster(
+        nodes=nodes,
+        sids=sids,
+        cfg_node=[int(rng.integers(nn)) for _ in range(ns)],
+        cfg_state=cfg_state,
+        max_relocate=[int(rng.integers(0, 3)) for _ in range(ns)],
+        failback=[int(rng.random() < 0.7) for _ in range(ns)],
+        rebalance_on_start=bool(rng.random() < 0.4),
+    )
+
+
+class History:
+    """Draws each round's :class:`RoundInput` (state of the hardware: kept between rounds)."""
+
+    def __init__(self, cl: Cluster, rng: np.random.Generator) -> None:
+        self.cl, self.rng = cl, rng
+        nn = len(cl.nodes)
+        self.online = [True] * nn
+        self.down_for = [0] * nn
+        self.lock_after = [0] * nn
+        self.maint = [False] * nn
+        self.restart_for = [0] * nn
+        self.disarmed = False
+        self.round_no = 0
+
+    def next(self) -> RoundInput:
+        rng, cl = self.rng, self.cl
+        nn, ns = len(cl.nodes), len(cl.sids)
+        cmds: list[tuple[int, int, int]] = []
+        for n in range(nn):
+            if self.online[n]:
+                p_fail = 0.06 if n else 0.015  # the master's node fails less often
+                if rng.random() < p_fail:
+                    self.online[n] = False
+                    self.down_for[n] = 0
+                    self.lock_after[n] = int(rng.integers(0, 16))  # watchdog expiry, in rounds
+            else:
+                self.down_for[n] += 1
+                if rng.random() < 0.08:
+                    self.online[n] = True
+            if self.restart_for[n] > 0:
+                self.restart_for[n] -= 1
+            elif rng.random() < 0.01:
+                self.restart_for[n] = int(rng.integers(1, 4))
+            if rng.random() < 0.03:
+                self.maint[n] = not self.maint[n]
+                kind = k.Q_ENABLE_MAINTENANCE if self.maint[n] else k.Q_DISABLE_MAINTENANCE
+                cmds.append((kind, n, -1))
+        if rng.random() < 0.03:
+            if self.disarmed:
+                cmds.append((k.Q_ARM, -1, -1))
+            else:
+                cmds.append((k.Q_DISARM, int(rng.integers(1, 3)), -1))
+            self.disarmed = not self.disarmed
+        elif rng.random() < 0.01:  # a repeated or stray (dis)arm request
+            cmds.append((k.Q_ARM, -1, -1) if rng.random() < 0.5 else (k.Q_DISARM, 1, -1))
+        modes = []
+        for n in range(nn):
+            if self.disarmed and rng.random() < 0.8:
+                modes.append(k.MODE_DISARM)
+            elif self.maint[n] and rng.random() < 0.85:
+                modes.append(k.MODE_MAINTENANCE)
+            elif self.restart_for[n]:
+                modes.append(k.MODE_RESTART)
+            else:
+                modes.append(k.MODE_ACTIVE)
+        locks = [(not self.online[n]) and self.down_for[n] >= self.lock_after[n] for n in range(nn)]
+        motion = None
+        if rng.random() < 0.3:  # the balancer's answer
+            before = int(rng.integers(0, 100))
+            motion = (
+                int(rng.integers(ns)),
+                int(rng.integers(nn)),
+                before,
+                int(rng.integers(0, before + 1)),
+            )
+        for _ in range(int(rng.poisson(0.5))):  # an admin's motions
+            s = int(rng.integers(ns))
+            kind = k.Q_MIGRATE if cl.sids[s].startswith("vm:") else k.Q_RELOCATE
+            if rng.random() < 0.1:
+                kind = k.Q_RELOCATE if kind == k.Q_MIGRATE else k.Q_MIGRATE
+            cmds.append((kind, s, int(rng.integers(nn))))
+        if rng.random() < 0.05:
+            cmds.append((k.Q_STOP, int(rng.integers(ns)), int(rng.choice([0, 30]))))
+        results: list[int | None] = []
+        for _ in range(ns):
+            u = rng.random()
+            if u < 0.45:
+                results.append(None)
+            elif u < 0.55:
+                results.append(-2)
+            else:
+                results.append(int(EXIT_CODES[int(rng.choice(5, p=_EXIT_WEIGHTS))]))
+        changes = []
+        for _ in range(int(rng.poisson(0.3))):
+            changes.append((int(rng.integers(ns)), int(rng.choice(4, p=[0.55, 0.15, 0.2, 0.1]))))
+        self.round_no += 1
+        return RoundInput(
+            now=self.round_no * ROUND_S,
+            online=list(self.online),
+            modes=modes,
+            locks=locks,
+            results=results,
+            commands=cmds,
+            cfg_changes=changes,
+            motion=motion,
+        )
+
+
+@dataclass
+class Outcome:
+    identical: bool
+    difference: str = ""
+    rounds: int = 0
+    features: Counter[str] = field(default_factory=Counter)
+
+
+def _first_difference(a: Snapshot, b: Snapshot, cl: Cluster) -> str:
+    for i, (x, y) in enumerate(zip(a.services, b.services, strict=True)):
+        if x != y:
+            return f"service {cl.sids[i]}: port {x} engine {y}"
+    if a.nodes != b.nodes:
+        return f"node states: port {a.nodes} engine {b.nodes}"
+    if a.node_request != b.node_request:
+        return f"maintenance requests: port {a.node_request} engine {b.node_request}"
+    if a.disarm != b.disarm:
+        return f"disarm: port {a.disarm} engine {b.disarm}"
+    for i, (x, y) in enumerate(zip(a.log, b.log, strict=False)):
+        if x != y:
+            return f"log line {i}: port {x} engine {y}"
+    if len(a.log) != len(b.log):
+        return f"log: port {len(a.log)} lines, engine {len(b.log)}"
+    return ""
+
+
+def run_example(seed: int, rounds: int = 60, crm: ModuleType | None = None) -> Outcome:
+    """One random example: both sides for ``rounds`` CRM rounds; stops at the first difference."""
+    rng = np.random.default_rng(seed)
+    cl = random_cluster(rng)
+    hist = History(cl, rng)
+    port, engine = PortCRM(cl), EngineCRM(cl, crm)
+    out = Outcome(identical=True)
+    for r in range(rounds):
+        inp = hist.next()
+        out.rounds = r + 1
+        try:
+            a = port.round(inp)
+        except Exception as err:
+            out.identical = False
+            out.difference = f"seed {seed} round {r + 1}: the port raised {err!r}"
+            return out
+        try:
+            b = engine.round(inp)
+        except Exception as err:
+            out.identical = False
+            out.difference = f"seed {seed} round {r + 1}: the engine raised {err!r}"
+            return out
+        diff = _first_difference(a, b, cl)
+        if diff:
+            out.identical = False
+            out.difference = f"seed {seed} round {r + 1}: {diff}"
+            return out
+        _count(out.features, engine.events, b)
+    return out
+
+
+def _count(features: Counter[str], events: np.ndarray, snap: Snapshot) -> None:
+    from pvegym.sim.engine import events as ev
+
+    for row in events:
+        kind = int(row[0])
+        features[EVENT_NAMES[kind]] += 1
+        if kind == ev.E_STATE_CHANGE:
+            features[f"state {k.SERVICE_STATES[int(row[3])]}"] += 1
+        elif kind == ev.E_NODE_STATE:
+            features[f"node {k.NODE_STATES[int(row[4])]}"] += 1
