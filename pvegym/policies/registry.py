@@ -17,6 +17,7 @@ _REGISTRY: dict[str, str] = {
     "upstream": "pvegym.policies.upstream:UpstreamPolicy",
     "patched": "pvegym.policies.patched:PatchedPolicy",
     "guest-centric": "pvegym.policies.guest_centric:GuestCentricPolicy",
+    "planner": "pvegym.policies.planner:PlannerPolicy",
     "learned": "pvegym.policies.learned:LearnedPolicy",
 }
 
