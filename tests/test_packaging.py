@@ -4,6 +4,7 @@ dependency ranges another project can live beside (exact versions are ``constrai
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -48,8 +49,12 @@ def test_the_set_up_scripts_install_with_the_constraints() -> None:
 @pytest.mark.slow
 def test_the_wheel_has_one_top_level_package(tmp_path: Path) -> None:
     """Built as ``pip install <clone>`` builds it; ``policies`` ships as ``pvegym.policies``."""
+    src = tmp_path / "src"  # a copy: pip builds in the source tree and would leave build/ there
+    shutil.copytree(
+        ROOT, src, ignore=shutil.ignore_patterns(".*", "build", "results", "runs", "*.egg-info")
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(src)],
         check=True,
         capture_output=True,
         timeout=600,

@@ -54,8 +54,9 @@ from pvegym.policies.guest_centric import GuestCentricPolicy
 from pvegym.policies.patched import PatchedPolicy
 from pvegym.sim.cost import BALANCER_COST, RunningCost
 from pvegym.sim.metrics import Metrics
+from pvegym.sim.move_ledger import CHURN_PRESSURE_PCT
 from pvegym.sim.scenario import Scenario, scenario_from_dict
-from pvegym.sim.simulation import CHURN_PRESSURE_PCT, Simulation
+from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import STARTED, ClusterView, Motion
 
 #: futures and candidates are bounded: each costs a rollout per option per planned round
