@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from pvegym.errors import ConfigError, show
-from pvegym.limits import MAX_FILE_BYTES, MAX_NAME_BYTES, MAX_TEXT_CHARS
+from pvegym.limits import MAX_FILE_BYTES, MAX_NAME_BYTES, MAX_TEXT_CHARS, check_number
 from pvegym.units import parse_quantity
 
 T = TypeVar("T")
@@ -147,14 +147,15 @@ def check_text(value: str, path: str) -> str:
 
 
 def _check_bounds(value: float, path: str, meta: typing.Mapping[str, Any]) -> None:
-    if "ge" in meta and value < meta["ge"]:
-        raise ConfigError(path, f"must be ≥ {meta['ge']:g}, not {show(value)}")
-    if "gt" in meta and value <= meta["gt"]:
-        raise ConfigError(path, f"must be > {meta['gt']:g}, not {show(value)}")
-    if "le" in meta and value > meta["le"]:
-        raise ConfigError(path, f"must be ≤ {meta['le']:g}, not {show(value)}")
-    if "lt" in meta and value >= meta["lt"]:
-        raise ConfigError(path, f"must be < {meta['lt']:g}, not {show(value)}")
+    check_number(
+        value,
+        path,
+        ge=meta.get("ge"),
+        gt=meta.get("gt"),
+        le=meta.get("le"),
+        lt=meta.get("lt"),
+        unit=meta.get("unit"),
+    )
 
 
 def load(cls: type[T], data: typing.Mapping[str, Any], path: str = "") -> T:
@@ -202,8 +203,15 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
         last = i == len(tokens) - 1
         key: Any = int(tok[1:-1]) if tok.startswith("[") else tok
         if isinstance(key, int):
-            if not isinstance(node, list) or key >= len(node):
-                raise ConfigError(f"--set {dotted}", f"index {key} out of range")
+            name = ".".join(tokens[:i]).replace(".[", "[") or "the top level"
+            if not isinstance(node, list):
+                raise ConfigError(f"--set {dotted}", f"{name} is not a list: no index [{key}]")
+            if key >= len(node):
+                allowed = f"0..{len(node) - 1}" if node else "none: the list is empty"
+                raise ConfigError(
+                    f"--set {dotted}",
+                    f"index {key} out of range: {name} has {len(node)} (allowed: {allowed})",
+                )
         elif not isinstance(node, dict):
             raise ConfigError(f"--set {dotted}", f"{tok!r} is not a table key here")
         if last:

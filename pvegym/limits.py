@@ -42,6 +42,7 @@ import math
 from typing import Any
 
 from pvegym.errors import ConfigError, show
+from pvegym.units import format_quantity
 
 MAX_NODES = 1024
 MAX_GUESTS = 100_000
@@ -83,20 +84,30 @@ def check_number(
     gt: float | None = None,
     le: float | None = None,
     lt: float | None = None,
+    unit: str | None = None,
 ) -> float:
     """``value`` if it is finite and within the bounds given, else a one-line ConfigError at
-    ``path`` saying what is allowed. NaN and ±infinity are never allowed."""
+    ``path`` saying what is allowed. NaN and ±infinity are never allowed. With ``unit``
+    (``"duration"``, ``"size"``, ``"rate"``) the message says bounds and value in a unit
+    (``must be ≤ 31 d, not 40 d``)."""
     if not math.isfinite(value):
         raise ConfigError(path, f"must be a finite number, not {show(value)}")
-    if ge is not None and value < ge:
-        raise ConfigError(path, f"must be ≥ {ge:g}, not {show(value)}")
-    if gt is not None and value <= gt:
-        raise ConfigError(path, f"must be > {gt:g}, not {show(value)}")
-    if le is not None and value > le:
-        raise ConfigError(path, f"must be ≤ {le:g}, not {show(value)}")
-    if lt is not None and value >= lt:
-        raise ConfigError(path, f"must be < {lt:g}, not {show(value)}")
+    for op, bound, bad in (
+        ("≥", ge, ge is not None and value < ge),
+        (">", gt, gt is not None and value <= gt),
+        ("≤", le, le is not None and value > le),
+        ("<", lt, lt is not None and value >= lt),
+    ):
+        if bad:
+            raise ConfigError(path, bound_message(op, bound, value, unit))
     return value
+
+
+def bound_message(op: str, bound: Any, value: Any, unit: str | None = None) -> str:
+    """``must be ≤ 2.5, not 3.0``; with a ``unit`` both in it (``must be ≤ 31 d, not 40 d``)."""
+    if unit is None:
+        return f"must be {op} {bound:g}, not {show(value)}"
+    return f"must be {op} {format_quantity(unit, bound)}, not {format_quantity(unit, value)}"
 
 
 def whole_number(value: Any, path: str, *, ge: int = 0, le: int) -> int:

@@ -115,6 +115,30 @@ def parse_quantity(kind: str, value: str | float | int, path: str) -> float:
     return out
 
 
+#: the units :func:`format_quantity` writes, largest first
+_SHOW_UNITS: dict[str, tuple[tuple[str, float], ...]] = {
+    "duration": (("d", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3)),
+    "size": (("PiB", PiB), ("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB), ("B", 1)),
+}
+_SHOW_UNITS["rate"] = tuple((f"{u}/s", f) for u, f in _SHOW_UNITS["size"])
+
+
+def format_quantity(kind: str, value: float) -> str:
+    """``value`` (seconds, bytes or bytes/s for ``kind``) in the largest unit that keeps it ≥ 1,
+    as an error message says it: ``2678400`` → ``"31 d"``, ``-2**30`` → ``"-1 GiB"``; a value
+    below the smallest unit in that unit (``"0 s"``, ``"0.5 B"``)."""
+    units = _SHOW_UNITS[kind]
+    if not math.isfinite(value):
+        return f"{value!r}"
+    for name, factor in units:
+        if abs(value) >= factor:
+            return f"{value / factor:.6g} {name}"
+    if value == 0:
+        return "0 s" if kind == "duration" else f"0 {units[-1][0]}"
+    name, factor = units[-1]
+    return f"{value / factor:.6g} {name}"
+
+
 def parse_size(text: str | float | int, path: str = "size") -> float:
     """Bytes from ``24GiB``, ``512 MiB``, or a plain number of bytes (:func:`parse_quantity`)."""
     return parse_quantity("size", text, path)

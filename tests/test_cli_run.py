@@ -103,3 +103,31 @@ def test_ctrl_c_is_one_line_and_keeps_finished_cells(tmp_path: Path) -> None:
     assert err.strip() == "pvegym: interrupted" and "Traceback" not in err
     done = len(list(cells.glob("*.json")))
     assert 2 <= done < 80  # stopped: the cells running then finished, nothing new started
+
+
+@pytest.mark.parametrize(
+    ("command", "file", "fragment"),
+    [
+        ("run", "scenarios/reference.toml", "is a scenario file, not an experiment file"),
+        ("run", "tune-patched.toml", "is a study file, not an experiment file"),
+        ("run", "train-ppo.toml", "is a training file, not an experiment file"),
+        ("tune", "field-scenarios.toml", "is an experiment file, not a study file"),
+        ("train", "scenarios/minimal.toml", "is a scenario file, not a training file"),
+    ],
+)
+def test_a_file_of_another_kind_names_the_file_and_its_command(
+    cli: RunCli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    file: str,
+    fragment: str,
+) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    path = f"experiments/{file}"
+    code, out, err = cli(command, path, "--out", str(tmp_path / "out"))
+    assert code == 2 and not out and err.count("\n") == 1
+    assert f"{path}: {fragment}" in err, err
+    right = {"scenario": "simulate --scenario", "study": "tune", "training": "train"}
+    kind = fragment.split()[2]
+    assert f"run pvegym {right.get(kind, 'run')} {path}" in err

@@ -131,3 +131,73 @@ def test_scenarios_lists_named_scenarios_and_families_with_splits(cli: RunCli) -
     assert code == 0
     assert "failure-loop" in out and "small" in out and "trace" in out
     assert "train seeds 0..9999, test seeds 1000000..1000999" in out
+
+
+#: issue 34 item 4: each careless input is one line, exit 2, saying what is allowed
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (
+            ["--set", "guests[0].memhost=-1GiB"],
+            "guests[0].memhost: a memory footprint cannot be negative: its level (constants + OU "
+            "means) must be ≥ 0 bytes, not -1 GiB",
+        ),
+        (["--set", "guests[0].cpu=-2"], "guests[0].cpu: a CPU demand cannot be negative"),
+        (
+            ["--set", 'nodes[0].base_mem={type = "ou", mean = "-2GiB", sigma = "1GiB"}'],
+            "nodes[0].base_mem: a memory footprint cannot be negative",
+        ),
+        (["--set", 'nodes[1].base_cpu={type = "constant", level = -1}'], "nodes[1].base_cpu"),
+        (["--duration", "40d"], "--duration: must be ≤ 31 d, not 40 d"),
+        (["--set", "duration=40d"], "duration: must be ≤ 31 d, not 40 d"),
+        (["--set", "migration.bandwidth=-1MiB/s"], "must be > 0 B/s, not -1 MiB/s"),
+        (
+            ["--set", "guests[9].maxcpu=2"],
+            "--set guests[9].maxcpu: index 9 out of range: guests has 8 (allowed: 0..7)",
+        ),
+        (["--set", "migration[0].x=1"], "migration is not a list: no index [0]"),
+        (
+            ["--policy", "patched", "--param", "threshhold=0.4"],
+            "--param threshhold: unknown parameter of 'patched' (did you mean 'threshold'?",
+        ),
+        (
+            ["--policy", "patched", "--param", "backoff_base_s=-1m"],
+            "--param backoff_base_s: must be a finite number >= 0, got -60.0",
+        ),
+        (
+            ["--policy", "patched", "--param", "backoff_base_s=1parsec"],
+            "--param backoff_base_s: unknown duration unit in '1parsec'",
+        ),
+    ],
+)
+def test_careless_inputs_say_what_is_allowed(cli: RunCli, argv: list[str], fragment: str) -> None:
+    code, out, err = cli("simulate", "--scenario", "idle-night", "--duration", "1m", *argv)
+    assert code == 2 and not out
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert fragment in err, err
+
+
+def test_a_misspelled_scenario_gets_a_did_you_mean(cli: RunCli) -> None:
+    code, _, err = cli("simulate", "--scenario", "failure_loop")
+    assert code == 2 and err.count("\n") == 1
+    assert (
+        "unknown scenario 'failure_loop' (did you mean 'failure-loop'? allowed: one of the" in err
+    )
+    assert "`pvegym scenarios` lists, or a .toml file)" in err
+
+
+def test_policy_durations_and_rates_take_units(cli: RunCli) -> None:
+    """``--param backoff_base_s=1m`` is 60 s like every other duration (and a plain number is
+    seconds); a rate constant takes ``/s``."""
+    from pvegym.policies import make_policy
+
+    one_minute = make_policy("patched", param_key="--param", backoff_base_s="1m")
+    assert one_minute.config.backoff_base_s == 60.0  # type: ignore[attr-defined]
+    assert make_policy("patched", backoff_base_s=60).config == one_minute.config  # type: ignore[attr-defined]
+    gc = make_policy("guest-centric", bandwidth_bps="1GiB/s", horizon_s="5 minutes")
+    assert gc.config.bandwidth_bps == 2**30 and gc.config.horizon_s == 300.0  # type: ignore[attr-defined]
+    code, _, _ = cli(
+        "simulate", "--scenario", "idle-night", "--duration", "1m", "--policy", "patched",
+        "--param", "backoff_base_s=1m",
+    )  # fmt: skip
+    assert code == 0

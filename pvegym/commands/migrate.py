@@ -58,19 +58,27 @@ def params_from_args(args: argparse.Namespace) -> MigrationParams:
             "--qemu-server", f"{show(args.qemu_server)}: allowed are patched, unpatched"
         )
     memory = check_number(
-        parse_size(args.memory, "--memory"), "--memory", gt=0.0, le=MAX_MEMORY_BYTES
+        parse_size(args.memory, "--memory"), "--memory", gt=0.0, le=MAX_MEMORY_BYTES, unit="size"
     )
     return MigrationParams(
         memory=memory,
         bandwidth=check_number(
-            parse_rate(args.bandwidth, "--bandwidth"), "--bandwidth", gt=0.0, le=MAX_RATE
+            parse_rate(args.bandwidth, "--bandwidth"),
+            "--bandwidth",
+            gt=0.0,
+            le=MAX_RATE,
+            unit="rate",
         ),
         dirty_rate=check_number(
-            parse_rate(args.dirty_rate, "--dirty-rate"), "--dirty-rate", ge=0.0, le=MAX_RATE
+            parse_rate(args.dirty_rate, "--dirty-rate"),
+            "--dirty-rate",
+            ge=0.0,
+            le=MAX_RATE,
+            unit="rate",
         ),
         wws=None
         if args.wws is None
-        else check_number(parse_size(args.wws, "--wws"), "--wws", gt=0.0, le=memory),
+        else check_number(parse_size(args.wws, "--wws"), "--wws", gt=0.0, le=memory, unit="size"),
         throttle_sensitivity=check_number(
             _number(args.throttle_sensitivity, "--throttle-sensitivity"),
             "--throttle-sensitivity",
@@ -82,6 +90,7 @@ def params_from_args(args: argparse.Namespace) -> MigrationParams:
             "--downtime-limit",
             gt=0.0,
             le=86400.0,
+            unit="duration",
         )
         * 1000.0,
         qemu_server_patched=patched_text == "patched",
@@ -125,7 +134,11 @@ def result_json(m: Migration) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     duration = check_number(
-        parse_duration(args.duration, "--duration"), "--duration", gt=0.0, le=MAX_DURATION_S
+        parse_duration(args.duration, "--duration"),
+        "--duration",
+        gt=0.0,
+        le=MAX_DURATION_S,
+        unit="duration",
     )
     m = Migration(params).run(duration)
     if args.json:

@@ -28,6 +28,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"metrics differ ({where}):")
     for line in diff:
         print(f"  {line}")
-    if record.model_sha256 and record.model_sha256 != model_fingerprint():
+    if record.code_sha256 and record.code_sha256 != model_fingerprint():
         print("  (the model or policy code changed since this record was made)")
     return 1

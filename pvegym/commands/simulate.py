@@ -73,12 +73,16 @@ def simulate(
     if qemu_server is not None:
         sets["migration.qemu_server"] = qemu_server
     scn = catalog.resolve(scenario, seed, sets, name_key="--scenario", set_key="--set").scenario
-    pol = make_policy(policy, "--policy", **(params or {}))
+    pol = make_policy(policy, "--policy", param_key="--param", **(params or {}))
     whole_number(seed, "--seed", ge=0, le=MAX_SEED)
     seconds = None
     if duration is not None:
         seconds = check_number(
-            parse_duration(duration, "--duration"), "--duration", gt=0.0, le=MAX_DURATION_S
+            parse_duration(duration, "--duration"),
+            "--duration",
+            gt=0.0,
+            le=MAX_DURATION_S,
+            unit="duration",
         )
     sim = Simulation(scn, seed)
     rounds = round((scn.duration if seconds is None else seconds) / sim.round_s)

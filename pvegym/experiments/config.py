@@ -376,4 +376,33 @@ def load_experiment(path: str | Path) -> Experiment:
         if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
             raise ConfigError("experiment", f"{show(str(p), 100)} is not a pvegym run manifest")
         return load(Experiment, doc["config"])
-    return load(Experiment, experiment_data(p))
+    data = experiment_data(p)
+    check_file_kind(data, p, "experiment")
+    return load(Experiment, data)
+
+
+#: the keys that tell the other input files from an experiment, and the command that reads each
+_FILE_KINDS = (
+    ("scenario", ("nodes", "guests"), "pvegym simulate --scenario {file}"),
+    ("study", ("objectives", "params", "n_trials"), "pvegym tune {file}"),
+    ("training", ("algo", "total_timesteps", "hyperparams"), "pvegym train {file}"),
+    ("experiment", ("policies", "scenarios"), "pvegym run {file}"),
+)
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
+def check_file_kind(data: dict[str, Any], file: Path, want: str) -> None:
+    """A file of another kind than ``want`` (a scenario or study file given to ``pvegym run``)
+    is a one-line error naming the file, what it is and the command that reads it — not the
+    first key the wrong schema does not know."""
+    for kind, keys, command in _FILE_KINDS:
+        if kind != want and any(k in data for k in keys):
+            shown = show(str(file), 100, quote=False)
+            raise ConfigError(
+                shown,
+                f"is {_a(kind)} file, not {_a(want)} file (it has "
+                f"{', '.join(k for k in keys if k in data)}): run {command.format(file=shown)}",
+            )

@@ -120,13 +120,14 @@ class EpisodeRecord:
     metrics: dict[str, Any] = field(default_factory=dict)
     scenario_data: dict[str, Any] | None = None
     pvegym_version: str = pvegym.__version__
-    model_sha256: str = ""  # model_fingerprint() of the code that recorded it ("" = unknown)
+    # model_fingerprint() of the simulator and policy code that recorded it ("" = unknown)
+    code_sha256: str = ""
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "format": RECORD_FORMAT,
             "pvegym_version": self.pvegym_version,
-            "model_sha256": self.model_sha256,
+            "code_sha256": self.code_sha256,
             "scenario": self.scenario,
             "seed": self.seed,
             "duration": self.duration,
@@ -179,7 +180,7 @@ class EpisodeRecord:
             metrics=metrics,
             scenario_data=None if data is None else _table(data, f"{where}: scenario_data"),
             pvegym_version=_text(doc.get("pvegym_version", "unknown"), f"{where}: pvegym_version"),
-            model_sha256=_text(doc.get("model_sha256", ""), f"{where}: model_sha256"),
+            code_sha256=_code_sha256(doc, where),
         )
 
     def build_scenario(self) -> Scenario:
@@ -212,6 +213,18 @@ def _text(value: Any, where: str) -> str:
     return check_text(value, where)
 
 
+#: the code fingerprint's key in records and run manifests before it was ``code_sha256`` (a
+#: training manifest's ``model_sha256`` is its ``model.zip``'s hash): still read, and a provenance
+#: key, so a file that has it is left as it is by a rerun that reproduces it
+LEGACY_CODE_KEY = "model_sha256"
+
+
+def _code_sha256(doc: dict[str, Any], where: str) -> str:
+    """A record's code fingerprint: ``code_sha256``, or in an older record ``model_sha256``."""
+    key = "code_sha256" if "code_sha256" in doc else LEGACY_CODE_KEY
+    return _text(doc.get(key, ""), f"{where}: {key}")
+
+
 def _duration(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(where, f"must be a number of seconds, not {show(value)}")
@@ -219,7 +232,7 @@ def _duration(value: Any, where: str) -> float:
 
 
 #: who produced a record (not what it says): kept when a rerun reproduces the record
-RECORD_PROVENANCE = ("model_sha256", "pvegym_version")
+RECORD_PROVENANCE = ("code_sha256", LEGACY_CODE_KEY, "pvegym_version")
 
 
 def write_json_stable(path: Path, doc: dict[str, Any], provenance: tuple[str, ...]) -> bool:

@@ -30,7 +30,7 @@ import pvegym
 from pvegym.experiments.cells import Row, RunStats
 from pvegym.experiments.config import Experiment
 from pvegym.experiments.files import write_json_atomic
-from pvegym.experiments.record import write_json_stable
+from pvegym.experiments.record import LEGACY_CODE_KEY, write_json_stable
 from pvegym.experiments.stats import (
     Estimate,
     bootstrap,
@@ -320,7 +320,8 @@ def _iso(t: float) -> str:
 MANIFEST_PROVENANCE = (
     "git_commit",
     "git_dirty",
-    "model_sha256",
+    "code_sha256",
+    LEGACY_CODE_KEY,
     "pvegym_version",
     "python",
     "packages",
@@ -343,7 +344,7 @@ def write_manifest(
     which is not committed."""
     commit, dirty = git_commit()
     csv_bytes = (path.parent / "metrics.csv").read_bytes()
-    model = rows[0].cell.config.get("code_sha256", "") if rows else ""
+    code = rows[0].cell.config.get("code_sha256", "") if rows else ""
     doc = {
         "experiment": exp.name,
         "config": exp.resolved(),
@@ -354,7 +355,7 @@ def write_manifest(
             for r in rows
         ],
         "metrics_csv_sha256": hashlib.sha256(csv_bytes).hexdigest(),
-        "model_sha256": model,
+        "code_sha256": code,
         "git_commit": commit,
         "git_dirty": dirty,
         "pvegym_version": pvegym.__version__,
@@ -371,7 +372,7 @@ def write_manifest(
         "cells_reused": stats.cached,
         "git_commit": commit,
         "git_dirty": dirty,
-        "model_sha256": model,
+        "code_sha256": code,
         "metrics_csv_sha256": doc["metrics_csv_sha256"],
         "manifest_unchanged": not wrote,  # this run reproduced the manifest's results
         **machine(),

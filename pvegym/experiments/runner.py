@@ -360,5 +360,5 @@ def _record(row: Row, doc: dict[str, Any]) -> EpisodeRecord:
         overrides=c["overrides"],
         motions=[(int(r), str(s), str(t)) for r, s, t in doc["motions"]],
         metrics=doc["metrics"],
-        model_sha256=c.get("code_sha256", ""),
+        code_sha256=c.get("code_sha256", ""),
     )

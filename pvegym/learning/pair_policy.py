@@ -243,18 +243,56 @@ def greedy_actions(logits: th.Tensor) -> th.Tensor:
 
 
 class _PairScorerMixin:
-    """What the PPO and MaskablePPO variants share: the extractor, an identity action net and the
-    deterministic rule of :func:`greedy_actions`."""
+    """What the PPO and MaskablePPO variants share: the layout's checks and the network's
+    constructor arguments, the extractor, an identity action net (and the optimizer over it)
+    and the deterministic rule of :func:`greedy_actions`. It comes first in each variant's bases,
+    so ``super()`` is SB3's policy class."""
 
     pair_kwargs: dict[str, Any]
     mlp_extractor: Any
     action_net: nn.Module
+    optimizer: Any
+    optimizer_class: Any
+    optimizer_kwargs: dict[str, Any]
+
+    def __init__(
+        self,
+        observation_space: spaces.Space[Any],
+        action_space: spaces.Space[Any],
+        lr_schedule: Any,
+        layout: dict[str, Any],
+        hidden: int = 64,
+        noop_prob: float = 0.9,
+        pair_layers: int = 1,
+        **kwargs: Any,
+    ) -> None:
+        _check_spaces(observation_space, action_space, layout)
+        self.pair_kwargs = {
+            "layout": dict(layout),
+            "hidden": int(hidden),
+            "noop_prob": float(noop_prob),
+            "pair_layers": int(pair_layers),
+        }
+        kwargs.setdefault("ortho_init", False)
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)  # type: ignore[call-arg]
 
     def _build_mlp_extractor(self) -> None:
         self.mlp_extractor = PairScorerNet(**self.pair_kwargs)
 
-    def _finish_build(self) -> None:
+    def _build(self, lr_schedule: Any) -> None:
+        super()._build(lr_schedule)  # type: ignore[misc]
         self.action_net = nn.Identity()
+        # SB3 built the optimizer over the linear action net it made; again over ours
+        self.optimizer = self.optimizer_class(
+            self.parameters(),  # type: ignore[attr-defined]
+            lr=lr_schedule(1),
+            **self.optimizer_kwargs,
+        )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data: dict[str, Any] = super()._get_constructor_parameters()  # type: ignore[misc]
+        data.update(self.pair_kwargs)
+        return data
 
     def _masked_logits(self, observation: th.Tensor, action_masks: Any) -> th.Tensor:
         features = self.extract_features(observation)  # type: ignore[attr-defined]
@@ -281,40 +319,6 @@ def _check_spaces(
 class PairScorerPolicy(_PairScorerMixin, ActorCriticPolicy):
     """The pair scorer for PPO (the structural mask replaces the action mask)."""
 
-    def __init__(
-        self,
-        observation_space: spaces.Space[Any],
-        action_space: spaces.Space[Any],
-        lr_schedule: Any,
-        layout: dict[str, Any],
-        hidden: int = 64,
-        noop_prob: float = 0.9,
-        pair_layers: int = 1,
-        **kwargs: Any,
-    ) -> None:
-        _check_spaces(observation_space, action_space, layout)
-        self.pair_kwargs = {
-            "layout": dict(layout),
-            "hidden": int(hidden),
-            "noop_prob": float(noop_prob),
-            "pair_layers": int(pair_layers),
-        }
-        kwargs.setdefault("ortho_init", False)
-        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
-
-    def _build(self, lr_schedule: Any) -> None:
-        super()._build(lr_schedule)
-        self._finish_build()
-        # SB3 built the optimizer over the linear action net it made; again over ours
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
-
-    def _get_constructor_parameters(self) -> dict[str, Any]:
-        data = super()._get_constructor_parameters()
-        data.update(self.pair_kwargs)
-        return data
-
     def _predict(self, observation: Any, deterministic: bool = False) -> th.Tensor:
         if deterministic:
             return greedy_actions(self._masked_logits(observation, None))
@@ -323,40 +327,6 @@ class PairScorerPolicy(_PairScorerMixin, ActorCriticPolicy):
 
 class MaskablePairScorerPolicy(_PairScorerMixin, MaskableActorCriticPolicy):
     """The pair scorer for MaskablePPO."""
-
-    def __init__(
-        self,
-        observation_space: spaces.Space[Any],
-        action_space: spaces.Space[Any],
-        lr_schedule: Any,
-        layout: dict[str, Any],
-        hidden: int = 64,
-        noop_prob: float = 0.9,
-        pair_layers: int = 1,
-        **kwargs: Any,
-    ) -> None:
-        _check_spaces(observation_space, action_space, layout)
-        self.pair_kwargs = {
-            "layout": dict(layout),
-            "hidden": int(hidden),
-            "noop_prob": float(noop_prob),
-            "pair_layers": int(pair_layers),
-        }
-        kwargs.setdefault("ortho_init", False)
-        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
-
-    def _build(self, lr_schedule: Any) -> None:
-        super()._build(lr_schedule)
-        self._finish_build()
-        # SB3 built the optimizer over the linear action net it made; again over ours
-        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
-            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
-
-    def _get_constructor_parameters(self) -> dict[str, Any]:
-        data = super()._get_constructor_parameters()
-        data.update(self.pair_kwargs)
-        return data
 
     def _predict(
         self, observation: Any, deterministic: bool = False, action_masks: Any = None

@@ -129,7 +129,14 @@ def check_hyperparam(key: str, value: Any, path: str) -> None:
         if key == "gradient_steps" and n == 0:
             raise ConfigError(path, "must be ≥ 1, or -1 (as many as environment steps)")
         return
-    check_number(float(value), path, **bounds)
+    check_number(
+        float(value),
+        path,
+        ge=bounds.get("ge"),
+        gt=bounds.get("gt"),
+        le=bounds.get("le"),
+        lt=bounds.get("lt"),
+    )
 
 
 def allowed_hyperparams(algo: str) -> list[str]:
@@ -480,7 +487,10 @@ def train_data(path: str | Path) -> dict[str, Any]:
             raise ConfigError("train", f"{show(str(p), 100)} is not a resolved train config")
         doc.pop("spaces", None)
         return doc
+    from pvegym.experiments.config import check_file_kind
+
     data = read_toml(p, "train", "train")
+    check_file_kind(data, p, "training")
     data.setdefault("name", p.stem)
     return data
 

@@ -198,7 +198,14 @@ def _check_pair_scorer_kwargs(raw: dict[str, Any], path: str) -> None:
         if kind == "int":
             limits.whole_number(v, where, ge=int(bounds["ge"]), le=int(bounds["le"]))
         else:
-            limits.check_number(float(v), where, **bounds)
+            limits.check_number(
+                float(v),
+                where,
+                ge=bounds.get("ge"),
+                gt=bounds.get("gt"),
+                le=bounds.get("le"),
+                lt=bounds.get("lt"),
+            )
 
 
 def build_policy_network(

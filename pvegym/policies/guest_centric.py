@@ -76,6 +76,7 @@ from pvegym.policies.upstream import (
     CandidateError,
     Candidates,
     check_non_negative,
+    quantity,
 )
 from pvegym.sim.migration import (
     COMPLETED,
@@ -206,29 +207,29 @@ class GuestCentricPolicy:
         curve_exponent: float = 8.0
         mem_band_frac: float = 0.05
         mem_headroom_frac: float = 0.05
-        bandwidth_bps: float = 430.0 * MiB
-        dirty_prior_bps: float = 50.0 * MiB
+        bandwidth_bps: float = quantity(430.0 * MiB, "rate")
+        dirty_prior_bps: float = quantity(50.0 * MiB, "rate")
         wws_prior_frac: float = 0.25
         sensitivity_prior: float = 0.5
         learn_dirty: bool = True
-        lrm_overhead_s: float = 8.0
+        lrm_overhead_s: float = quantity(8.0, "duration")
         downtime_limit_ms: float = 100.0
         boost_factor: float = 1.5
         abort_factor: float = 4.0
-        max_migration_s: float = 600.0
-        ct_downtime_s: float = 15.0
+        max_migration_s: float = quantity(600.0, "duration")
+        ct_downtime_s: float = quantity(15.0, "duration")
         w_gib: float = 1.0
         w_migration_s: float = 0.2
         w_throttle: float = 1.0
         w_downtime: float = 10.0
-        horizon_s: float = 600.0
+        horizon_s: float = quantity(600.0, "duration")
         cost_factor: float = 1.0
         prefer_cheapest_adequate: bool = True
-        return_block_s: float = 3600.0
-        backoff_base_s: float = 60.0
+        return_block_s: float = quantity(3600.0, "duration")
+        backoff_base_s: float = quantity(60.0, "duration")
         backoff_factor: float = 2.0
-        backoff_cap_s: float = 3600.0
-        cooldown_s: float = 600.0
+        backoff_cap_s: float = quantity(3600.0, "duration")
+        cooldown_s: float = quantity(600.0, "duration")
 
         def __post_init__(self) -> None:
             for f in fields(self):

@@ -55,6 +55,7 @@ from pvegym.policies.upstream import (
     NodeStatsArrays,
     UpstreamPolicy,
     check_non_negative,
+    quantity,
 )
 from pvegym.sim.view import ClusterView, Motion
 
@@ -115,10 +116,10 @@ class PatchedPolicy(UpstreamPolicy):
         """
 
         outcome_tracking: bool = True
-        backoff_base_s: float = 60.0
+        backoff_base_s: float = quantity(60.0, "duration")
         backoff_factor: float = 2.0
-        backoff_cap_s: float = 3600.0
-        cooldown_s: float = 600.0
+        backoff_cap_s: float = quantity(3600.0, "duration")
+        cooldown_s: float = quantity(600.0, "duration")
         use_memhost: bool = True
         dead_band: bool = True
         min_improvement: float = 0.1

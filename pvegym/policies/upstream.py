@@ -70,6 +70,12 @@ CURRENT_STATES = frozenset(
 _TARGET_STATES = frozenset({MIGRATE, RELOCATE, "request_start_balance"})
 
 
+def quantity(default: float, unit: str) -> Any:
+    """A policy constant with a unit (``"duration"``: seconds, ``"rate"``: bytes/s): a plain
+    number is in that unit, a string carries its own (``make_policy`` parses it)."""
+    return field(default=default, metadata={"unit": unit})
+
+
 def check_non_negative(where: str, value: Any) -> None:
     """A policy constant must be a finite number >= 0 (not a bool): else a :class:`ConfigError`
     at ``where``."""

@@ -22,13 +22,14 @@ Gymnasium).
 from __future__ import annotations
 
 import copy
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pvegym.config import parse_value, read_toml, set_path
-from pvegym.errors import ConfigError
+from pvegym.errors import ConfigError, show
 from pvegym.sim import families, scenarios
 from pvegym.sim.scenario import Scenario, scenario_from_dict
 from pvegym.sim.trace_source import scenario_base
@@ -119,10 +120,19 @@ def _source(name: str, seed: int, name_key: str) -> ScenarioData:
         data = read_toml(Path(name), name_key, "scenario")
         data.setdefault("name", Path(name).stem)
         return data
-    raise ConfigError(
-        name_key,
-        f"unknown scenario {name!r} (allowed: {', '.join(names())}, or a .toml file)",
-    )
+    raise ConfigError(name_key, _unknown_scenario(name))
+
+
+def _unknown_scenario(name: str) -> str:
+    """The message for an unknown scenario: the closest names first (difflib, as Python's own
+    "did you mean"), then every name when they fit in the line, else where they are listed."""
+    allowed = names()
+    close = difflib.get_close_matches(name, allowed, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    listed = ", ".join(allowed)
+    if len(listed) > 120:
+        listed = f"one of the {len(allowed)} names `pvegym scenarios` lists"
+    return f"unknown scenario {show(name)} ({hint}allowed: {listed}, or a .toml file)"
 
 
 def _subkey(base: str, key: str) -> str:

@@ -24,17 +24,36 @@ from pvegym.limits import (
     MAX_RATE,
 )
 from pvegym.sim.workload import Component, parse_signal
-from pvegym.units import GiB, MiB
+from pvegym.units import GiB, MiB, format_quantity
 
 _SID = re.compile(r"^(vm|ct):\d+$")
 
 
+def _level_not_negative(
+    comps: tuple[Component, ...], path: str, what: str
+) -> tuple[Component, ...]:
+    """A CPU demand (cores) or memory footprint (bytes) cannot be negative: the signal's level —
+    its constants plus its OU means, what it holds with the noise, day cycle, bursts and steps at
+    zero — must be ≥ 0. Those varying parts may dip below it (a step down, a negative burst);
+    where the sum does fall below 0 the model reads 0 (docs/scenarios.md, *Workloads*)."""
+    level = sum(c.level for c in comps if c.type == "constant")
+    level += sum(c.mean for c in comps if c.type == "ou")
+    if level < 0:
+        shown = format_quantity("size", level) if what == "bytes" else f"{level:g} cores"
+        raise ConfigError(
+            path,
+            f"a {'memory footprint' if what == 'bytes' else 'CPU demand'} cannot be negative: "
+            f"its level (constants + OU means) must be ≥ 0 {what}, not {shown}",
+        )
+    return comps
+
+
 def _cpu_signal(value: Any, path: str) -> tuple[Component, ...]:
-    return parse_signal(value, path)
+    return _level_not_negative(parse_signal(value, path), path, "cores")
 
 
 def _mem_signal(value: Any, path: str) -> tuple[Component, ...]:
-    return parse_signal(value, path, unit="size")
+    return _level_not_negative(parse_signal(value, path, unit="size"), path, "bytes")
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ from pvegym.experiments.config import (
     EpisodeOptions,
     ScenarioEntry,
     build_policy,
+    check_file_kind,
     experiment_data,
     sha256_json,
 )
@@ -535,6 +536,7 @@ def load_study_config(path: str | Path) -> StudyConfig:
         if err.path == "experiment":
             raise ConfigError("study", err.message.replace("experiment", "study")) from None
         raise
+    check_file_kind(data, p, "study")
     return study_from_dict(data)
 
 

@@ -19,6 +19,7 @@ from pvegym.experiments.config import (
     build_policy,
     load_experiment,
 )
+from pvegym.experiments.record import load_record
 from pvegym.experiments.runner import evaluate_cell, plan, run_experiment, unique_cells
 from pvegym.sim import catalog
 from pvegym.sim.metrics import METRIC_KEYS
@@ -163,10 +164,13 @@ def test_a_rerun_that_reproduces_the_results_leaves_every_file_as_it_was(tmp_pat
     manifest, record = out / "manifest.json", next((out / "records").rglob("seed-*.json"))
     for f in (manifest, record):
         doc = json.loads(f.read_text())
-        doc["model_sha256"] = "0" * 64
+        # older code; the record as files made before the key was renamed (``model_sha256``)
+        del doc["code_sha256"]
+        doc["code_sha256" if f == manifest else "model_sha256"] = "0" * 64
         if f == manifest:
             doc["git_commit"] = "an older commit"
         f.write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n")
+    assert load_record(record).code_sha256 == "0" * 64  # an old record's fingerprint is read
     before = {f: f.read_bytes() for f in out.rglob("*") if f.is_file() and "cells" not in f.parts}
     run_experiment(exp, out, progress=False, fresh=True)  # recomputed: the same bits
     after = {f: f.read_bytes() for f in before}

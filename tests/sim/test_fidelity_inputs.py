@@ -16,7 +16,7 @@ from pvegym.sim import catalog
         ("guests[0].shares=-1", "guests[0].shares: must be ≥ 0"),
         ("guests[0].balloon_min=64GiB", "guests[0].balloon_min: the balloon minimum cannot"),
         ("guests[0].hugepages=3", "guests[0].hugepages: must be true or false"),
-        ("nodes[0].swap=-1GiB", "nodes[0].swap: must be ≥ 0,"),
+        ("nodes[0].swap=-1GiB", "nodes[0].swap: must be ≥ 0 B, not -1 GiB"),
         ("memory.ballooning_target_pct=0", "memory.ballooning_target_pct: must be > 0,"),
         ("memory.ksm=maybe", "memory.ksm: must be true or false"),
         ("memory.ksm_npages_min=2000", "memory.ksm_npages_min: must not exceed ksm_npages_max"),
