@@ -170,6 +170,21 @@ def test_rliable_figures() -> None:
     }
 
 
+def test_iqm_and_probability_of_improvement_are_rliables_bit_for_bit() -> None:
+    """The two figures are rliable 1.2.0's functions written with scipy (rliable is not a
+    dependency); where rliable is installed, they agree with it exactly."""
+    metrics = pytest.importorskip("rliable.metrics")
+    gen = np.random.default_rng(7)
+    for n in (1, 2, 7, 50):
+        x = gen.normal(50, 30, n)
+        y = np.round(gen.normal(50, 30, n))
+        assert B.iqm(x, "t")["value"] == float(metrics.aggregate_iqm(x[:, None]))
+        for a, b in ((x, y), (y, x), (x, x), (y, y.copy())):
+            assert B.probability_of_improvement(a, b) == float(
+                metrics.probability_of_improvement(a[:, None], b[:, None])
+            )
+
+
 # ---------------------------------------------------------------------------- any policy
 def test_module_attr_scores_like_the_registered_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
