@@ -66,6 +66,8 @@ class PolicySpec:
     label: str
     make: Callable[[], Any]
     kind: str
+    #: the user's own code (``MODULE:ATTR``): its failure mid-episode is a one-line error
+    user: bool = False
 
 
 def _parse_params(items: list[str], spec: str) -> dict[str, Any]:
@@ -143,7 +145,7 @@ def _parse_spec(spec: str) -> PolicySpec:
             raise ConfigError(
                 f"--policy {spec}", f"{attr}() (called with no arguments) raised {err!r}"
             ) from None
-        return PolicySpec(spec, factory, _kind(first, spec))
+        return PolicySpec(spec, factory, _kind(first, spec), user=True)
     name, *items = spec.split(",")
     params = _parse_params(items, spec)
     if name not in available() and (name in REFERENCES or name == ORACLE_LABEL):
@@ -164,12 +166,19 @@ def run_policy(
     env = make_task_env(task) if spec.kind == "agent" else None
     out: dict[int, EpisodeResult] = {}
     for seed in task.test:
-        policy = spec.make()
-        res = (
-            agent_episode(task, seed, policy, env)
-            if spec.kind == "agent"
-            else balancer_episode(task, seed, policy)
-        )
+        try:
+            policy = spec.make()
+            res = (
+                agent_episode(task, seed, policy, env)
+                if spec.kind == "agent"
+                else balancer_episode(task, seed, policy)
+            )
+        except Exception as err:  # the user's code (or its action) failing: one line, no traceback
+            if not spec.user:
+                raise
+            raise ConfigError(
+                f"--policy {spec.label}", f"failed on test instance {seed}: {err!r}"
+            ) from None
         out[seed] = res
         if progress is not None:
             progress(seed, res)

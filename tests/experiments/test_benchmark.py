@@ -186,6 +186,23 @@ def test_iqm_and_probability_of_improvement_are_rliables_bit_for_bit() -> None:
 
 
 # ---------------------------------------------------------------------------- any policy
+def test_a_module_attr_agent_whose_action_is_invalid_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "bad_agents.py").write_text(
+        "class Wild:\n"
+        "    def act(self, observation, action_mask):\n"
+        "        return len(action_mask)\n"  # one past the last action
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = B.parse_spec("bad_agents:Wild")
+    with pytest.raises(ConfigError) as err:
+        B.run_policy(TASKS["small"], spec)
+    assert err.value.path == "--policy bad_agents:Wild"
+    assert "test instance 1000000" in err.value.message and "outside Discrete" in err.value.message
+
+
 def test_module_attr_scores_like_the_registered_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
