@@ -272,6 +272,15 @@ def test_reference_table_is_bit_for_bit_current(table: dict, name: str, label: s
         assert got == rows[str(seed)], f"{name} {label} {seed}: regenerate the table"
 
 
+def test_reference_table_oracle_row_is_bit_for_bit_current(table: dict) -> None:
+    """The oracle defines 100: a change to the look-ahead (not part of the model fingerprint the
+    noop/patched check guards) must not leave its rows stale either (~1 s on small)."""
+    t = TASKS["small"]
+    seed = t.test.stop - 1  # the last, as the noop/patched check (8 oracle moves on small)
+    got = balancer_episode(t, seed, make_reference(ORACLE_LABEL)).record()
+    assert got == table["tasks"]["small"]["policies"][ORACLE_LABEL][str(seed)], "regenerate"
+
+
 @pytest.mark.parametrize("name", list(TASKS))
 def test_table_covers_every_test_instance(table: dict, name: str) -> None:
     rows = table["tasks"][name]["policies"]
