@@ -61,6 +61,19 @@ def test_gymnasium_first_then_pvegym() -> None:
     assert got == {"registered": True, "env_loaded": False}
 
 
+def test_registration_compiles_no_kernel() -> None:
+    """Registering the benchmark tasks reads their table (pvegym.sim.tasks), not the numba round
+    kernel: ``import gymnasium, pvegym`` stays cheap (the kernel loads on the first make)."""
+    got = _python(
+        "import json, sys\n"
+        "import gymnasium as gym\n"
+        "import pvegym\n"
+        "print(json.dumps({'small': 'pvegym/Small-v1' in gym.registry,\n"
+        "  'numba': 'numba' in sys.modules}))\n"
+    )
+    assert got == {"small": True, "numba": False}
+
+
 def test_the_model_loads_no_gymnasium() -> None:
     got = _python(
         "import json, sys\n"

@@ -15,7 +15,8 @@ mean policy cost) / (mean ``noop`` cost − mean oracle cost) over the task's te
 of means with a paired percentile bootstrap 95 % CI (instances resampled, the same indices for the
 three means); beside it rliable's IQM and probability of improvement (Agarwal et al., "Deep
 Reinforcement Learning at the Edge of the Statistical Precipice", NeurIPS 2021; the ``rliable``
-package's ``aggregate_iqm`` and ``probability_of_improvement``), per-instance wins / losses / ties
+package's ``aggregate_iqm`` and ``probability_of_improvement``, each a scipy call, written here
+rather than importing rliable and its pandas, seaborn, statsmodels and arch), per-instance wins / losses / ties
 against each reference heuristic, and the constraint counts. ``noop`` and the oracle come from the
 shipped reference table (:mod:`pvegym.experiments.benchmark_references`), so scoring needs no
 oracle run.
@@ -65,6 +66,8 @@ class PolicySpec:
     label: str
     make: Callable[[], Any]
     kind: str
+    #: the user's own code (``MODULE:ATTR``): its failure mid-episode is a one-line error
+    user: bool = False
 
 
 def _parse_params(items: list[str], spec: str) -> dict[str, Any]:
@@ -142,7 +145,7 @@ def _parse_spec(spec: str) -> PolicySpec:
             raise ConfigError(
                 f"--policy {spec}", f"{attr}() (called with no arguments) raised {err!r}"
             ) from None
-        return PolicySpec(spec, factory, _kind(first, spec))
+        return PolicySpec(spec, factory, _kind(first, spec), user=True)
     name, *items = spec.split(",")
     params = _parse_params(items, spec)
     if name not in available() and (name in REFERENCES or name == ORACLE_LABEL):
@@ -163,12 +166,19 @@ def run_policy(
     env = make_task_env(task) if spec.kind == "agent" else None
     out: dict[int, EpisodeResult] = {}
     for seed in task.test:
-        policy = spec.make()
-        res = (
-            agent_episode(task, seed, policy, env)
-            if spec.kind == "agent"
-            else balancer_episode(task, seed, policy)
-        )
+        try:
+            policy = spec.make()
+            res = (
+                agent_episode(task, seed, policy, env)
+                if spec.kind == "agent"
+                else balancer_episode(task, seed, policy)
+            )
+        except Exception as err:  # the user's code (or its action) failing: one line, no traceback
+            if not spec.user:
+                raise
+            raise ConfigError(
+                f"--policy {spec.label}", f"failed on test instance {seed}: {err!r}"
+            ) from None
         out[seed] = res
         if progress is not None:
             progress(seed, res)
@@ -236,12 +246,13 @@ def instance_scores(noop: np.ndarray, costs: np.ndarray, oracle: np.ndarray) -> 
 
 def iqm(scores: np.ndarray, name: str) -> dict[str, Any]:
     """rliable's IQM (25 % trimmed mean) of the instance scores with a percentile bootstrap
-    95 % CI over instances."""
-    from rliable import metrics
+    95 % CI over instances. The value is rliable 1.2.0's ``metrics.aggregate_iqm`` line for
+    line: ``scipy.stats.trim_mean(scores, proportiontocut=0.25, axis=None)``."""
+    from scipy import stats
 
     if not np.isfinite(scores).all():
         return {"value": None, "ci95": [None, None]}
-    value = float(metrics.aggregate_iqm(scores[:, None]))
+    value = float(stats.trim_mean(scores, proportiontocut=0.25, axis=None))
     idx = rng(0, name).integers(0, scores.size, size=(RESAMPLES, scores.size))
     boots = np.sort(scores[idx], axis=1)
     k = int(np.floor(0.25 * scores.size))  # scipy's trim_mean cuts this many off each end
@@ -251,10 +262,15 @@ def iqm(scores: np.ndarray, name: str) -> dict[str, Any]:
 
 
 def probability_of_improvement(x: np.ndarray, y: np.ndarray) -> float:
-    """rliable's P(X > Y) of instance scores (Mann–Whitney U / n m; 0.5 when identical)."""
-    from rliable import metrics
+    """rliable's P(X > Y) of instance scores (Mann–Whitney U / n m; 0.5 when identical): rliable
+    1.2.0's ``metrics.probability_of_improvement`` for one task, line for line (Agarwal et al.
+    2021, its eq. for the probability of improvement; ties count one half)."""
+    from scipy import stats
 
-    return float(metrics.probability_of_improvement(x[:, None], y[:, None]))
+    if np.array_equal(x, y):
+        return 0.5
+    u, _ = stats.mannwhitneyu(x, y, alternative="greater")
+    return float(u / (x.size * y.size))
 
 
 def wins_losses_ties(costs: np.ndarray, ref: np.ndarray) -> dict[str, int]:

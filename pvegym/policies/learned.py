@@ -116,7 +116,7 @@ def resolve_model(model: str, path: str = "model") -> ModelInfo:
     except OSError as err:  # e.g. a name too long for the file system
         raise ConfigError(path, f"{show(model)} is not a usable path ({err.strerror})") from None
     if zip_path is None:
-        looked = show(", ".join(map(str, candidates[1:])), 200, quote=False)
+        looked = show(", ".join(dict.fromkeys(map(str, candidates[1:]))), 200, quote=False)
         raise ConfigError(path, f"no trained model {show(model)} (looked for {looked})")
     cfg_path = _find_config(zip_path)
     if cfg_path is None:

@@ -59,7 +59,6 @@ from pvegym.limits import (
     MAX_TRACE_SAMPLES,
     check_number,
 )
-from pvegym.sim.kernel import sample_signals
 from pvegym.sim.trace_source import (
     TRACE_ROOT,
     TraceFile,
@@ -505,6 +504,8 @@ class WorkloadBank:
     def sample(self, t: float, dt: float) -> NDArray[np.float64]:
         """Values at time ``t`` (s) after advancing stochastic terms by ``dt`` (s), in the reused
         buffer :attr:`out`."""
+        from pvegym.sim.kernel import sample_signals  # lazily: the numba kernel costs ~0.3 s
+
         self.draw(dt)
         sample_signals(t, dt, *self._args)  # standalone use (tests): the cluster runs the
         # workloads inside its round kernel

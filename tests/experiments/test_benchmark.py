@@ -170,7 +170,39 @@ def test_rliable_figures() -> None:
     }
 
 
+def test_iqm_and_probability_of_improvement_are_rliables_bit_for_bit() -> None:
+    """The two figures are rliable 1.2.0's functions written with scipy (rliable is not a
+    dependency); where rliable is installed, they agree with it exactly."""
+    metrics = pytest.importorskip("rliable.metrics")
+    gen = np.random.default_rng(7)
+    for n in (1, 2, 7, 50):
+        x = gen.normal(50, 30, n)
+        y = np.round(gen.normal(50, 30, n))
+        assert B.iqm(x, "t")["value"] == float(metrics.aggregate_iqm(x[:, None]))
+        for a, b in ((x, y), (y, x), (x, x), (y, y.copy())):
+            assert B.probability_of_improvement(a, b) == float(
+                metrics.probability_of_improvement(a[:, None], b[:, None])
+            )
+
+
 # ---------------------------------------------------------------------------- any policy
+def test_a_module_attr_agent_whose_action_is_invalid_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "bad_agents.py").write_text(
+        "class Wild:\n"
+        "    def act(self, observation, action_mask):\n"
+        "        return len(action_mask)\n"  # one past the last action
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = B.parse_spec("bad_agents:Wild")
+    with pytest.raises(ConfigError) as err:
+        B.run_policy(TASKS["small"], spec)
+    assert err.value.path == "--policy bad_agents:Wild"
+    assert "test instance 1000000" in err.value.message and "outside Discrete" in err.value.message
+
+
 def test_module_attr_scores_like_the_registered_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,6 +270,15 @@ def test_reference_table_is_bit_for_bit_current(table: dict, name: str, label: s
     for seed in (t.test.start, t.test.stop - 1):
         got = balancer_episode(t, seed, make_reference(label)).record()
         assert got == rows[str(seed)], f"{name} {label} {seed}: regenerate the table"
+
+
+def test_reference_table_oracle_row_is_bit_for_bit_current(table: dict) -> None:
+    """The oracle defines 100: a change to the look-ahead (not part of the model fingerprint the
+    noop/patched check guards) must not leave its rows stale either (~1 s on small)."""
+    t = TASKS["small"]
+    seed = t.test.stop - 1  # the last, as the noop/patched check (8 oracle moves on small)
+    got = balancer_episode(t, seed, make_reference(ORACLE_LABEL)).record()
+    assert got == table["tasks"]["small"]["policies"][ORACLE_LABEL][str(seed)], "regenerate"
 
 
 @pytest.mark.parametrize("name", list(TASKS))
