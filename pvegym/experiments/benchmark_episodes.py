@@ -41,6 +41,16 @@ PATCHED_TUNED: dict[str, Any] = {
     "min_pressure_pct": 18.813583196137714,
     "threshold": 0.12604771098270665,
 }
+
+
+def planner_tuned() -> Any:
+    """The ``planner`` with patched-tuned's constants for its ``patched`` proposer (as
+    ``experiments/planner.toml``): ``--policy pvegym.experiments.benchmark_episodes:planner_tuned``."""
+    from pvegym.policies.registry import make_policy
+
+    return make_policy("planner", "planner", patched=dict(PATCHED_TUNED))
+
+
 #: label → (registered policy, constants): the reference heuristics every score is compared with
 REFERENCES: dict[str, tuple[str, dict[str, Any]]] = {
     "noop": ("noop", {}),
