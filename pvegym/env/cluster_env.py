@@ -167,6 +167,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+    #: HA guests (view order) the auto-rebalance flags leave to the balancer (None: all), set
+    #: per episode
+    _movable: NDArray[np.bool_] | None = None
 
     def __init__(
         self,
@@ -231,8 +234,6 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self.n_actions = 1 + mn * mg
         self.action_space = spaces.Discrete(self.n_actions)
         self._mask = np.zeros(self.n_actions, dtype=bool)
-        # HA guests the auto-rebalance flags leave to the balancer (None: all; set per episode)
-        self._movable: NDArray[np.bool_] | None = None
         self._grid = self._mask[1:].reshape(mg, mn)
         self._init_observation()
 
