@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pvegym.env.cluster_env import ClusterEnv
+from pvegym.sim.affinity import rebalance_movable
 from pvegym.sim.cost import weighted_cost
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import Scenario
@@ -133,6 +134,11 @@ def _mask_vs_motion_possible(env: ClusterEnv, rng: np.random.Generator, where: s
     pinned = ~np.asarray(env.view.guest_migratable, dtype=bool)
     if not getattr(env, "mask_unmigratable", False):
         pinned[:] = False
+    # ... and every motion of a guest its (or a positive partner's) auto-rebalance flag keeps
+    v = env.view
+    movable = rebalance_movable(v.rules, v.sids, v.guest_auto_rebalance)
+    if movable is not None:
+        pinned |= ~movable
     # ... and targets without memory room (telemetry, ``mask_headroom``)
     headroom = getattr(env, "mask_headroom", None)
     full = np.zeros((n_real_g, n_real_n), dtype=bool)

@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from pvegym.env.encoding import encode, fill_mask
 from pvegym.errors import ConfigError
 from pvegym.sim import catalog
+from pvegym.sim.affinity import rebalance_movable
 from pvegym.sim.cost import BALANCER_COST, RunningCost
 from pvegym.sim.families import TEST_SEEDS, TRAIN_SEEDS
 from pvegym.sim.kernel import entry_point
@@ -166,6 +167,9 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}  # noqa: RUF012
+    #: HA guests (view order) the auto-rebalance flags leave to the balancer (None: all), set
+    #: per episode
+    _movable: NDArray[np.bool_] | None = None
 
     def __init__(
         self,
@@ -481,6 +485,7 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._invalid_total = 0
         self._history = []
         self._disabled = np.array([f in scn.telemetry.disabled for f in TELEMETRY_FIELDS])
+        self._movable = rebalance_movable(view.rules, view.sids, view.guest_auto_rebalance)
         # what the mask never changes within an episode: node online, node affinity
         allowed = np.ascontiguousarray(
             sim.node_allowed[self._ha_idx] & cl.node_online[None, :] & self._mask_guests()[:, None]
@@ -503,13 +508,17 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         self._setup_observation()
 
     def _option_allows(self, g: int, n: int) -> bool:
-        """Whether the environment's own mask options (none in v0) leave guest ``g`` → node
-        ``n`` in: what they mask is a counted no-op like what the HA manager refuses."""
-        return True
+        """Whether the environment's own mask options (none in v0) and the guest's
+        ``auto-rebalance`` flag leave guest ``g`` → node ``n`` in: what they mask is a counted
+        no-op like what the HA manager refuses."""
+        return self._movable is None or bool(self._movable[g])
 
     def _mask_guests(self) -> NDArray[np.bool_]:
-        """HA guests (view order) the mask may offer at all this episode (all, in v0)."""
-        return np.ones(self._n_guests, dtype=bool)
+        """HA guests (view order) the mask may offer at all this episode: all but those the
+        ``auto-rebalance`` flag keeps from the balancer (:func:`rebalance_movable`)."""
+        if self._movable is None:
+            return np.ones(self._n_guests, dtype=bool)
+        return self._movable.copy()
 
     def _setup_observation(self) -> None:
         """The observation's static features and its kernel's bound arguments (v0 layout)."""

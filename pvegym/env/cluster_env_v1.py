@@ -137,7 +137,7 @@ class ClusterEnvV1(ClusterEnv):
     def _mask_guests(self) -> NDArray[np.bool_]:
         if not self.mask_unmigratable:
             return super()._mask_guests()
-        return np.asarray(self.view.guest_migratable, dtype=bool)
+        return super()._mask_guests() & np.asarray(self.view.guest_migratable, dtype=bool)
 
     def _setup_observation(self) -> None:
         sim, view, cl = self.sim, self.view, self.sim.cluster
@@ -200,7 +200,7 @@ class ClusterEnvV1(ClusterEnv):
     def _option_allows(self, g: int, n: int) -> bool:
         if self.mask_unmigratable or self.mask_headroom is not None:
             return bool(self.action_masks()[1 + g * self.max_nodes + n])
-        return True
+        return super()._option_allows(g, n)
 
     def _on_round(self) -> None:
         mem = self.memory

@@ -41,7 +41,7 @@ from pvegym.env.cluster_env import (
     NODE_FEATURES,
     NODE_MEM_SCALE,
 )
-from pvegym.sim.affinity import allowed_targets
+from pvegym.sim.affinity import allowed_targets, rebalance_movable
 from pvegym.sim.scenario import TELEMETRY_FIELDS
 from pvegym.sim.view import STARTED, ClusterView
 
@@ -211,7 +211,7 @@ def mask_from_view(
     """``ClusterEnv.action_masks()`` from the view: action 0 always; ``1 + g·max_nodes + n`` when
     the HA manager would queue guest ``g`` → node ``n`` now (idle pipeline, ``started`` guest,
     another online node its node-affinity rules allow, no negative-affinity partner on or moving
-    to it).
+    to it, its ``auto-rebalance`` flag and its positive partners' on).
 
     ``partners`` (from :func:`negative_partners`) may be passed in to skip rebuilding it each round.
     """
@@ -228,6 +228,9 @@ def mask_from_view(
     sub[:] = started[:, None] & np.asarray(view.node_online, dtype=bool)[None, :]
     sub[np.arange(g), guest_node] = False
     sub &= allowed_targets(view.rules, view.sids, view.node_names, np.asarray(view.node_online))
+    movable = rebalance_movable(view.rules, view.sids, view.guest_auto_rebalance)
+    if movable is not None:  # auto-rebalance off: never the balancer's
+        sub &= movable[:, None]
     if partners is None:
         partners = negative_partners(view)
     for i, ps in enumerate(partners):

@@ -9,7 +9,9 @@ Every rule cites its upstream source (pve-ha-manager 5.2.0, ``src/PVE/HA/``; ``d
 * candidates (``get_active_stationary_resource_bundles`` L138–178,
   ``get_resource_migration_candidates`` L182–215): positive resource-affinity bundles led by their
   alphabetically first started member, targets = the leader's highest-priority online node-affinity
-  nodes, minus nodes of strict-negative partners, minus its own node.
+  nodes, minus nodes of strict-negative partners, minus its own node. A guest whose HA resource
+  has ``auto-rebalance`` off, or that is in a positive group with one, is never a candidate
+  (``view.guest_auto_rebalance``; upstream after 5.2.0, ``test_resource_bundles.pl``).
 * the usage model (``Usage.pm``): ``dynamic`` = node stats as sampled (pvestatd) and guests' ``{cpu, mem}``;
   ``static`` = ``StartedResourceAggregator`` (configured sizes of every placed resource).
 * scoring via :mod:`pvegym.sim.crs` (bruteforce or TOPSIS) and the relative margin check.
@@ -42,7 +44,7 @@ from numpy.typing import NDArray
 from pvegym.errors import ConfigError
 from pvegym.policies import kernels
 from pvegym.sim import crs
-from pvegym.sim.affinity import node_affinity_mask
+from pvegym.sim.affinity import node_affinity_mask, positive_groups, rebalance_movable
 from pvegym.sim.view import (
     MIGRATE,
     RELOCATE,
@@ -234,6 +236,7 @@ class UpstreamPolicy:
         self.last_imbalance: float | None = None
         self._rules_key: tuple[Rules, tuple[str, ...]] | None = None
         self._rules: _CompiledRules | None = None
+        self._movable_key: tuple[Rules, tuple[str, ...], Any, BoolArray] | None = None
         # per set of states: the last view's guest states and which of them are in the set
         self._state_masks: dict[int, tuple[tuple[str, ...], BoolArray]] = {}
 
@@ -456,6 +459,8 @@ class UpstreamPolicy:
         online = np.asarray(view.node_online, dtype=bool)
         state = np.asarray(view.guest_state, dtype=object)
         started = state == STARTED
+        if view.guest_auto_rebalance is not None:  # auto-rebalance off: never a candidate
+            started &= self._movable(view)
         moving = (state == MIGRATE) | (state == RELOCATE)
         node = np.asarray(view.guest_node, dtype=np.int64)
         gcpu, gmem = self.guest_stats(view)
@@ -569,6 +574,18 @@ class UpstreamPolicy:
         """``get_node_affinity``: the rule's highest-priority online nodes (``Manager.pm``)."""
         return node_affinity_mask(rule, view.node_names, online)
 
+    def _movable(self, view: ClusterView) -> BoolArray:
+        """:func:`~pvegym.sim.affinity.rebalance_movable` of the view, remembered while its
+        rules, guests and flags are the same objects (the simulation's are, all episode)."""
+        flags = view.guest_auto_rebalance
+        key = self._movable_key
+        if key is not None and key[0] is view.rules and key[1] is view.sids and key[2] is flags:
+            return key[3]
+        movable = rebalance_movable(view.rules, view.sids, flags)
+        assert movable is not None
+        self._movable_key = (view.rules, view.sids, flags, movable)
+        return movable
+
     def _sid_rank(self, view: ClusterView) -> IntArray:
         return self._compiled(view).sid_rank
 
@@ -603,28 +620,7 @@ def compile_rules(rules: Rules, sids: tuple[str, ...]) -> _CompiledRules:
     Resources not among ``sids`` are ignored.
     """
     index = {s: i for i, s in enumerate(sids)}
-    parent = list(range(len(sids)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    in_positive: set[int] = set()
-    for r in rules.resource_affinity:
-        if not r.positive:
-            continue
-        members = [index[s] for s in r.resources if s in index]
-        in_positive.update(members)
-        for a in members[1:]:
-            ra, rb = find(members[0]), find(a)
-            if ra != rb:
-                parent[rb] = ra
-    by_root: dict[int, list[int]] = {}
-    for g in sorted(in_positive, key=sids.__getitem__):
-        by_root.setdefault(find(g), []).append(g)
-    groups = tuple(tuple(v) for v in by_root.values() if len(v) > 1)
+    groups = tuple(tuple(grp) for grp in positive_groups(rules, sids))
     group_of: dict[int, tuple[int, ...]] = {g: grp for grp in groups for g in grp}
     grouped = np.zeros(len(sids), dtype=bool)
     for grp in groups:

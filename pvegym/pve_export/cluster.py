@@ -73,7 +73,7 @@ class HaResource:
     state: str  # one of HA_STATES
     group: str
     failback: bool | None
-    auto_rebalance: bool | None  # PVE ≥ 9.1.13's per-resource flag (None: not set)
+    auto_rebalance: bool | None  # the per-resource flag, default on (None: not set)
 
 
 @dataclass

@@ -386,7 +386,8 @@ def _guest_migration(
 ) -> None:
     """What decides the guest's motions, into ``entry``: its dirty rate (VMs), whether
     qemu-server's or pve-container's checks would block a migration, and notes on what the
-    schema drops (config, ``auto-rebalance``, ``failback``)."""
+    schema drops (config, ``failback``); ``auto-rebalance = 0`` is kept (whatever version the
+    export reports: the flag is there, so the cluster's HA manager reads it)."""
     sid = g.sid
     ha = g.ha
     if g.kind == "qemu":
@@ -402,13 +403,13 @@ def _guest_migration(
         notes.append(Note("dropped", sid, text))
     _guest_config_notes(g, notes)
     if ha is not None:
-        if ha.auto_rebalance is False:
+        if ha.auto_rebalance is False and entry.get("ha", True):
+            entry["auto_rebalance"] = False
             notes.append(
                 Note(
-                    "dropped",
+                    "info",
                     sid,
-                    "auto-rebalance = 0 (PVE ≥ 9.1.13 keeps the balancer off it): the schema has "
-                    "no such flag, the replay's balancers may move it",
+                    "auto-rebalance = 0: no balancer of the replay moves it (auto_rebalance = false)",
                 )
             )
         if ha.failback is False:

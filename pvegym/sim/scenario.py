@@ -98,6 +98,8 @@ class GuestSpec:
     share of its footprint KSM can merge with pages on its node (see :mod:`pvegym.sim.memory`).
     ``local_resources`` (e.g. a local CD-ROM) makes every migration fail after the precheck;
     ``hugepages`` backs its memory with huge pages, which its target must have free to start it.
+    ``auto_rebalance`` is the HA resource's ``auto-rebalance`` flag (after pve-ha-manager 5.2.0; on):
+    off, no balancer ever picks the guest, nor a positive-affinity bundle it is in.
     """
 
     sid: str
@@ -115,6 +117,7 @@ class GuestSpec:
     shares: int = field(1000, ge=0, le=50_000)  # qemu-server: shares 0–50000, default 1000
     ksm_shareable: float = field(0.0, ge=0.0, lt=1.0)
     ha: bool = True
+    auto_rebalance: bool = True
     local_resources: bool = False
     hugepages: bool = False
     state: Literal["started", "stopped"] = "started"
@@ -128,6 +131,11 @@ class GuestSpec:
             raise ConfigError(f"{path}.wws", "the writable working set cannot exceed maxmem")
         if self.balloon_min is not None and self.balloon_min > self.maxmem:
             raise ConfigError(f"{path}.balloon_min", "the balloon minimum cannot exceed maxmem")
+        if not self.auto_rebalance and not self.ha:
+            raise ConfigError(
+                f"{path}.auto_rebalance",
+                "is a flag of an HA resource: false needs ha = true (a non-HA guest never moves)",
+            )
 
     @property
     def kind(self) -> str:

@@ -37,7 +37,7 @@ _VIEW_FIELDS = (
     "guest_state", "guest_running", "guest_maxcpu", "guest_maxmem", "guest_cpu", "guest_mem",
     "guest_memhost", "guest_cpu_some", "guest_cpu_full", "guest_mem_some", "guest_mem_full",
     "guest_migratable", "rules", "results", "motion_active", "mode", "other_node",
-    "other_maxcpu", "other_maxmem", "node_maintenance", "node_fenced",
+    "other_maxcpu", "other_maxmem", "node_maintenance", "node_fenced", "guest_auto_rebalance",
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(ClusterView)) != _VIEW_FIELDS:
     raise ImportError("ClusterView's fields changed: update _VIEW_FIELDS and TelemetryView.build")
@@ -132,6 +132,8 @@ class TelemetryView:
         for shared in (self.guest_maxcpu, self.guest_maxmem):
             shared.flags.writeable = False
         self._view_migratable.flags.writeable = False
+        auto = np.array([g.auto_rebalance for g in cl.guests], dtype=bool)[idx]  # None: all on
+        self._view_auto_rebalance = None if auto.all() else auto
         self._all_ha = idx.size == cl.n_guests
         self._no_other = self._other_idx.size == 0
         # size 0: nothing a policy could change in them, so every view may share them
@@ -280,6 +282,7 @@ class TelemetryView:
             other_maxmem,  # other_maxmem
             self._view_node_flags[0],  # node_maintenance
             self._view_node_flags[1],  # node_fenced
+            self._view_auto_rebalance,  # guest_auto_rebalance
         )
         view._run_fraction = run_fraction  # a row of this view's copy of the telemetry
         view._running_mask = None if self._all_running else self._view_running

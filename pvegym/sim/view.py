@@ -140,6 +140,10 @@ class ClusterView:
     # in maintenance; fenced or being fenced (``fence``, ``unknown``, ``gone``)
     node_maintenance: BoolArray | None = None
     node_fenced: BoolArray | None = None
+    # each HA resource's ``auto-rebalance`` flag (``ha-manager`` resource config, default on):
+    # off, the balancer never picks it nor a positive-affinity bundle it is in (upstream's
+    # ``get_active_stationary_movable_resource_bundles``); ``None``: on for every guest
+    guest_auto_rebalance: BoolArray | None = None
 
     def node_index(self, name: str) -> int:
         return self.node_names.index(name)

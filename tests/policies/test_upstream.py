@@ -179,6 +179,45 @@ def test_bundles_six_cases():
     assert _bundles({"vm:101": "node1", "vm:102": "node2", "vm:103": "node1"}) == set()
 
 
+def _movable_bundles(placement, auto, positive=()) -> set[tuple[int, ...]]:
+    rules = Rules(
+        resource_affinity=tuple(
+            ResourceAffinityRule(f"r{i}", r, True) for i, r in enumerate(positive)
+        )
+    )
+    v = view(placement, rules=rules)
+    v.guest_auto_rebalance = np.array([auto.get(s, True) for s in v.sids])
+    c = raw().candidates(v)
+    return {(int(leader), *c.members.get(int(leader), ())) for leader in c.leader}
+
+
+def test_auto_rebalance_off_is_never_a_bundle():
+    """The three auto-rebalance cases of upstream's ``src/test/test_resource_bundles.pl``
+    (``get_active_stationary_movable_resource_bundles``): off on a singleton, on a bundle's
+    leader, on another member of a bundle — the bundle is never a candidate."""
+    two = {"vm:101": "node1", "vm:102": "node1"}
+    assert _movable_bundles(two, {"vm:101": False}) == {(1,)}
+    three = {"vm:101": "node1", "vm:102": "node1", "ct:103": "node2"}
+    pair = (("vm:101", "vm:102"),)
+    # sids sort ct:103, vm:101, vm:102: indices 0, 1, 2
+    assert _movable_bundles(three, {"vm:101": False}, pair) == {(0,)}
+    assert _movable_bundles(three, {"vm:102": False}, pair) == {(0,)}
+    # all on, given explicitly: the same bundles as without flags
+    assert _movable_bundles(three, {}, pair) == {(0,), (1, 1, 2)}
+
+
+def test_auto_rebalance_off_guest_is_never_moved():
+    p = raw(hold_duration=1)
+    v = view(FOUR_ON_NODE1)
+    assert p.decide(v) is not None and p.log[-1][1].startswith("auto rebalance - migrate vm:101")
+    v.guest_auto_rebalance = np.array([s != "vm:101" for s in v.sids])
+    p = raw(hold_duration=1)
+    m = p.decide(v)
+    assert m is not None and m.sid != "vm:101"
+    v.guest_auto_rebalance = np.zeros(len(v.sids), dtype=bool)
+    assert raw(hold_duration=1).decide(v) is None
+
+
 def test_bundle_moves_summed_stats():
     rules = Rules(resource_affinity=(ResourceAffinityRule("r", ("vm:101", "vm:102"), True),))
     c = raw().candidates(

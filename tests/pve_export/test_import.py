@@ -163,3 +163,50 @@ def test_bad_options(cli: RunCli, tmp_path: Path, args: list[str], where: str, w
     code, _, err = cli("import", str(PVE8), "--out", str(tmp_path / "x.toml"), *args)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert where in err and what in err
+
+
+def _with_auto_rebalance_off(tmp_path: Path, fixture: Path, sid: str) -> Path:
+    """A copy of ``fixture`` whose ``/cluster/ha/resources`` sets ``auto-rebalance: 0`` on
+    ``sid`` (as ``ha-manager set <sid> --auto-rebalance 0`` leaves it)."""
+    import shutil
+
+    copy = tmp_path / fixture.name
+    shutil.copytree(fixture, copy)
+    f = copy / "cluster" / "ha" / "resources.json"
+    items = json.loads(f.read_text())
+    (item,) = [x for x in items if x["sid"] == sid]
+    item["auto-rebalance"] = 0
+    f.write_text(json.dumps(items, indent=1))
+    return copy
+
+
+@pytest.mark.parametrize(("fixture", "sid"), [(PVE9, "vm:101"), (PVE8, "vm:201")])
+def test_auto_rebalance_off_is_imported_whatever_the_version(
+    tmp_path: Path, fixture: Path, sid: str
+) -> None:
+    """The flag is read from the export itself, on a PVE 8.4 export too (its HA manager has no
+    such flag, but an export that carries it comes from one that has)."""
+    imp = build_import(read_export(_with_auto_rebalance_off(tmp_path, fixture, sid)), "day")
+    flags = {g["sid"]: g.get("auto_rebalance", True) for g in imp.scenario["guests"]}
+    assert [s for s, on in flags.items() if not on] == [sid]
+    assert any(n.subject == sid and "auto-rebalance = 0" in n.text for n in imp.notes)
+    plain = build_import(read_export(fixture), "day")
+    assert all(g.get("auto_rebalance", True) for g in plain.scenario["guests"])
+
+
+def test_no_policy_moves_an_auto_rebalance_off_guest(tmp_path: Path) -> None:
+    """pve9-field's CD-ROM guest vm:101, upstream's best move all through the stress run, with
+    ``auto-rebalance: 0`` in the export: no policy of the replay moves it."""
+    from pvegym.policies.registry import make_policy
+    from pvegym.pve_export.write import write_import
+    from pvegym.sim.simulation import Simulation
+
+    export = _with_auto_rebalance_off(tmp_path, PVE9, "vm:101")
+    imp = build_import(read_export(export), "day")
+    write_import(imp, tmp_path / "s.toml")
+    scn = catalog.resolve(str(tmp_path / "s.toml")).scenario
+    for policy in ("upstream", "patched", "guest-centric"):
+        moves = Simulation(scn, 0).run(make_policy(policy, **imp.policy_params.get(policy, {})))[
+            "moves"
+        ]
+        assert all(m["guest"] != "vm:101" for m in moves), policy
