@@ -175,12 +175,12 @@ def test_seed_only_seeds_its_generator() -> None:
 @pytest.mark.parametrize(
     ("params", "key"),
     [
-        ({"futures": 0}, "planner.futures"),
-        ({"futures": 2.5}, "planner.futures"),
-        ({"candidates": 17}, "planner.candidates"),
-        ({"horizon_s": 1.0}, "planner.horizon_s"),
-        ({"ema_alpha": 0.0}, "planner.ema_alpha"),
-        ({"margin": float("nan")}, "planner.margin"),
+        ({"futures": 0}, "policy.futures"),
+        ({"futures": 2.5}, "policy.futures"),
+        ({"candidates": 17}, "policy.candidates"),
+        ({"horizon_s": 1.0}, "policy.horizon_s"),
+        ({"ema_alpha": 0.0}, "policy.ema_alpha"),
+        ({"margin": float("nan")}, "policy.margin"),
         ({"patched": {"threshold": "x"}}, "planner.patched"),
         ({"guest_centric": {"bogus": 1}}, "planner.guest_centric.bogus"),
         ({"bogus": 1}, "policy.bogus"),
