@@ -22,24 +22,15 @@ from typing import Any
 
 import numpy as np
 
+from pvegym.experiments.benchmark_episodes import PATCHED_TUNED
 from pvegym.policies.registry import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.families import require_train_seed
 from pvegym.sim.simulation import Simulation
 
-#: patched-tuned (experiments/heuristics-vs-rl.toml, results/tune-patched/best_params.json)
-TUNED = {
-    "backoff_base_s": 29.003602256611998,
-    "backoff_cap_s": 951.9831187129865,
-    "cooldown_s": 481.94056158723527,
-    "ema_alpha": 0.026112538319038932,
-    "hold_duration": 1,
-    "margin": 0.023537372684580504,
-    "min_improvement": 0.03958785572987304,
-    "min_pressure_pct": 18.813583196137714,
-    "threshold": 0.12604771098270665,
-}
+#: patched-tuned's constants (the benchmark's copy of results/tune-patched/best_params.json)
+TUNED = PATCHED_TUNED
 RESAMPLES = 10_000
 
 
