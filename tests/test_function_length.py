@@ -28,8 +28,6 @@ EXCEPTIONS: dict[str, str] = {
     "(issue 31 item 4); the per-guest flags it binds go into one helper with the engine's view",
     "pvegym/sim/simulation.py::Simulation._reset_state": "its model-CRM set-up goes with the "
     "model's CRM round (issue 31 item 3)",
-    "pvegym/sim/engine/events.py::format_events": "one branch per engine event code, each one of "
-    "the port's log lines; to become a table as the engine grows (issue 31)",
     "pvegym/sim/engine/differential.py::History.next": "the differential check's random round "
     "(every event kind in one place); split with the LRM's events (issue 31)",
 }

@@ -8,7 +8,7 @@ that a log is produced only where one is wanted and the differential check can c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -80,6 +80,189 @@ def unpack_failed(n: int, packed: int) -> list[int]:
     return [((packed >> (4 * i)) & 15) - 1 for i in range(n)]
 
 
+#: kind → (level, message template) of the events logged as one fixed sentence; the fields
+#: (:func:`format_events`): ``sid``, ``a``, ``na``/``nb`` (node a/b's name), ``qa`` (queued
+#: command a), ``ca`` (service command a), ``ssa`` (service state a), ``nsb``/``nsc`` (node
+#: state b/c), ``dsa``/``dma`` (disarm state/mode a), ``cfa`` (config state a), ``failed``, ``cmd``
+_MESSAGES: dict[int, tuple[str, str]] = {
+    E_NODE_STATE: ("info", "node '{na}': state changed from '{nsb}' => '{nsc}'"),
+    E_MASTER_OFFLINE: ("info", "master seems offline"),
+    E_ADD_SERVICE: ("info", "adding new service '{sid}' on node '{na}'"),
+    E_CMD_NODE_NOT_ONLINE: ("err", "crm command error - node not online: {cmd}"),
+    E_CMD_ALREADY_ON_TARGET: ("info", "ignore crm command - service already on target node: {cmd}"),
+    E_CMD_NO_SUCH_SERVICE: ("err", "crm command error - no such service: {cmd}"),
+    E_GOT_MOTION: ("info", "got crm command: {qa} {sid} {nb}"),
+    E_GOT_STOP: ("info", "got crm command: stop {sid} {a}"),
+    E_MAINT_DISARMED: ("warn", "ignoring maintenance command for node {na} - HA stack is disarmed"),
+    E_MAINT_ALREADY: ("info", "ignoring crm command - node {na} is already in maintenance state"),
+    E_MAINT_NOT_ONLINE: (
+        "err",
+        "crm command error - node not online: enable-node-maintenance {na}",
+    ),
+    E_CLEAR_MAINT_WARN: (
+        "warn",
+        "clearing maintenance of node {na} requested, but it's in state {nsb}",
+    ),
+    E_DISARM_ALREADY: ("notice", "ignoring disarm-ha command - already in disarm state ({dsa})"),
+    E_GOT_DISARM: ("info", "got crm command: disarm-ha {dma}"),
+    E_DISARM_SUSPEND: ("info", "disarm: suspending HA tracking for service '{sid}'"),
+    E_GOT_ARM: ("info", "got crm command: arm-ha"),
+    E_ARM_UPDATE_NODE: (
+        "info",
+        "service '{sid}': updating node '{na}' => '{nb}' (changed while disarmed)",
+    ),
+    E_ARM_NOT_DISARMED: ("notice", "ignoring arm-ha command - HA stack is not disarmed"),
+    E_FREEZING: ("info", "disarm: freezing service '{sid}' (was '{ssa}')"),
+    E_ALL_DISARMED: ("info", "all LRMs disarmed, HA stack is now fully disarmed"),
+    E_FENCE_NO_SERVICES: (
+        "notice",
+        "node '{na}' in fence state but no services to-fence! admin interference?!",
+    ),
+    E_FENCE_ACK: ("info", "fencing: acknowledged - got agent lock for node '{na}'"),
+    E_FIXUP: ("info", "fixup service '{sid}' location ({na} => {nb})"),
+    E_IGNORE_NOT_ONLINE: ("err", "ignore service '{sid}' {ca} request - node '{nb}' not online"),
+    E_IGNORE_ALREADY_ON: (
+        "info",
+        "ignore service '{sid}' {ca} request - service already on node '{nb}'",
+    ),
+    E_IGNORE_STOP_STOPPED: (
+        "info",
+        "ignore service '{sid}' stop request - service already stopped",
+    ),
+    E_UNKNOWN_CFG_STATE: (
+        "err",
+        "service '{sid}' - unknown state '{cfa}' in service configuration",
+    ),
+    E_MOVE_CMD: ("info", "{ca} service '{sid}' to node '{nb}'"),
+    E_HARD_STOP: ("info", "request immediate service hard-stop for service '{sid}'"),
+    E_GRACEFUL_STOP: ("info", "request graceful stop with timeout '{a}' for service '{sid}'"),
+    E_RELOCATION_OK: (
+        "info",
+        "relocation policy successful for '{sid}' on node '{na}', failed nodes: {failed}",
+    ),
+    E_START_FAILED: (
+        "warning",
+        "starting service {sid} on node '{na}' failed, relocating service.",
+    ),
+    E_RECOVERY_POLICY_FAILED: (
+        "err",
+        "recovery policy for service {sid} failed, entering error state. Failed nodes: {failed}",
+    ),
+    E_UNRECOVERABLE: ("err", "service '{sid}' got unrecoverable error (exit code {a})"),
+    E_BACK_FROM_MAINT: (
+        "info",
+        "moving service '{sid}' back to '{na}', node came back from maintenance.",
+    ),
+    E_DROP_MAINT: ("info", "dropping maintenance fallback node '{na}' for '{sid}'"),
+    E_MIGRATE_RUNNING: ("info", "migrate service '{sid}' to node '{na}' (running)"),
+    E_RELOCATE_TO: ("info", "relocate service '{sid}' to node '{na}'"),
+    E_TRIED_ALL: (
+        "warning",
+        "Start Error Recovery: Tried all available nodes for service '{sid}', retry start on"
+        " current node. Tried nodes: {failed}",
+    ),
+    E_CLEAR_STALE_MAINT: (
+        "info",
+        "service '{sid}': clearing stale maintenance node '{na}' setting (is current node)",
+    ),
+    E_STOP_FAILED: ("err", "service '{sid}' stop failed (exit code {a})"),
+    E_MIGRATION_WRONG_NODE: (
+        "err",
+        "service '{sid}' - migration failed: service registered on wrong node!",
+    ),
+    E_REBALANCE_IGNORED: (
+        "info",
+        "service '{sid}' - rebalance-on-start request ignored - service already running",
+    ),
+    E_MIGRATION_FAILED: ("err", "service '{sid}' - migration failed (exit code {a})"),
+    E_RECOVER_FAILED: (
+        "err",
+        "recovering service '{sid}' from fenced node '{na}' failed, no recovery node found",
+    ),
+}
+
+
+class _Fields(dict[str, str]):
+    """A row's template fields, each derived only when a template names it (a code that does
+    not index a table for one event kind must not be looked up for it)."""
+
+    def __init__(self, derive: dict[str, Callable[[], object]]) -> None:
+        super().__init__()
+        self._derive = derive
+
+    def __missing__(self, key: str) -> str:
+        return str(self._derive[key]())
+
+
+def _special(
+    kind: int, sid: str, a: int, b: int, row: Sequence[int], nd: Callable[[int], str]
+) -> tuple[str, str]:
+    """The events whose wording or level depends on their data."""
+    ss = k.SERVICE_STATES
+    c, d, e, f = row
+    if kind == E_REMOVE_STALE:
+        reason = "ignored state requested" if a else "no config"
+        return "info", f"removing stale service '{sid}' ({reason})"
+    if kind == E_DEFER:
+        level = "warn" if a in (k.SS_FENCE, k.SS_RECOVERY) else "info"
+        return level, f"deferring disarm - service '{sid}' is in '{ss[a]}' state"
+    if kind == E_STATE_CHANGE:
+        parts = [
+            text
+            for bit, text in (
+                (1, f"node = {nd(d)}"),
+                (2, f"target = {nd(e)}"),
+                (4, f"timeout = {f}"),
+            )
+            if c & bit
+        ]
+        extra = f"  ({', '.join(parts)})" if parts else ""
+        return "info", f"service '{sid}': state changed from '{ss[a]}' to '{ss[b]}'{extra}"
+    if kind == E_REBALANCE_SELECTED:
+        which = "new" if a else "current"
+        return "info", f"service {sid}: re-balance selected {which} node {nd(b)} for startup"
+    if kind == E_RECOVER:
+        if a == b:
+            return (
+                "info",
+                f"recover service '{sid}' to previous failed and fenced node '{nd(a)}' again",
+            )
+        return "info", f"recover service '{sid}' from fenced node '{nd(a)}' to node '{nd(b)}'"
+    if kind == E_AUTO_REBALANCE:
+        change = f"expected change for imbalance from {c / 100:.2f} to {d / 100:.2f}"
+        return "info", f"auto rebalance - {_QKIND[a]} {sid} to {nd(b)} ({change})"
+    raise ValueError(f"unknown engine event kind {kind}")
+
+
+def _row_fields(kind: int, sid: str, a: int, b: int, c: int, nodes: Sequence[str]) -> _Fields:
+    """The template fields of one event row (:data:`_MESSAGES`)."""
+
+    def nd(i: int) -> str:
+        return "" if i < 0 else nodes[i]
+
+    def failed(n: int, packed: int) -> str:
+        return ", ".join(nodes[i] for i in unpack_failed(n, packed))
+
+    return _Fields(
+        {
+            "sid": lambda: sid,
+            "a": lambda: a,
+            "na": lambda: nd(a),
+            "nb": lambda: nd(b),
+            "qa": lambda: _QKIND[a],
+            "ca": lambda: k.SERVICE_COMMANDS[a],
+            "ssa": lambda: k.SERVICE_STATES[a],
+            "nsb": lambda: k.NODE_STATES[b],
+            "nsc": lambda: k.NODE_STATES[c],
+            "dsa": lambda: k.DISARM_STATES[a],
+            "dma": lambda: k.DISARM_MODES[a],
+            "cfa": lambda: k.CONFIG_STATES[a],
+            "failed": lambda: failed(b, c) if kind == E_RELOCATION_OK else failed(a, b),
+            "cmd": lambda: f"{_QKIND[a]} {sid} {b if a == k.Q_STOP else nd(b)}",
+        }
+    )
+
+
 def format_events(
     rows: np.ndarray, sids: Sequence[str], nodes: Sequence[str]
 ) -> list[tuple[str, str]]:
@@ -89,224 +272,13 @@ def format_events(
     def nd(i: int) -> str:
         return "" if i < 0 else nodes[i]
 
-    ss = k.SERVICE_STATES
     for row in rows:
         kind, s, a, b, c, d, e, f = (int(x) for x in row)
         sid = sids[s] if s >= 0 else ""
-        failed = ""
-        if kind == E_RELOCATION_OK:
-            failed = ", ".join(nodes[i] for i in unpack_failed(b, c))
-        elif kind in (E_RECOVERY_POLICY_FAILED, E_TRIED_ALL):
-            failed = ", ".join(nodes[i] for i in unpack_failed(a, b))
-        if kind == E_NODE_STATE:
-            msg = f"node '{nodes[a]}': state changed from '{k.NODE_STATES[b]}' => '{k.NODE_STATES[c]}'"
-            out.append(("info", msg))
-        elif kind == E_MASTER_OFFLINE:
-            out.append(("info", "master seems offline"))
-        elif kind == E_ADD_SERVICE:
-            out.append(("info", f"adding new service '{sid}' on node '{nd(a)}'"))
-        elif kind == E_REMOVE_STALE:
-            reason = "ignored state requested" if a else "no config"
-            out.append(("info", f"removing stale service '{sid}' ({reason})"))
-        elif kind in (E_CMD_NODE_NOT_ONLINE, E_CMD_ALREADY_ON_TARGET, E_CMD_NO_SUCH_SERVICE):
-            arg = str(b) if a == k.Q_STOP else nd(b)
-            cmd = f"{_QKIND[a]} {sid} {arg}"
-            if kind == E_CMD_NODE_NOT_ONLINE:
-                out.append(("err", f"crm command error - node not online: {cmd}"))
-            elif kind == E_CMD_ALREADY_ON_TARGET:
-                out.append(("info", f"ignore crm command - service already on target node: {cmd}"))
-            else:
-                out.append(("err", f"crm command error - no such service: {cmd}"))
-        elif kind == E_GOT_MOTION:
-            out.append(("info", f"got crm command: {_QKIND[a]} {sid} {nd(b)}"))
-        elif kind == E_GOT_STOP:
-            out.append(("info", f"got crm command: stop {sid} {a}"))
-        elif kind == E_MAINT_DISARMED:
-            out.append(
-                ("warn", f"ignoring maintenance command for node {nd(a)} - HA stack is disarmed")
-            )
-        elif kind == E_MAINT_ALREADY:
-            out.append(
-                ("info", f"ignoring crm command - node {nd(a)} is already in maintenance state")
-            )
-        elif kind == E_MAINT_NOT_ONLINE:
-            out.append(
-                ("err", f"crm command error - node not online: enable-node-maintenance {nd(a)}")
-            )
-        elif kind == E_CLEAR_MAINT_WARN:
-            out.append(
-                (
-                    "warn",
-                    f"clearing maintenance of node {nd(a)} requested, but it's in state"
-                    f" {k.NODE_STATES[b]}",
-                )
-            )
-        elif kind == E_DISARM_ALREADY:
-            out.append(
-                (
-                    "notice",
-                    f"ignoring disarm-ha command - already in disarm state ({k.DISARM_STATES[a]})",
-                )
-            )
-        elif kind == E_GOT_DISARM:
-            out.append(("info", f"got crm command: disarm-ha {k.DISARM_MODES[a]}"))
-        elif kind == E_DISARM_SUSPEND:
-            out.append(("info", f"disarm: suspending HA tracking for service '{sid}'"))
-        elif kind == E_GOT_ARM:
-            out.append(("info", "got crm command: arm-ha"))
-        elif kind == E_ARM_UPDATE_NODE:
-            out.append(
-                (
-                    "info",
-                    f"service '{sid}': updating node '{nd(a)}' => '{nd(b)}' (changed while disarmed)",
-                )
-            )
-        elif kind == E_ARM_NOT_DISARMED:
-            out.append(("notice", "ignoring arm-ha command - HA stack is not disarmed"))
-        elif kind == E_DEFER:
-            level = "warn" if a in (k.SS_FENCE, k.SS_RECOVERY) else "info"
-            out.append((level, f"deferring disarm - service '{sid}' is in '{ss[a]}' state"))
-        elif kind == E_FREEZING:
-            out.append(("info", f"disarm: freezing service '{sid}' (was '{ss[a]}')"))
-        elif kind == E_ALL_DISARMED:
-            out.append(("info", "all LRMs disarmed, HA stack is now fully disarmed"))
-        elif kind == E_STATE_CHANGE:
-            parts = []
-            if c & 1:
-                parts.append(f"node = {nd(d)}")
-            if c & 2:
-                parts.append(f"target = {nd(e)}")
-            if c & 4:
-                parts.append(f"timeout = {f}")
-            text = f"  ({', '.join(parts)})" if parts else ""
-            out.append(
-                ("info", f"service '{sid}': state changed from '{ss[a]}' to '{ss[b]}'{text}")
-            )
-        elif kind == E_FENCE_NO_SERVICES:
-            out.append(
-                (
-                    "notice",
-                    f"node '{nd(a)}' in fence state but no services to-fence! admin interference?!",
-                )
-            )
-        elif kind == E_FENCE_ACK:
-            out.append(("info", f"fencing: acknowledged - got agent lock for node '{nd(a)}'"))
-        elif kind == E_FIXUP:
-            out.append(("info", f"fixup service '{sid}' location ({nd(a)} => {nd(b)})"))
-        elif kind == E_IGNORE_NOT_ONLINE:
-            cmd = k.SERVICE_COMMANDS[a]
-            out.append(("err", f"ignore service '{sid}' {cmd} request - node '{nd(b)}' not online"))
-        elif kind == E_IGNORE_ALREADY_ON:
-            cmd = k.SERVICE_COMMANDS[a]
-            out.append(
-                (
-                    "info",
-                    f"ignore service '{sid}' {cmd} request - service already on node '{nd(b)}'",
-                )
-            )
-        elif kind == E_IGNORE_STOP_STOPPED:
-            out.append(("info", f"ignore service '{sid}' stop request - service already stopped"))
-        elif kind == E_UNKNOWN_CFG_STATE:
-            out.append(
-                (
-                    "err",
-                    f"service '{sid}' - unknown state '{k.CONFIG_STATES[a]}' in service configuration",
-                )
-            )
-        elif kind == E_MOVE_CMD:
-            out.append(("info", f"{k.SERVICE_COMMANDS[a]} service '{sid}' to node '{nd(b)}'"))
-        elif kind == E_HARD_STOP:
-            out.append(("info", f"request immediate service hard-stop for service '{sid}'"))
-        elif kind == E_GRACEFUL_STOP:
-            out.append(("info", f"request graceful stop with timeout '{a}' for service '{sid}'"))
-        elif kind == E_RELOCATION_OK:
-            out.append(
-                (
-                    "info",
-                    f"relocation policy successful for '{sid}' on node '{nd(a)}',"
-                    f" failed nodes: {failed}",
-                )
-            )
-        elif kind == E_START_FAILED:
-            out.append(
-                ("warning", f"starting service {sid} on node '{nd(a)}' failed, relocating service.")
-            )
-        elif kind == E_RECOVERY_POLICY_FAILED:
-            out.append(
-                (
-                    "err",
-                    f"recovery policy for service {sid} failed, entering error state."
-                    f" Failed nodes: {failed}",
-                )
-            )
-        elif kind == E_UNRECOVERABLE:
-            out.append(("err", f"service '{sid}' got unrecoverable error (exit code {a})"))
-        elif kind == E_BACK_FROM_MAINT:
-            out.append(
-                (
-                    "info",
-                    f"moving service '{sid}' back to '{nd(a)}', node came back from maintenance.",
-                )
-            )
-        elif kind == E_DROP_MAINT:
-            out.append(("info", f"dropping maintenance fallback node '{nd(a)}' for '{sid}'"))
-        elif kind == E_MIGRATE_RUNNING:
-            out.append(("info", f"migrate service '{sid}' to node '{nd(a)}' (running)"))
-        elif kind == E_RELOCATE_TO:
-            out.append(("info", f"relocate service '{sid}' to node '{nd(a)}'"))
-        elif kind == E_TRIED_ALL:
-            out.append(
-                (
-                    "warning",
-                    f"Start Error Recovery: Tried all available nodes for service '{sid}', retry"
-                    f" start on current node. Tried nodes: {failed}",
-                )
-            )
-        elif kind == E_CLEAR_STALE_MAINT:
-            out.append(
-                (
-                    "info",
-                    f"service '{sid}': clearing stale maintenance node '{nd(a)}' setting"
-                    " (is current node)",
-                )
-            )
-        elif kind == E_STOP_FAILED:
-            out.append(("err", f"service '{sid}' stop failed (exit code {a})"))
-        elif kind == E_MIGRATION_WRONG_NODE:
-            out.append(
-                ("err", f"service '{sid}' - migration failed: service registered on wrong node!")
-            )
-        elif kind == E_REBALANCE_IGNORED:
-            out.append(
-                (
-                    "info",
-                    f"service '{sid}' - rebalance-on-start request ignored - service already running",
-                )
-            )
-        elif kind == E_MIGRATION_FAILED:
-            out.append(("err", f"service '{sid}' - migration failed (exit code {a})"))
-        elif kind == E_REBALANCE_SELECTED:
-            which = "new" if a else "current"
-            out.append(
-                ("info", f"service {sid}: re-balance selected {which} node {nd(b)} for startup")
-            )
-        elif kind == E_RECOVER:
-            if a == b:
-                msg = f"recover service '{sid}' to previous failed and fenced node '{nd(a)}' again"
-            else:
-                msg = f"recover service '{sid}' from fenced node '{nd(a)}' to node '{nd(b)}'"
-            out.append(("info", msg))
-        elif kind == E_RECOVER_FAILED:
-            out.append(
-                (
-                    "err",
-                    f"recovering service '{sid}' from fenced node '{nd(a)}' failed,"
-                    " no recovery node found",
-                )
-            )
-        elif kind == E_AUTO_REBALANCE:
-            change = f"expected change for imbalance from {c / 100:.2f} to {d / 100:.2f}"
-            out.append(("info", f"auto rebalance - {_QKIND[a]} {sid} to {nd(b)} ({change})"))
-        else:
-            raise ValueError(f"unknown engine event kind {kind}")
+        if kind not in _MESSAGES:
+            out.append(_special(kind, sid, a, b, (c, d, e, f), nd))
+            continue
+        level, template = _MESSAGES[kind]
+        fields = _row_fields(kind, sid, a, b, c, nodes)
+        out.append((level, template.format_map(fields)))
     return out
