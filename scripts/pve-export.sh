@@ -11,9 +11,11 @@
 #
 #   /cluster/resources, /cluster/options (crs, migration type, bwlimit only), /cluster/ha/resources,
 #   /cluster/ha/rules (PVE 9) or /cluster/ha/groups (PVE 8), /cluster/ha/status/manager_status,
-#   /cluster/mapping/pci; for every node its status, its migration tasks since EPOCH (default: 9
-#   days ago, what the week series span) and its RRD series (hour/day/week, AVERAGE and MAX);
-#   for every guest its config and RRD series.
+#   /cluster/mapping/pci; for every node its status, the installed versions of pve-manager,
+#   pve-cluster, libpve-cluster-perl and pve-ha-manager (/nodes/NODE/apt/versions: they decide
+#   the units of the crs options), its migration tasks since EPOCH (default: 9 days ago, what the
+#   week series span) and its RRD series (hour/day/week, AVERAGE and MAX); for every guest its
+#   config and RRD series.
 #
 # Never exported, with or without --anonymize: descriptions and notes, comments, passwords,
 # SSH keys, cloud-init settings (ipconfig, nameserver, …), network devices (MAC addresses,
@@ -27,7 +29,7 @@
 # tar. The environment variable PVESH overrides the pvesh command (for tests).
 set -euo pipefail
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 
 OUT=""
 SINCE=""
@@ -334,6 +336,10 @@ elsif ($mode eq 'node-status') {
     $r->{swap} = keep($d->{swap} // {}, qw(total used free)) if $d->{swap};
     $r->{ksm} = keep($d->{ksm} // {}, qw(shared)) if $d->{ksm};
 }
+elsif ($mode eq 'versions') {  # the packages that decide how datacenter.cfg's crs is read
+    my %want = map { $_ => 1 } qw(pve-manager pve-cluster libpve-cluster-perl pve-ha-manager);
+    $r = [map { keep($_, qw(Package Version OldVersion CurrentState)) } grep { $want{$_->{Package} // ''} } @$d];
+}
 elsif ($mode eq 'config') { $r = config($d); }
 else { die "filter: unknown mode $mode\n"; }
 print $json->pretty->encode($r);
@@ -407,6 +413,7 @@ while read -r node status; do
   n="$(filter map-node "$node")"
   echo "pve-export.sh: node $n ($status) …" >&2
   get "/nodes/$node/status" "$R/status" && write node-status "$R/status" "$OUT/nodes/$n/status.json"
+  get "/nodes/$node/apt/versions" "$R/versions" && write versions "$R/versions" "$OUT/nodes/$n/versions.json"
   for type in qmigrate vzmigrate hamigrate; do
     get "/nodes/$node/tasks" "$R/tasks-$type" --typefilter "$type" --since "$SINCE" --limit 100000 || true
   done

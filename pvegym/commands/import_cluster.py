@@ -38,6 +38,13 @@ def add_window_options(p: argparse.ArgumentParser) -> None:
         help="share of the window the validation run's host load is fitted on (default 2/3)",
     )
     p.add_argument(
+        "--crs-units",
+        choices=("percent", "fraction"),
+        default=None,
+        help="units of crs ha-auto-rebalance-threshold/-margin where the export cannot prove them "
+        "(percent since libpve-cluster-perl 9.1.5, a 0–1 fraction before)",
+    )
+    p.add_argument(
         "--dirty-rate",
         default="0",
         help="raw dirty rate assumed for every VM (PVE records none), e.g. 50MiB/s (default 0)",
@@ -64,13 +71,17 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--out", f"{args.out!r} must name a .toml file")
     if not out.parent.is_dir():
         raise ConfigError("--out", f"no such directory {str(out.parent)!r}")
-    export = read_export(Path(args.export))
+    export = read_export(Path(args.export), args.crs_units)
     imp = build_import(
         export, args.window, out.stem, args.fit_fraction, dirty_rate(args.dirty_rate)
     )
     written = write_import(imp, out)
     scn = catalog.resolve(str(out)).scenario  # what was written loads and validates
     print(f"imported PVE {export.version} ({export.rrd_format} RRD format)")
+    crs = export.crs
+    if crs.threshold is not None or crs.margin is not None:
+        units = "percent" if crs.percent_units else "fraction"
+        print(f"crs threshold and margin in {units} ({crs.units_why})")
     print(f"window: {imp.window.describe()}")
     print(
         f"{len(scn.nodes)} nodes, {len(scn.guests)} guests "

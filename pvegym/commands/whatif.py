@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         dirty_rate(args.dirty_rate),
         study,
         args.seed,
+        crs_units=args.crs_units,
         progress=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
     write_report(result, out, study, args.seed)

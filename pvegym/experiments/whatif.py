@@ -40,9 +40,11 @@ from pvegym.experiments.record import play
 from pvegym.experiments.runner import Trace
 from pvegym.policies import make_policy
 from pvegym.pve_export.cluster import ClusterExport, read_export
+from pvegym.pve_export.notes import Note
 from pvegym.pve_export.to_scenario import Import, build_import
-from pvegym.pve_export.write import write_import
+from pvegym.pve_export.write import write_import, write_scenario
 from pvegym.sim import catalog
+from pvegym.sim.move_ledger import CHURN_PRESSURE_PCT
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.simulation import Simulation
 from pvegym.sim.view import ClusterView, Motion
@@ -86,6 +88,11 @@ class NodeFit:
     psi_cpu_bias_pp: float
     psi_cpu_fitted_mae_pp: float  # with the cpu_blend fitted on the fit part
     psi_mem_mae_pp: float
+    # held-out rows under pressure (recorded cpu some ≥ PRESSURE_PCT), the fitted blend's replay
+    pressure_rows: int = 0
+    pressure_cpu_mae_pp: float = math.nan
+    pressure_psi_mae_pp: float = math.nan
+    pressure_psi_bias_pp: float = math.nan  # mean of model − reality
 
 
 @dataclass
@@ -111,6 +118,23 @@ class Validation:
         vals = [n.cpu_mae_pp for n in self.nodes if math.isfinite(n.cpu_mae_pp)]
         return float(np.mean(vals)) if vals else math.nan
 
+    def calibration(self) -> dict[str, float]:
+        """What the fit measured, as scenario overrides for the replay: ``psi.cpu_blend`` where
+        the export recorded PSI. (The host-load fit is the validation's only: the replay has the
+        measured host load.)"""
+        return {"psi.cpu_blend": self.cpu_blend} if math.isfinite(self.cpu_blend) else {}
+
+
+@dataclass
+class Hypothetical:
+    """The window replayed as if the operator had made ``sids`` (their busiest guests) HA: an
+    export with no HA-managed guest gives no balancer anything to move."""
+
+    sids: list[str]
+    share: float  # of all guests' mean CPU these carry
+    scenario: Path
+    runs: list[PolicyRun]
+
 
 @dataclass
 class WhatIf:
@@ -119,6 +143,16 @@ class WhatIf:
     runs: list[PolicyRun]
     validation: Validation
     local_disk_bytes: dict[str, float] = field(default_factory=dict)
+    hypothetical: Hypothetical | None = None
+
+    @property
+    def ha_guests(self) -> list[str]:
+        """The scenario's HA-managed guests."""
+        return [g["sid"] for g in self.imp.scenario["guests"] if g.get("ha", True)]
+
+    @property
+    def online_nodes(self) -> list[str]:
+        return [n["name"] for n in self.imp.scenario["nodes"] if n.get("online", True)]
 
 
 # ------------------------------------------------------------------------------------------ policies
@@ -272,6 +306,10 @@ def _mae(a: FloatArray, b: FloatArray) -> tuple[float, float]:
     return float(np.mean(np.abs(d))), float(np.mean(d))
 
 
+#: a node row is under pressure when its recorded PSI cpu some avg10 is at least this (percent):
+#: the metrics' own line between pressure and none (``churn_moves``, docs/metrics.md)
+PRESSURE_PCT = CHURN_PRESSURE_PCT
+
 #: the PSI blend weights tried on the fit part (``PsiModel.cpu_blend``: per-runqueue ρ² vs M/M/c,
 #: ``docs/model.md``, *Contention and PSI*: the blend is a modelling choice, fitted on RRD pairs
 #: of cpu and pressure)
@@ -332,10 +370,19 @@ def validate(imp: Import, path: Path, seed: int) -> Validation:
         c_naive, _ = _mae(np.full(w.n - f, real_cpu[:f, j].mean()), real_cpu[f:, j])
         m_naive, _ = _mae(np.full(w.n - f, real_mem[:f, j].mean()), real_mem[f:, j])
         p_mae = p_bias = pm_mae = p_fit_mae = math.nan
+        under = np.zeros(w.n - f, dtype=bool)
+        pressure = (math.nan, math.nan, math.nan)
         if real.cpu_some is not None and real.mem_some is not None and fitted_some is not None:
             p_mae, p_bias = _mae(model["some"][f:, j], real.cpu_some[f:, j])
             p_fit_mae = _mae(fitted_some[f:, j], real.cpu_some[f:, j])[0]
             pm_mae = _mae(model["mem_some"][f:, j], real.mem_some[f:, j])[0]
+            under = real.cpu_some[f:, j] >= PRESSURE_PCT
+            if under.any():
+                sel = np.flatnonzero(under) + f
+                pressure = (
+                    _mae(model_cpu[sel, j], real_cpu[sel, j])[0],
+                    *_mae(fitted_some[sel, j], real.cpu_some[sel, j]),
+                )
         nodes.append(
             NodeFit(
                 name,
@@ -349,6 +396,8 @@ def validate(imp: Import, path: Path, seed: int) -> Validation:
                 p_bias,
                 p_fit_mae,
                 pm_mae,
+                int(under.sum()),
+                *pressure,
             )
         )
     return Validation(
@@ -378,26 +427,105 @@ def run_whatif(
     dirty_rate: float = 0.0,
     study: Path | None = None,
     seed: int = 0,
+    crs_units: str | None = None,
     progress: Any = None,
 ) -> WhatIf:
     """Steps 1–3 of the module docstring (the scenario files land in ``out``); the report is
     :func:`pvegym.experiments.whatif_report.write_report` of the result."""
     say = progress or (lambda msg: None)
     out.mkdir(parents=True, exist_ok=True)
-    export = read_export(export_path)
+    export = read_export(export_path, crs_units)
     imp = build_import(export, window, "scenario", fit_fraction, dirty_rate)
     write_import(imp, out / "scenario.toml", validation_out=out / "validation.toml")
-    scn = catalog.resolve(str(out / "scenario.toml")).scenario
     entries = policy_entries(imp, study)
+    say("validation runs (fitted host load and PSI blend, held-out comparison) …")
+    val = validate(imp, out / "validation.toml", seed)
+    calibrate(imp, val, out / "scenario.toml")
+    scn = catalog.resolve(str(out / "scenario.toml")).scenario
     say(f"window: {imp.window.describe()}; {imp.window.duration // 10} rounds per policy")
+    runs = _replay_all(scn, entries, seed, say)
+    result = WhatIf(imp, export, runs, val, _local_disks(export))
+    if not result.ha_guests and len(result.online_nodes) > 1:
+        say("no guest is HA-managed: replaying with the busiest guests made HA (hypothetical) …")
+        result.hypothetical = hypothetical_ha(imp, out / "hypothetical-ha.toml", entries, seed, say)
+    return result
+
+
+def _replay_all(scn: Scenario, entries: list[PolicyEntry], seed: int, say: Any) -> list[PolicyRun]:
     runs = []
     for e in entries:
         say(f"replaying {e.label} …")
         runs.append(replay(scn, e, seed))
         say(f"  {e.label}: {runs[-1].metrics['moves']} motions in {runs[-1].wall_s:.1f} s")
-    say("validation runs (fitted host load and PSI blend, held-out comparison) …")
-    val = validate(imp, out / "validation.toml", seed)
-    return WhatIf(imp, export, runs, val, _local_disks(export))
+    return runs
+
+
+def calibrate(imp: Import, val: Validation, path: Path) -> None:
+    """Write what the fit measured (:meth:`Validation.calibration`) into the scenario at ``path``
+    (``imp.scenario``), with a note: the replay, and ``pvegym simulate`` of the file, use it."""
+    overrides = val.calibration()
+    if not overrides:
+        return
+    for key, value in overrides.items():
+        section, name = key.split(".", 1)
+        imp.scenario.setdefault(section, {})[name] = value
+    imp.notes.append(
+        Note(
+            "info",
+            "psi",
+            f"psi.cpu_blend = {val.cpu_blend:g}, fitted on the first {val.fit_rows} rows "
+            f"(fit-part MAE {val.cpu_blend_fit_mae_pp:.2f} pp; the default "
+            f"{val.default_cpu_blend:g}): the replay uses it",
+        )
+    )
+    imp.meta["calibration"] = overrides
+    imp.meta["notes"] = [n.__dict__ for n in imp.notes]
+    write_import(imp, path)
+
+
+#: the busiest guests a hypothetical HA replay makes HA: the fewest, busiest first, that carry
+#: this share of all guests' mean CPU (a presentation choice: "the guests that matter")
+HYPOTHETICAL_SHARE = 0.5
+
+
+def busiest_guests(imp: Import) -> tuple[list[str], float]:
+    """The running guests carrying :data:`HYPOTHETICAL_SHARE` of all guests' mean CPU (cores),
+    busiest first, and the share they carry."""
+    load = {}
+    for g in imp.scenario["guests"]:
+        comp = g["cpu"]
+        if isinstance(comp, list) and comp:
+            tr = imp.traces[comp[0]["source"].split("/", 1)[1]]
+            load[g["sid"]] = float(np.mean(tr.cpu)) * tr.cpu_capacity
+    total = sum(load.values())
+    if total <= 0:
+        return [], 0.0
+    chosen: list[str] = []
+    for sid in sorted(load, key=lambda s: (-load[s], s)):
+        chosen.append(sid)
+        if sum(load[x] for x in chosen) >= HYPOTHETICAL_SHARE * total:
+            break
+    return chosen, sum(load[x] for x in chosen) / total
+
+
+def hypothetical_ha(
+    imp: Import, path: Path, entries: list[PolicyEntry], seed: int, say: Any
+) -> Hypothetical | None:
+    """The window replayed with :func:`busiest_guests` made HA (``ha = true``), written to
+    ``path`` beside the scenario (same traces); None when no guest ran."""
+    import copy
+
+    sids, share = busiest_guests(imp)
+    if not sids:
+        return None
+    data = copy.deepcopy(imp.scenario)
+    data["name"] = f"{imp.scenario['name']}-hypothetical-ha"
+    for g in data["guests"]:
+        if g["sid"] in sids:
+            g.pop("ha", None)
+    write_scenario(imp, path, data, traces_of=path.with_name("scenario.toml"))
+    scn = catalog.resolve(str(path)).scenario
+    return Hypothetical(sids, share, path, _replay_all(scn, entries, seed, say))
 
 
 def _local_disks(export: ClusterExport) -> dict[str, float]:
@@ -440,9 +568,21 @@ def save_json(result: WhatIf, path: Path, extra: dict[str, Any]) -> None:
             "default_cpu_blend": result.validation.default_cpu_blend,
             "nodes": [n.__dict__ for n in result.validation.nodes],
         },
+        "hypothetical_ha": _hypothetical_doc(result.hypothetical),
         **extra,
     }
     write_json_atomic(path, _finite(doc))
+
+
+def _hypothetical_doc(hyp: Hypothetical | None) -> dict[str, Any] | None:
+    if hyp is None:
+        return None
+    return {
+        "guests_made_ha": hyp.sids,
+        "cpu_share": hyp.share,
+        "scenario": hyp.scenario.name,
+        "policies": [{"label": r.entry.label, "metrics": r.metrics} for r in hyp.runs],
+    }
 
 
 def _finite(x: Any) -> Any:

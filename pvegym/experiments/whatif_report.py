@@ -246,9 +246,14 @@ def _validation_section(result: WhatIf) -> list[str]:
     lines += [
         "",
         f"Held-out node CPU error, mean over nodes: **{v.cpu_mae_pp:.2f} pp**.",
+        *pressure_error_lines(result),
     ]
     if result.imp.reality.cpu_some is None:
-        lines.append("PSI: this export's RRD format records no pressure (PVE 8): not compared.")
+        ex = result.export
+        lines.append(
+            f"PSI: this export's RRD format records no pressure (PVE {ex.version}, "
+            f"{ex.rrd_format} format): not compared."
+        )
     else:
         lines.append(
             "PSI: the model's node pressure against PVE 9's recorded `pressurecpusome`/"
@@ -259,6 +264,96 @@ def _validation_section(result: WhatIf) -> list[str]:
             "within-row variance that drives real pressure, so the model tends to read low."
         )
     return [*lines, "", "![model vs reality](plots/model-vs-reality.png)", ""]
+
+
+def ha_lines(result: WhatIf) -> list[str]:
+    """Right under the title when no guest is HA-managed: nothing could have moved; on more than
+    one node, what the busiest guests made HA would have seen (hypothetical)."""
+    if result.ha_guests:
+        return []
+    nodes = result.online_nodes
+    if len(nodes) <= 1:
+        return [
+            f"**No guest is HA-managed**, and the cluster has {len(nodes)} online node: nothing "
+            "can move, whatever the balancer. Nothing to decide.",
+            "",
+        ]
+    lines = [
+        "**No guest is HA-managed**: the HA manager moves only HA resources, so no balancer "
+        "could have moved anything in this window (every policy below replays the same cluster "
+        "untouched).",
+        "",
+    ]
+    hyp = result.hypothetical
+    if hyp is None:
+        return [*lines, "No guest ran in the window: no hypothetical replay.", ""]
+    lines += [
+        f"*Hypothetical* — if the busiest guests ({', '.join(f'`{s}`' for s in hyp.sids)}, "
+        f"{hyp.share * 100:.0f} % of the guests' mean CPU) had been HA-managed "
+        f"(`ha-manager add <sid>`; `{hyp.scenario.name}`):",
+        "",
+        "| policy (hypothetical HA) | motions | failed | guest stall (s) | stall cpu (s) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in hyp.runs:
+        m = r.metrics
+        lines.append(
+            f"| {r.entry.label} | {m['moves']} | {m['moves_failed']} | "
+            f"{fmt(float(m['guest_stall_s']))} | {fmt(float(m['stall_cpu_s']))} |"
+        )
+    if not any(r.metrics["moves"] for r in hyp.runs):
+        lines += ["", "Even then no balancer would have moved anything in this window."]
+    return [*lines, ""]
+
+
+def excess_lines(result: WhatIf) -> list[str]:
+    """Beside the trust statement: nodes whose guests' load exceeds the node's own in every row
+    (the export places guests where they were not: the replay starts from a wrong cluster)."""
+    by_node: dict[str, list[str]] = defaultdict(list)
+    rows: dict[str, int] = {}
+    for e in result.imp.excess:
+        if e.every_row:
+            by_node[e.node].append(f"{e.what} (by up to {e.by:.2f} {e.unit})")
+            rows[e.node] = e.of
+    lines = [
+        f"**Warning — {node}:** its guests' {' and '.join(what)} exceed the node's own in every "
+        f"one of the {rows[node]} rows. On a real cluster that means guests are not where the "
+        "export lists them (a migration the task log lacks): the replay starts from a cluster "
+        "that did not exist; read its figures for this node with care.  "
+        for node, what in by_node.items()
+    ]
+    return [*lines, ""] if lines else []
+
+
+def pressure_error_lines(result: WhatIf) -> list[str]:
+    """The held-out error while a node was under pressure (recorded PSI cpu some ≥ 10 %), apart
+    from the whole window's: a mostly idle window's average hides the stress."""
+    v = result.validation
+    if result.imp.reality.cpu_some is None:
+        return []
+    from pvegym.experiments.whatif import PRESSURE_PCT
+
+    rows = [n for n in v.nodes if n.pressure_rows]
+    if not rows:
+        return [
+            "",
+            f"No held-out row had a node under pressure (PSI cpu some ≥ {PRESSURE_PCT:g} %).",
+        ]
+    lines = [
+        "",
+        f"During pressure (held-out rows with the node's recorded PSI cpu some ≥ {PRESSURE_PCT:g} "
+        f"%), with the fitted blend {v.cpu_blend:g} the replay uses:",
+        "",
+        "| node | rows under pressure | CPU MAE (pp) | PSI cpu some MAE (pp) | PSI bias (pp) | whole held-out PSI MAE (pp) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for n in rows:
+        lines.append(
+            f"| {n.node} | {n.pressure_rows} | {n.pressure_cpu_mae_pp:.2f} | "
+            f"{n.pressure_psi_mae_pp:.2f} | {n.pressure_psi_bias_pp:+.2f} | "
+            f"{n.psi_cpu_fitted_mae_pp:.2f} |"
+        )
+    return [*lines, ""]
 
 
 def _resolution_caveat(result: WhatIf) -> str:
@@ -344,6 +439,7 @@ def _head_lines(result: WhatIf, weights: dict[str, float], source: str) -> list[
     return [
         "# What each balancer would have done on this cluster",
         "",
+        *ha_lines(result),
         f"**Window:** {_utc(w.start)} → {_utc(w.end)} ({w.duration / 3600:g} h).  ",
         f"**Resolution:** the `{w.timeframe}` RRD series, one row every {w.step} s ({w.cf}), "
         f"replayed in 10 s HA rounds.  ",
@@ -354,6 +450,7 @@ def _head_lines(result: WhatIf, weights: dict[str, float], source: str) -> list[
         "",
         _resolution_caveat(result),
         "",
+        *excess_lines(result),
         "## Recommendation",
         "",
         *recommendation(result, weights, source),

@@ -2,7 +2,7 @@
 
 * :mod:`~pvegym.pve_export.files` — the export's files (a directory or a tarball), JSON read with
   every error naming the file and the field.
-* :mod:`~pvegym.pve_export.rrd` — RRD series: the resolutions of PVE 8's and PVE 9's formats,
+* :mod:`~pvegym.pve_export.rrd` — RRD series: the resolutions of PVE 7/8's and PVE 9's formats,
   choosing the finest series that covers a window, gaps.
 * :mod:`~pvegym.pve_export.blockers` — what makes a migration fail, read from a guest's config as
   qemu-server's and pve-container's checks read it.

@@ -13,6 +13,7 @@ The layout is what ``scripts/pve-export.sh`` writes (``tests/data/pve-exports/RE
     cluster/mapping/pci.json                 GET /cluster/mapping/pci     (optional)
     nodes/<node>/status.json                 GET /nodes/<node>/status
     nodes/<node>/tasks.json                  GET /nodes/<node>/tasks (migrations only)
+    nodes/<node>/versions.json               GET /nodes/<node>/apt/versions (a few packages)
     nodes/<node>/rrddata-<tf>-<cf>.json.gz   GET /nodes/<node>/rrddata
     nodes/<node>/{qemu,lxc}/<vmid>/config.json
     nodes/<node>/{qemu,lxc}/<vmid>/rrddata-<tf>-<cf>.json.gz
@@ -25,10 +26,12 @@ where it cannot be done without; optional parts that are absent become entries o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pvegym.errors import ConfigError
 from pvegym.pve_export.files import ExportError, ExportFiles, Value
 from pvegym.pve_export.rrd import CFS, RESOLUTION, TIMEFRAMES, Series, parse_series
 
@@ -59,6 +62,7 @@ class NodeExport:
     ha_state: str  # the CRM's node status (online, maintenance, unknown, fence, gone) or ""
     lrm_mode: str  # the LRM's mode (active, maintenance, restart, shutdown) or ""
     ksm_shared: float  # bytes (status.json ksm.shared)
+    packages: dict[str, str] = field(default_factory=dict)  # installed versions (versions.json)
     series: dict[tuple[str, str], Series] = field(default_factory=dict)
     tasks: list[Task] = field(default_factory=list)
 
@@ -122,7 +126,8 @@ class CrsSettings:
     method: str | None
     hold_duration: float | None
     margin: float | None
-    percent_units: bool  # threshold/margin in percent (pve-cluster d8b4d02, PVE ≥ 9.1.14)
+    percent_units: bool  # threshold/margin in percent (pve-cluster ≥ 9.1.5, :func:`crs_units`)
+    units_why: str  # what decided ``percent_units`` (the version or value that proves it)
     bwlimit_migration_kib: float | None  # datacenter bwlimit 'migration' (KiB/s)
     migration_type: str
 
@@ -147,11 +152,15 @@ class ClusterExport:
         return int(self.version.split(".", 1)[0])
 
 
-def read_export(path: Path) -> ClusterExport:
-    """Read and cross-check an export directory or tarball (errors name the file and field)."""
+def read_export(path: Path, crs_units: str | None = None) -> ClusterExport:
+    """Read and cross-check an export directory or tarball (errors name the file and field);
+    ``crs_units`` (``percent`` | ``fraction``, the ``--crs-units`` flag) states the units of the
+    auto-rebalance threshold and margin where the export cannot prove them (:func:`crs_units`)."""
+    if crs_units not in (None, "percent", "fraction"):
+        raise ConfigError("--crs-units", f"{crs_units!r} is not percent or fraction")
     files = ExportFiles(path)
     try:
-        return _read(files, path)
+        return _read(files, path, crs_units)
     finally:
         files.close()
 
@@ -165,7 +174,7 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _read(files: ExportFiles, path: Path) -> ClusterExport:
+def _read(files: ExportFiles, path: Path, units_flag: str | None) -> ClusterExport:
     missing: list[str] = []
     meta, created, version, vt = _read_meta(files)
     rrd_format = "pve9" if vt[0] >= 9 else "pve2"
@@ -180,16 +189,18 @@ def _read(files: ExportFiles, path: Path) -> ClusterExport:
         cfg = files.json(f"nodes/{g.node}/{g.kind}/{vmid}/config.json")
         assert cfg is not None
         g.config = {k: v.text() for k, v in cfg.members() if not isinstance(v.raw, dict | list)}
-    crs = _read_options(files, vt, missing)
+    crs = _read_options(files, missing)
     ha_resources = _read_ha_resources(files, guests)
     rules = _read_rules(files, ha_resources, nodes, missing)
-    _read_manager_status(files, nodes, missing)
+    master = _read_manager_status(files, nodes, missing)
     pci = _read_pci(files, missing)
     _read_series(files, nodes, guests, rrd_format)
     for nd in nodes.values():  # a node without status (offline) still needs a size
         if nd.maxcpu == 0:
             nd.maxcpu = max(1, int(_last(nd.series, "maxcpu") or 1))
             nd.maxmem = _last(nd.series, "memtotal") or 1.0
+    units = crs_units(crs, version, nodes, master, units_flag)
+    crs = dataclasses.replace(crs, percent_units=units[0], units_why=units[1])
     return ClusterExport(
         path=path,
         meta=meta,
@@ -290,6 +301,33 @@ def _read_node_status(files: ExportFiles, name: str, node: NodeExport, missing: 
     ksm = st.opt("ksm")
     node.ksm_shared = ksm.get("shared").num() if ksm is not None and ksm.has("shared") else 0.0
     node.tasks = _read_tasks(files, name, missing)
+    node.packages = _read_packages(files, name, missing)
+
+
+#: the packages whose versions the import reads from ``versions.json``
+PACKAGES = ("pve-manager", "pve-cluster", "libpve-cluster-perl", "pve-ha-manager")
+
+
+def _read_packages(files: ExportFiles, name: str, missing: list[str]) -> dict[str, str]:
+    """Installed versions from ``GET /nodes/<name>/apt/versions`` (pve-manager ``API2/APT.pm``
+    ``versions``: ``OldVersion`` is the installed one, ``Version`` the upgrade candidate; a
+    package not installed has no ``OldVersion``)."""
+    vv = files.json(f"nodes/{name}/versions.json", required=False)
+    if vv is None:
+        missing.append(f"nodes/{name}/versions.json (package versions of {name} unknown)")
+        return {}
+    out = {}
+    for item in vv.items():
+        pkg = item.get("Package").text()
+        state = item.opt("CurrentState")
+        installed = item.opt("OldVersion")
+        if (
+            pkg in PACKAGES
+            and installed is not None
+            and (state is None or state.text() == "Installed")
+        ):
+            out[pkg] = installed.text()
+    return out
 
 
 def _last(series: dict[tuple[str, str], Series], name: str) -> float | None:
@@ -395,7 +433,7 @@ def _number(field: str, text: str) -> float:
     return v
 
 
-def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[str]) -> CrsSettings:
+def _read_options(files: ExportFiles, missing: list[str]) -> CrsSettings:
     ov = files.json("cluster/options.json")
     assert ov is not None
     ov.obj()
@@ -428,8 +466,6 @@ def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[st
             break
     migration = _property(ov.get("migration")) if ov.has("migration") else {}
     threshold, margin = num("ha-auto-rebalance-threshold"), num("ha-auto-rebalance-margin")
-    # pve-cluster d8b4d02 (PVE 9.1.14's changelog) made both percent; before they were fractions
-    percent = version >= (9, 1, 14) or any(v is not None and v > 1 for v in (threshold, margin))
     return CrsSettings(
         mode=mode,
         rebalance_on_start=flag("ha-rebalance-on-start"),
@@ -438,7 +474,8 @@ def _read_options(files: ExportFiles, version: tuple[int, ...], missing: list[st
         method=crs.get("ha-auto-rebalance-method"),
         hold_duration=num("ha-auto-rebalance-hold-duration"),
         margin=margin,
-        percent_units=percent,
+        percent_units=False,  # decided by crs_units once the nodes' versions are read
+        units_why="",
         bwlimit_migration_kib=bw_kib,
         migration_type=migration.get("type", "secure"),
     )
@@ -596,12 +633,14 @@ def _flatten(raw: object) -> list[str]:
 
 def _read_manager_status(
     files: ExportFiles, nodes: dict[str, NodeExport], missing: list[str]
-) -> None:
+) -> str:
+    """Each node's CRM and LRM state into ``nodes``; returns the CRM master's name (or "")."""
     mv = files.json("cluster/ha/manager_status.json", required=False)
     if mv is None:
         missing.append("cluster/ha/manager_status.json (maintenance state of nodes unknown)")
-        return
+        return ""
     ms = mv.opt("manager_status")
+    master = ms.opt("master_node") if ms is not None else None
     if ms is not None and ms.has("node_status"):
         for name, state in ms.get("node_status").members():
             if name in nodes:
@@ -611,6 +650,7 @@ def _read_manager_status(
         for name, status in lrm.members():
             if name in nodes and status.has("mode"):
                 nodes[name].lrm_mode = status.get("mode").text()
+    return master.text() if master is not None else ""
 
 
 def _read_pci(files: ExportFiles, missing: list[str]) -> dict[str, bool] | None:
@@ -623,3 +663,96 @@ def _read_pci(files: ExportFiles, missing: list[str]) -> dict[str, bool] | None:
         cap = item.opt("live-migration-capable")
         out[item.get("id").text()] = bool(cap and cap.flag())
     return out
+
+
+# ------------------------------------------------------------------------------------------ units
+#: libpve-cluster-perl 9.1.5 (pve-cluster commit d8b4d02, "datacenter config: switch HA
+#: auto-rebalance thresholds to percent", and its changelog): ``ha-auto-rebalance-threshold``
+#: and ``-margin`` went from a 0.0–1.0 fraction (minimum 0, no maximum) to 0–100 percent
+#: (maximum 100). ``PVE::DataCenterConfig`` ships in libpve-cluster-perl, built from pve-cluster.
+PERCENT_SINCE_CLUSTER = (9, 1, 5)
+#: pve-manager 9.1.14 depends on libpve-cluster-perl (>= 9.1.5) and pve-ha-manager (>= 5.2.3)
+#: (pve-manager commit 68d6031f, "d/control: bump versioned dependencies for the new CRS percent
+#: units"), so an installed pve-manager ≥ 9.1.14 proves the percent schema. An older pve-manager
+#: proves nothing: libpve-cluster-perl may have been upgraded alone.
+PERCENT_SINCE_MANAGER = (9, 1, 14)
+#: the largest value the percent schema accepts (d8b4d02: ``maximum => 100``)
+PERCENT_MAX = 100.0
+
+
+def _units_proof(
+    manager_version: str, nodes: dict[str, NodeExport], master: str
+) -> tuple[bool | None, str]:
+    """What the recorded package versions prove about the units: ``(percent, why)``, ``percent``
+    None where they prove nothing. The CRM master reads ``datacenter.cfg`` for the balancer, so
+    its versions decide; without a known master, every node that recorded them must agree."""
+    order = [master] if master in nodes and nodes[master].packages else sorted(nodes)
+    verdicts: dict[bool, str] = {}
+    for name in order:
+        pk = nodes[name].packages
+        for pkg in ("libpve-cluster-perl", "pve-cluster"):
+            if pkg in pk and _version_tuple(pk[pkg]):
+                percent = _version_tuple(pk[pkg]) >= PERCENT_SINCE_CLUSTER
+                verdicts.setdefault(percent, f"{pkg} {pk[pkg]} on {name}")
+                break
+        else:
+            mv = pk.get("pve-manager")
+            if mv and _version_tuple(mv) >= PERCENT_SINCE_MANAGER:
+                verdicts.setdefault(
+                    True, f"pve-manager {mv} on {name} (needs libpve-cluster-perl ≥ 9.1.5)"
+                )
+    if len(verdicts) == 1:
+        percent, why = next(iter(verdicts.items()))
+        return percent, why
+    if len(verdicts) > 1:
+        return None, f"the nodes disagree ({verdicts[True]}, {verdicts[False]})"
+    if _version_tuple(manager_version) >= PERCENT_SINCE_MANAGER:
+        return True, f"pve-manager {manager_version} (needs libpve-cluster-perl ≥ 9.1.5)"
+    return None, f"pve-manager {manager_version} and no recorded libpve-cluster-perl version"
+
+
+def crs_units(
+    crs: CrsSettings,
+    manager_version: str,
+    nodes: dict[str, NodeExport],
+    master: str,
+    flag: str | None,
+) -> tuple[bool, str]:
+    """Whether the configured threshold and margin are percent, and what proves it: the nodes'
+    libpve-cluster-perl (or pve-cluster) version, a pve-manager that depends on ≥ 9.1.5, or a
+    value above 100 (only the fraction schema allows it); else ``flag`` (``--crs-units``). Neither:
+    a :class:`~pvegym.pve_export.files.ExportError` naming the value and the flag."""
+    values = [
+        (key, v)
+        for key, v in (
+            ("ha-auto-rebalance-threshold", crs.threshold),
+            ("ha-auto-rebalance-margin", crs.margin),
+        )
+        if v is not None
+    ]
+    percent, why = _units_proof(manager_version, nodes, master)
+    if not values:
+        return bool(percent), "no threshold or margin configured (upstream's defaults)"
+    if percent is None:
+        big = [(k, v) for k, v in values if v > PERCENT_MAX]
+        if big:
+            percent, why = (
+                False,
+                f"{big[0][0]}={big[0][1]:g} exceeds the percent schema's maximum 100",
+            )
+    if percent is not None:
+        want = "percent" if percent else "fraction"
+        if flag is not None and flag != want:
+            raise ConfigError(
+                "--crs-units", f"the export proves {want} ({why}); {flag} contradicts it"
+            )
+        return percent, why
+    if flag is not None:
+        return flag == "percent", "--crs-units " + flag
+    key, v = values[0]
+    raise ExportError(
+        "cluster/options.json",
+        f"crs.{key}",
+        f"{v:g} may be percent (libpve-cluster-perl ≥ 9.1.5) or a fraction: {why}; "
+        "state it with --crs-units percent|fraction",
+    )

@@ -4,13 +4,16 @@
 row per consolidated point, ``{"time": <unix s>, <field>: <value>, …}``; a field the RRD has no
 value for is left out of the row. The resolution depends on the format of the RRD files:
 
-| timeframe | PVE 8 (``pve2-*``, 70 rows per RRA) | PVE 9 (``pve-*-9.0``) |
+| timeframe | PVE 7 and 8 (``pve2-*``, 70 rows per RRA) | PVE 9 (``pve-*-9.0``) |
 |---|---|---|
-| hour | 60 s × 60 | 60 s × 60 |
+| hour | 60 s × 70 | 60 s × 60 |
 | day | 1800 s × 70 | 60 s × 1440 |
 | week | 10800 s × 70 | 1800 s × 336 |
 
-(``$setup_pve2`` and ``$setup`` in ``create_rrd_data``; the RRAs in pve-cluster
+(``$setup`` in PVE 7's and 8's ``create_rrd_data``, 70 rows for every timeframe; PVE 9's
+``$setup_pve2`` and ``$setup`` since pve-cluster 1a483ba — PVE 9 answers 60 hour rows even from a
+``pve2`` file not converted yet. A series is read by its row spacing, whatever its row count.
+The RRAs in pve-cluster
 ``src/pmxcfs/status.c``: ``RRA:AVERAGE:0.5:1:70`` … for ``pve2``, ``RRA:AVERAGE:0.5:1:1440`` … for
 9.0.) The data sources (``status.c``): nodes ``loadavg, maxcpu, cpu, iowait, memtotal, memused,
 swaptotal, swapused, roottotal, rootused, netin, netout`` and, in 9.0, ``memavailable, arcsize,
@@ -39,9 +42,10 @@ from pvegym.pve_export.files import Value
 TIMEFRAMES = ("hour", "day", "week")
 CFS = ("AVERAGE", "MAX")
 
-#: timeframe -> (resolution s, rows): ``create_rrd_data``'s ``$setup_pve2`` / ``$setup``.
+#: timeframe -> (resolution s, rows): ``create_rrd_data``'s ``$setup`` of PVE 7/8 (``pve2``; PVE 9
+#: answers 60 hour rows from a ``pve2`` file) and of PVE 9 (``pve9``).
 RESOLUTION = {
-    "pve2": {"hour": (60, 60), "day": (1800, 70), "week": (10800, 70)},
+    "pve2": {"hour": (60, 70), "day": (1800, 70), "week": (10800, 70)},
     "pve9": {"hour": (60, 60), "day": (60, 1440), "week": (1800, 336)},
 }
 #: The fields only PVE 9's RRD format records (status.c ``rrd_def_*_pve9_0``).

@@ -10,11 +10,11 @@ schema (:mod:`pvegym.sim.scenario`) over one *window* of its RRD series:
   migration tasks, :mod:`~pvegym.pve_export.placement`), replayed as an ``rrd`` trace; a node in maintenance is offline (the HA
   manager's online-node list excludes it, ``NodeStatus::list_online_nodes``).
 * **guests** — vCPUs and memory from ``cluster/resources.json``; CPU (cores) and host footprint
-  (``memhost``; PVE 8 records only ``mem``) replayed as ``rrd`` traces; ``mem_ratio`` = Σ mem /
+  (``memhost``; PVE 7 and 8 record only ``mem``) replayed as ``rrd`` traces; ``mem_ratio`` = Σ mem /
   Σ memhost over the window; HA state from ``cluster/ha/resources.json``; ``local_resources``
   when qemu-server or pve-container would refuse the HA manager's migration
   (:mod:`~pvegym.pve_export.blockers`).
-* **rules** — HA rules (PVE 9) and groups converted as upstream converts them (PVE 8).
+* **rules** — HA rules (PVE 9) and groups converted as upstream converts them (PVE ≤ 8).
 * **events** — migrations the operator made inside the window (non-HA guests, ``hamigrate``
   requests, evacuations of a node in maintenance) as manual ``migrate`` events; migrations the
   HA manager issued itself are what a balancer under test replaces, so they are only listed.
@@ -75,11 +75,30 @@ class Reality:
     node_names: tuple[str, ...]
     cpu: FloatArray  # (rows, nodes) cores
     mem: FloatArray  # (rows, nodes) bytes
-    cpu_some: FloatArray | None  # (rows, nodes) percent, None on PVE 8
+    cpu_some: FloatArray | None  # (rows, nodes) percent, None in the pve2 format (PVE ≤ 8)
     mem_some: FloatArray | None
     cpu_max: FloatArray  # the MAX series' cores busy where exported, else = cpu
     maxcpu: FloatArray
     maxmem: FloatArray
+
+
+@dataclass(frozen=True)
+class NodeExcess:
+    """A node whose guests' measured load exceeds the node's own series in ``rows`` of ``of``
+    window rows, by up to ``by`` (cores, or GiB of memory). In every row, on a real export, the
+    guests are not where the export says (a placement the task log does not explain), so the
+    replay starts from a wrong cluster."""
+
+    node: str
+    what: str  # cpu | memory
+    rows: int
+    of: int
+    by: float
+    unit: str  # cores | GiB
+
+    @property
+    def every_row(self) -> bool:
+        return self.rows == self.of
 
 
 @dataclass
@@ -98,6 +117,7 @@ class Import:
     reality: Reality
     policy_params: dict[str, dict[str, Any]]
     meta: dict[str, Any] = field(default_factory=dict)
+    excess: list[NodeExcess] = field(default_factory=list)  # nodes exceeded by their guests
 
 
 # ------------------------------------------------------------------------------------------ build
@@ -123,8 +143,9 @@ def build_import(
     traces: dict[str, TraceData] = {}
     guests, guest_cpu, guest_mem = _guests(export, window, start_node, dirty_rate, traces, notes)
     reality = _reality(export, window, notes)
+    excess: list[NodeExcess] = []
     nodes, base_cpu, base_mem = _nodes(
-        export, window, reality, placement, (guest_cpu, guest_mem), traces, notes
+        export, window, reality, placement, (guest_cpu, guest_mem), traces, notes, excess
     )
     rules_na, rules_ra = _rules(export, notes)
     scenario: dict[str, Any] = {
@@ -175,6 +196,7 @@ def build_import(
         failed=failed,
         reality=reality,
         policy_params=params,
+        excess=excess,
     )
     imp.meta = _meta(export, imp)
     return imp
@@ -212,9 +234,11 @@ def _nodes(
     guest_load: tuple[dict[int, FloatArray], dict[int, FloatArray]],
     traces: dict[str, TraceData],
     notes: list[Note],
+    excess: list[NodeExcess],
 ) -> tuple[list[dict[str, Any]], dict[str, FloatArray], dict[str, FloatArray]]:
     """Every node as scenario data, its base load the node's series minus the guests placed on
-    it row by row; the base CPU (cores) and memory (bytes) per window row, by node name."""
+    it row by row; the base CPU (cores) and memory (bytes) per window row, by node name. Nodes
+    their guests exceed go into ``excess``."""
     guest_cpu, guest_mem = guest_load
     nodes: list[dict[str, Any]] = []
     base_cpu: dict[str, FloatArray] = {}
@@ -236,6 +260,7 @@ def _nodes(
             mem_guests,
             traces,
             notes,
+            excess,
         )
         nodes.append(spec)
         base_cpu[nname], base_mem[nname] = bc, bm
@@ -275,8 +300,8 @@ def _guest(
 ) -> tuple[dict[str, Any], FloatArray, FloatArray]:
     """The guest's scenario entry and its CPU (cores) and host memory (bytes) on the grid."""
     sid = g.sid
-    maxcpu = max(1, math.ceil(g.maxcpu - 1e-9))
-    if g.maxcpu != maxcpu:
+    maxcpu = max(1, math.ceil(_static_cpu(export, g, notes) - 1e-9))
+    if g.kind == "qemu" and g.maxcpu != maxcpu:
         notes.append(
             Note(
                 "dropped",
@@ -326,6 +351,51 @@ def _guest(
     return entry, cpu, memhost
 
 
+def _static_cpu(export: ClusterExport, g: GuestExport, notes: list[Note]) -> float:
+    """The guest's size in vCPUs. A VM: ``cluster/resources.json``'s ``maxcpu``. A container:
+    what PVE's static usage counts, ``cpulimit || cores`` (pve-container
+    ``PVE::LXC::Config::get_derived_property('max-cpu')``, read by pve-ha-manager's
+    ``PVECT::get_static_stats_from_config``) — not ``maxcpu``, which pve-container's ``vmstatus``
+    gives as ``cores || cpulimit || the host's CPU count``. Without either, static usage counts
+    ``max-cpu`` 0, charged as the whole node (proxmox-resource-scheduling
+    ``add_started_resource``), and dynamic usage its measured cores out of the node's CPUs
+    (pve-ha-manager ``PVE2::get_dynamic_service_stats``: the RRD's ``maxcpu``): the node's CPU
+    count, said in a note (the model has no unlimited size: a move frees it as well)."""
+    if g.kind == "qemu":
+        return g.maxcpu
+    cfg = g.config
+    for key in ("cpulimit", "cores"):
+        text = cfg.get(key)
+        if text not in (None, "", "0"):
+            try:
+                value = float(text)
+            except ValueError:
+                raise ExportError(
+                    f"nodes/{g.node}/lxc/{g.vmid}/config.json", key, f"not a number: {text!r}"
+                ) from None
+            if value != g.maxcpu:
+                notes.append(
+                    Note(
+                        "info",
+                        g.sid,
+                        f"{key}={text}: sized {value:g} vCPUs as PVE's static usage counts it "
+                        f"(cpulimit || cores), not the API's maxcpu {g.maxcpu:g}",
+                    )
+                )
+            return value
+    cpus = float(export.nodes[g.node].maxcpu)
+    notes.append(
+        Note(
+            "dropped",
+            g.sid,
+            f"no cores or cpulimit: PVE's static usage counts max-cpu 0 (the whole node while "
+            f"it runs there, nothing freed when it moves), its dynamic usage the measured cores "
+            f"of the node's {cpus:g}: sized as {cpus:g} vCPUs, its load the measured cores",
+        )
+    )
+    return cpus
+
+
 def _guest_series(
     g: GuestExport, window: Window, maxcpu: int, notes: list[Note]
 ) -> tuple[FloatArray, FloatArray, FloatArray, NDArray[np.bool_]]:
@@ -350,14 +420,17 @@ def _guest_series(
         memhost = on_grid(s, "memhost", window) if s.has("memhost") else mem.copy()
         empty = rows_empty(s, window)
         row_maxcpu = on_grid(s, "maxcpu", window)
-    # rows with values but no cpu: the guest was not running (pvestatd writes undef)
+    # rows with values but no cpu: the guest was not running (pvestatd writes undef); rows
+    # before its first value: its RRD had nothing yet (it did not exist, or never ran since)
     stopped = ~empty & ~np.isfinite(cpu_frac)
     running_rows = np.isfinite(cpu_frac)
+    first = int(np.argmax(~empty)) if (~empty).any() else window.n
+    before = np.arange(window.n) < first
     row_maxcpu = np.where(np.isfinite(row_maxcpu), row_maxcpu, g.maxcpu)
     cpu = cpu_frac * row_maxcpu
     for arr in (cpu, mem, memhost):
-        arr[stopped] = 0.0
-    gaps = int(empty.sum()) if running_rows.any() else 0
+        arr[stopped | before] = 0.0
+    gaps = int((empty & ~before).sum()) if running_rows.any() else 0
     cpu, _ = fill_gaps(cpu)
     mem, _ = fill_gaps(mem)
     memhost, _ = fill_gaps(memhost)
@@ -366,6 +439,16 @@ def _guest_series(
         mem, memhost = cpu.copy(), cpu.copy()
     if gaps:
         notes.append(Note("info", sid, f"{gaps} of {window.n} rows empty (no data): interpolated"))
+    if running_rows.any() and first > 0:
+        notes.append(
+            Note(
+                "info",
+                sid,
+                f"no RRD data in the first {first} of {window.n} rows (before "
+                f"{utc(window.start + first * window.step)}): it did not exist or was not running "
+                "then — no load, not back-filled",
+            )
+        )
     if stopped.any() and running_rows.any():
         notes.append(
             Note(
@@ -458,6 +541,7 @@ def _node(
     mem_guests: FloatArray,
     traces: dict[str, TraceData],
     notes: list[Note],
+    excess: list[NodeExcess],
 ) -> tuple[dict[str, Any], FloatArray, FloatArray]:
     """The node's scenario entry; its own load is the node series minus its guests."""
     base_cpu = cpu - cpu_guests
@@ -468,6 +552,11 @@ def _node(
     ):
         neg = arr < 0
         if neg.any():
+            excess.append(
+                NodeExcess(
+                    node.name, what, int(neg.sum()), window.n, float(-arr.min()) * scale, unit
+                )
+            )
             notes.append(
                 Note(
                     "info",
@@ -565,7 +654,8 @@ def _reality(export: ClusterExport, window: Window, notes: list[Note]) -> Realit
             Note(
                 "assumed",
                 "guests",
-                "PVE 8's RRD has no memhost: the host footprint is taken as mem (the balloon view when the guest reports balloon stats), mem_ratio 1",
+                f"PVE {export.version}'s pve2 RRD format has no memhost: the host footprint is "
+                "taken as mem (the balloon view when the guest reports balloon stats), mem_ratio 1",
             )
         )
     return Reality(
@@ -660,9 +750,21 @@ def _policy_params(export: ClusterExport, notes: list[Note]) -> dict[str, dict[s
             Note(
                 "info",
                 "crs",
-                f"configured auto-rebalance constants (read as {units}) given to upstream: {up}",
+                f"configured auto-rebalance constants (read as {units}: {crs.units_why}) "
+                f"given to upstream: {up}",
             )
         )
+        small = [v for v in (crs.threshold, crs.margin) if v is not None and 0 < v <= 1]
+        if crs.percent_units and small:
+            notes.append(
+                Note(
+                    "info",
+                    "crs",
+                    f"{small[0]:g} read as {small[0]:g} %, as the HA manager reads it: a fraction "
+                    "left from before libpve-cluster-perl 9.1.5 now means percent (its postinst "
+                    "warns; multiply by 100 to keep the old behaviour)",
+                )
+            )
     if not crs.auto_rebalance:
         notes.append(
             Note(

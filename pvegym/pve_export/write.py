@@ -87,3 +87,18 @@ def write_import(imp: Import, out: Path, validation_out: Path | None = None) -> 
     tmp.replace(meta)
     written.append(meta)
     return written
+
+
+def write_scenario(imp: Import, out: Path, data: dict[str, Any], traces_of: Path) -> Path:
+    """Write ``data`` (a variant of the imported scenario) as the scenario file ``out``, reading
+    the traces :func:`write_import` wrote beside ``traces_of``."""
+    trace_dir = traces_dir_name(traces_of)
+    rel = (
+        trace_dir
+        if out.parent == traces_of.parent
+        else str((traces_of.parent / trace_dir).resolve())
+    )
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(scenario_text(data, imp, rel))
+    tmp.replace(out)
+    return out

@@ -111,7 +111,7 @@ def test_pve8_export_replays_without_psi(tmp_path: Path) -> None:
     assert doc["import"]["window"]["resolution_s"] == 1800
     assert all(n["psi_cpu_mae_pp"] is None for n in doc["validation"]["nodes"])
     report = (tmp_path / "report.md").read_text()
-    assert "records no pressure (PVE 8): not compared" in report
+    assert "records no pressure (PVE 8.4.1, pve2 format): not compared" in report
     # the legacy VM with the host's CD-ROM drive can never move; upstream in static mode tries
     up = _moves(doc, "upstream")
     assert all(m["outcome"] == "failed" for m in up if m["guest"] == "vm:203")
@@ -149,3 +149,32 @@ def test_a_study_adds_its_tuned_constants(tmp_path: Path) -> None:
     tuned = [p for p in doc["policies"] if p["label"] == "patched-tuned"]
     assert tuned and tuned[0]["params"] == params
     assert doc["cost"]["weights"] == {"guest_stall_s": 1.0, "moves_failed": 500.0}
+
+
+def test_the_replay_uses_the_fitted_blend_and_pressure_is_reported_apart(
+    pve9: tuple[Path, dict[str, Any]],
+) -> None:
+    """What the export calibrates goes into the replay (the scenario written and run carries the
+    fitted ``psi.cpu_blend``), and the error while a node was under pressure is reported apart
+    from the whole held-out part: the fixture's stress run is there, the rest is idle."""
+    from pvegym.experiments.whatif import PRESSURE_PCT
+    from pvegym.sim import catalog
+
+    out, doc = pve9
+    v = doc["validation"]
+    scn = catalog.resolve(str(out / "scenario.toml")).scenario
+    assert scn.psi.cpu_blend == v["cpu_blend"] == doc["import"]["calibration"]["psi.cpu_blend"]
+    nodes = {n["node"]: n for n in v["nodes"]}
+    stressed = nodes["pve-ams-01"]
+    # the stress run Fri 09:30–11:30 is 120 one-minute rows of the held-out part
+    assert stressed["pressure_rows"] == (STRESS_END - STRESS_START) // 60
+    assert nodes["pve-ams-03"]["pressure_rows"] == 0  # the node in maintenance idles
+    # the whole held-out average hides the error during the stress
+    assert stressed["pressure_psi_mae_pp"] > 2 * stressed["psi_cpu_fitted_mae_pp"]
+    report = (out / "report.md").read_text()
+    assert (
+        f"During pressure (held-out rows with the node's recorded PSI cpu some ≥ {PRESSURE_PCT:g}"
+        in report
+    )
+    assert f"| pve-ams-01 | {stressed['pressure_rows']} |" in report
+    assert "No guest is HA-managed" not in report  # eight are

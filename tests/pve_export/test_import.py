@@ -134,7 +134,7 @@ def test_pve8_groups_static_crs_and_bandwidth(cli: RunCli, tmp_path: Path) -> No
     assert guests["vm:203"].local_resources  # the host's CD-ROM drive
     assert guests["ct:300"].local_resources  # a bind mount
     assert all(g.mem_ratio == 1.0 for g in scn.guests)  # PVE 8 records no memhost
-    assert "PVE 8's RRD has no memhost" in stdout
+    assert "PVE 8.4.1's pve2 RRD format has no memhost" in stdout
     assert "no PSI in the pve2 RRD series" in stdout
 
 

@@ -88,11 +88,23 @@ VM_FIELDS_PVE9 = (
     "pressurememoryfull",
 )
 #: timeframe -> (resolution s, rows), create_rrd_data's $setup_pve2 / $setup — stated again here,
-#: not imported from pvegym.pve_export.rrd: the fixtures check the reader, not the reader itself
+#: not imported from pvegym.pve_export.rrd: the fixtures check the reader, not the reader itself.
+#: PVE 7 and 8 (pve-cluster before 1a483ba, PVE 9's "adapt to new RRD format") answer the hour
+#: with 70 rows like every other timeframe; PVE 9 reading a pve2 file answers 60.
 RESOLUTION = {
-    "pve2": {"hour": (60, 60), "day": (1800, 70), "week": (10800, 70)},
+    "pve2": {"hour": (60, 70), "day": (1800, 70), "week": (10800, 70)},
     "pve9": {"hour": (60, 60), "day": (60, 1440), "week": (1800, 336)},
 }
+
+
+#: installed versions per fixture (``pveversion -v``'s packages that decide the crs units): PVE
+#: 9.2's pve-manager needs libpve-cluster-perl ≥ 9.1.5 and pve-ha-manager ≥ 5.2.3 (its d/control)
+PVE9_PACKAGES = {"libpve-cluster-perl": "9.1.6", "pve-cluster": "9.1.6", "pve-ha-manager": "5.2.5",
+                 "pve-manager": "9.2.5"}  # fmt: skip
+PVE8_PACKAGES = {"libpve-cluster-perl": "8.1.0", "pve-cluster": "8.1.0", "pve-ha-manager": "4.0.7",
+                 "pve-manager": "8.4.1"}  # fmt: skip
+PVE7_PACKAGES = {"libpve-cluster-perl": "7.3-3", "pve-cluster": "7.3-3", "pve-ha-manager": "3.6.1",
+                 "pve-manager": "7.4-17"}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------- time series
@@ -188,6 +200,8 @@ class Guest:
         self.memhost: np.ndarray | None = None
         self.mem: np.ndarray | None = None
         self.node: np.ndarray | None = None  # node index per PDP
+        self.created: int | None = None  # unix s: no RRD data at all before (it did not exist)
+        self.listed_on: int | None = None  # the node the API lists it on, if not where it ran
 
     @property
     def sid(self) -> str:
@@ -195,8 +209,10 @@ class Guest:
 
 
 class Cluster:
-    def __init__(self, name: str, fmt: str, version: str, minutes: int, seed: int) -> None:
+    def __init__(self, name: str, fmt: str, version: str, minutes: int, seed: int,
+                 packages: dict[str, str]) -> None:  # fmt: skip
         self.name, self.fmt, self.version = name, fmt, version
+        self.packages = packages  # installed versions (GET /nodes/<node>/apt/versions)
         self.clock = Clock(minutes)
         self.rng = np.random.default_rng(seed)
         self.nodes: list[dict[str, Any]] = []
@@ -298,9 +314,11 @@ class Cluster:
                         "mhz": "3000.000",
                     },
                     "ksm": {"shared": 0 if fmt == "pve2" else 1536 * MiB * (j == 0)},
-                    "kversion": "Linux 6.14.11-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4"
-                    if fmt == "pve9"
-                    else "Linux 6.8.12-9-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-9",
+                    "kversion": {
+                        "9": "Linux 6.14.11-4-pve #1 SMP PREEMPT_DYNAMIC PMX 6.14.11-4",
+                        "8": "Linux 6.8.12-9-pve #1 SMP PREEMPT_DYNAMIC PMX 6.8.12-9",
+                        "7": "Linux 5.15.158-2-pve #1 SMP PVE 5.15.158-2",
+                    }[self.version[0]],
                     "loadavg": [f"{last['loadavg']:.2f}"] * 3,
                     "memory": {
                         "total": nd["memtotal"],
@@ -331,6 +349,11 @@ class Cluster:
                     "uptime": 3_456_000,
                 }
             )
+            self._json(
+                out / "nodes" / nd["name"] / "versions.json",
+                [{"CurrentState": "Installed", "OldVersion": v, "Package": k, "Version": v}
+                 for k, v in sorted(self.packages.items())],
+            )  # fmt: skip
             tasks = [t for t in self.tasks if t["node"] == nd["name"]]
             self._json(
                 out / "nodes" / nd["name"] / "tasks.json",
@@ -343,7 +366,8 @@ class Cluster:
                 and g.mem is not None
                 and g.node is not None
             )
-            node_now = self.nodes[int(g.node[-1])]["name"]
+            listed = int(g.node[-1]) if g.listed_on is None else g.listed_on
+            node_now = self.nodes[listed]["name"]
             running = np.isfinite(g.cpu)
             f = {
                 "maxcpu": np.full(clock.n, float(g.cores)),
@@ -373,6 +397,9 @@ class Cluster:
             for j in range(n_nodes):
                 for arr in f.values():
                     arr[gap[j] & (g.node == j)] = np.nan
+            if g.created is not None:  # the RRD file did not exist yet: rows without any value
+                for arr in f.values():
+                    arr[clock.t <= g.created] = np.nan
             assert set(f) == set(VM_FIELDS_PVE9 if fmt == "pve9" else VM_FIELDS_PVE2)
             gdir = out / "nodes" / node_now / g.kind / str(g.vmid)
             self._series(gdir, f)
@@ -505,7 +532,7 @@ def pve9_field() -> Cluster:
     when it entered maintenance (Sat 14 08:00). pvestatd on pve-ams-02 was down for 5 minutes on
     Fri 20 at 03:10 (empty rows).
     """
-    c = Cluster("pve9-field", "pve9", "9.2.5", 7 * 1440 + 60, seed=9)
+    c = Cluster("pve9-field", "pve9", "9.2.5", 7 * 1440 + 60, seed=9, packages=PVE9_PACKAGES)
     k, rng = c.clock, c.rng
     n = k.n
     backup = ((k.tod_h >= 1.0) & (k.tod_h < 1.67)).astype(float)  # nightly vzdump, 01:00–01:40
@@ -788,7 +815,7 @@ def pve8_groups() -> Cluster:
     a legacy VM with the host's physical CD-ROM drive passed through, a non-HA VM with a USB
     device and a container with a bind mount; RRD in
     PVE 8's ``pve2`` format (no memhost, no PSI; 30-min rows for a day, 3-hour rows for a week)."""
-    c = Cluster("pve8-groups", "pve2", "8.4.1", 210 * 60 + 60, seed=8)
+    c = Cluster("pve8-groups", "pve2", "8.4.1", 210 * 60 + 60, seed=8, packages=PVE8_PACKAGES)
     k, rng = c.clock, c.rng
     n = k.n
     backup = ((k.tod_h >= 2.0) & (k.tod_h < 3.0)).astype(float)  # nightly vzdump, 02:00–03:00
@@ -878,8 +905,85 @@ def pve8_groups() -> Cluster:
     return c
 
 
+# ---------------------------------------------------------------------------------- PVE 7
+def _pve7(c: Cluster, nodes: list[tuple[str, int, int]]) -> tuple[Clock, np.random.Generator]:
+    """PVE 7.4's two shapes the real exports show: nodes with a small host load, no HA at all."""
+    k, rng = c.clock, c.rng
+    for name, cpus, mem in nodes:
+        c.node(name, cpus, mem, "Intel Xeon Gold 6354", 0.3 + np.abs(ou(rng, k.n, 0.05, 5)),
+               3 * GiB + ou(rng, k.n, 0.1 * GiB, 60), None)  # fmt: skip
+    return k, rng
+
+
+def _pve7_pending(c: Cluster, crs: dict[str, Any]) -> None:
+    """No HA resource (the CRM idles: an empty manager status), no rules API (PVE 7), no PCI
+    mappings API (PVE ≥ 8)."""
+    options = {"crs": crs, "migration": {"type": "secure"}}
+    ms: dict[str, Any] = {"manager_status": {}, "lrm_status": {},
+                          "quorum": {"node": c.nodes[0]["name"], "quorate": 1}}  # fmt: skip
+    storages = [("local", "dir", False), ("local-lvm", "lvmthin", False), ("ceph", "rbd", True)]
+    c._pending = (options, None, [], ms, storages, None)  # type: ignore[attr-defined]
+
+
+def pve7_nonha() -> Cluster:
+    """A two-node PVE 7.4 cluster without any HA resource (``pve2`` RRD: 70-row hour, 30-min day,
+    3-hour week), CRS ``static``, the misreadings real PVE 7 exports show:
+
+    * ``ct:200`` has no ``cores`` (nor ``cpulimit``): the API reports the host's 72 CPUs as its
+      ``maxcpu`` (pve-container ``vmstatus``), its ``cpu`` a fraction of those;
+    * ``vm:102`` was created on Thu 19 at 18:00 UTC: its RRD has no value before (rows with a
+      time only);
+    * ``vm:103`` is listed on pve7-a but its load ran on pve7-b all window (a placement the task
+      log does not explain): pve7-a's guests exceed pve7-a's own CPU in every row.
+    """
+    c = Cluster("pve7-nonha", "pve2", "7.4-17", 210 * 60 + 60, seed=7, packages=PVE7_PACKAGES)
+    k, rng = _pve7(c, [("pve7-a", 16, 64), ("pve7-b", 72, 256)])
+    n = k.n
+    office = daily(k, 13.0, 3.0)
+    specs = [  # vmid, kind, name, node, cores (the API's maxcpu), MiB, config, busy cores
+        (100, "qemu", "app-01", 0, 8, 8192, {"cores": 8, "memory": "8192"}, 2.5),
+        (101, "qemu", "db-01", 0, 4, 16384, {"cores": 4, "memory": "16384"}, 1.0),
+        (102, "qemu", "new-01", 1, 4, 4096, {"cores": 4, "memory": "4096"}, 1.5),
+        (103, "qemu", "batch-01", 1, 8, 8192, {"cores": 8, "memory": "8192"}, 3.0),
+        (200, "lxc", "files", 1, 72, 4096, {"memory": 4096, "swap": 512}, 1.2),
+    ]
+    for vmid, kind, name, j, cores, mem, cfg, busy in specs:
+        disk = "rootfs" if kind == "lxc" else "scsi0"
+        cfg = {**cfg, "ostype": "l26" if kind == "qemu" else "debian",
+               disk: f"ceph:vm-{vmid}-disk-0,size=32G"}  # fmt: skip
+        g = Guest(vmid, kind, name, cores, mem, cfg, None)
+        g.cpu = np.clip(0.2 * busy + busy * office + np.abs(ou(rng, n, 0.1, 5)), 0, cores)
+        g.memhost = 0.5 * mem * MiB + ou(rng, n, 0.02 * GiB, 60)
+        g.mem = g.memhost
+        place(g, k, [], j)
+        c.guests.append(g)
+    c.guests[2].created = k.at(6, 18.0)
+    c.guests[2].cpu = np.where(k.t > k.at(6, 18.0), c.guests[2].cpu, np.nan)
+    c.guests[3].listed_on = 0
+    _pve7_pending(c, {"ha": "static"})
+    return c
+
+
+def pve7_single() -> Cluster:
+    """A one-node PVE 7.4 "cluster" without HA (a VM and a container): nothing can move."""
+    c = Cluster("pve7-single", "pve2", "7.4-17", 210 * 60 + 60, seed=71, packages=PVE7_PACKAGES)
+    k, rng = _pve7(c, [("pve7-solo", 8, 32)])
+    for vmid, kind, cores, cfg in ((100, "qemu", 4, {"cores": 4, "memory": "4096"}),
+                                   (200, "lxc", 2, {"cores": 2, "memory": 1024})):  # fmt: skip
+        disk = "rootfs" if kind == "lxc" else "scsi0"
+        g = Guest(vmid, kind, f"guest-{vmid}", cores, 4096,
+                  {**cfg, disk: f"local-lvm:vm-{vmid}-disk-0,size=8G"}, None)  # fmt: skip
+        g.cpu = np.clip(0.5 + 1.5 * daily(k, 13.0) + np.abs(ou(rng, k.n, 0.1, 5)), 0, cores)
+        g.memhost = 2 * GiB + ou(rng, k.n, 0.02 * GiB, 60)
+        g.mem = g.memhost
+        place(g, k, [], 0)
+        c.guests.append(g)
+    _pve7_pending(c, {"ha": "basic"})
+    return c
+
+
 def main() -> None:
-    for build in (pve9_field, pve8_groups):
+    for build in (pve9_field, pve8_groups, pve7_nonha, pve7_single):
         c = build()
         c.write(HERE, *c._pending)  # type: ignore[attr-defined]
         size = sum(p.stat().st_size for p in (HERE / c.name).rglob("*") if p.is_file())

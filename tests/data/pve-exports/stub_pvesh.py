@@ -119,6 +119,13 @@ def answer(root: Path, path: str, opts: dict[str, str]) -> Any:
         st["dns"] = {"dns1": "192.168.77.53", "search": "example.invalid"}
         st["current-kernel"] = {"machine": "x86_64", "release": "6.14.11-4-pve"}
         return st
+    if parts[0] == "nodes" and len(parts) == 4 and parts[2:] == ["apt", "versions"]:
+        # pve-manager API2/APT.pm versions: every important package, with fields the export drops
+        pkgs = load(root, f"nodes/{parts[1]}/versions.json")
+        extra = {"Package": "qemu-server", "Version": "9.0.0", "OldVersion": "9.0.0"}
+        planted = {"Title": "planted-name-not-from-resources", "Origin": "Proxmox",
+                   "Description": "Notes: root password is swordfish", "Section": "admin"}  # fmt: skip
+        return [{**p, **planted} for p in [*pkgs, extra]]
     if parts[0] == "nodes" and len(parts) == 3 and parts[2] == "tasks":
         tasks = load(root, f"nodes/{parts[1]}/tasks.json")
         want = opts.get("typefilter")
