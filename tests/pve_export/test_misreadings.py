@@ -103,6 +103,27 @@ def test_a_leftover_fraction_on_the_percent_schema_is_said(tmp_path: Path) -> No
     assert any("0.3 read as 0.3 %" in n.text for n in imp.notes)
 
 
+def test_the_crm_masters_versions_decide_a_mixed_cluster(cli: RunCli, tmp_path: Path) -> None:
+    """Mid-upgrade, pve-ams-02 still has libpve-cluster-perl 9.1.4: the CRM master (pve-ams-01,
+    9.1.6) reads datacenter.cfg for the balancer, so its version decides; without a known
+    master the nodes disagree and the import asks."""
+    export = _edited(tmp_path, {}, "9.1.6", "9.2.5")
+    f = export / "nodes/pve-ams-02/versions.json"
+    pkgs = json.loads(f.read_text())
+    for p in pkgs:
+        if p["Package"] in ("pve-cluster", "libpve-cluster-perl"):
+            p["Version"] = p["OldVersion"] = "9.1.4"
+    f.write_text(json.dumps(pkgs))
+    crs = read_export(export).crs
+    assert crs.percent_units and crs.units_why == "libpve-cluster-perl 9.1.6 on pve-ams-01"
+    ms = export / "cluster/ha/manager_status.json"
+    doc = json.loads(ms.read_text())
+    del doc["manager_status"]["master_node"]
+    ms.write_text(json.dumps(doc))
+    code, _, err = cli("import", str(export), "--out", str(tmp_path / "x.toml"), "--window", "1h")
+    assert code == 2 and "the nodes disagree" in err and "--crs-units" in err
+
+
 def test_units_the_export_cannot_prove_stop_the_import(cli: RunCli, tmp_path: Path) -> None:
     export = _edited(tmp_path, {"ha-auto-rebalance-threshold": 30}, None, "9.1.13")
     code, _, err = cli("import", str(export), "--out", str(tmp_path / "x.toml"), "--window", "1h")
