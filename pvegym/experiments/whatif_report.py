@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from pvegym.experiments import plots
 from pvegym.experiments.report import fmt
-from pvegym.experiments.whatif import PolicyRun, WhatIf, cost_weights, save_json
+from pvegym.experiments.whatif import PRESSURE_PCT, PolicyRun, WhatIf, cost_weights, save_json
 from pvegym.provenance import git_commit, package_versions
 from pvegym.sim.metrics import GLANCE, metric_spec, metrics_in
 from pvegym.units import GiB
@@ -331,8 +331,6 @@ def pressure_error_lines(result: WhatIf) -> list[str]:
     v = result.validation
     if result.imp.reality.cpu_some is None:
         return []
-    from pvegym.experiments.whatif import PRESSURE_PCT
-
     rows = [n for n in v.nodes if n.pressure_rows]
     if not rows:
         return [
