@@ -5,17 +5,23 @@ Read top to bottom, :func:`run_whatif` is the whole experiment:
 1. **import** the export (:mod:`pvegym.pve_export`) into ``DIR/scenario.toml`` and
    ``DIR/validation.toml`` with their traces, and load both through the scenario lookup
    (:func:`pvegym.sim.catalog.resolve`) like any scenario file.
-2. **replay** the window under each policy — ``noop``, ``upstream`` (with the cluster's configured
+2. **validate** (step 4 below) first: what the fit measures about the cluster — the PSI blend —
+   is written into ``DIR/scenario.toml`` (:func:`calibrate`), so the replays use it.
+3. **replay** the window under each policy — ``noop``, ``upstream`` (with the cluster's configured
    CRS constants), ``patched`` (the field report's defaults), ``patched-tuned`` (a study's best
    constants, when ``--study`` names one) and ``guest-centric`` — recording every motion with what
    the balancer expected of it, and the per-round state for the timelines.
-3. **validate** without circularity: the validation scenario's host load was fitted on the first
+   Where no guest is HA-managed and more than one node is online, the window is replayed once
+   more with the busiest guests made HA (:func:`hypothetical_ha`, ``DIR/hypothetical-ha.toml``):
+   labelled hypothetical in the report.
+4. **validate** without circularity: the validation scenario's host load was fitted on the first
    part of the window only; replayed under ``noop`` with every real migration, its node CPU, memory
    and (PVE 9) PSI are compared with the export's series on the held-out rest (mean absolute error
    in percentage points), next to a naive baseline (each node's own mean over the fit part). Where
    PVE 9 recorded PSI, the contention model's ``psi.cpu_blend`` is fitted on the fit part too
-   (:data:`BLEND_GRID`) and its held-out error reported beside the default's.
-4. **report** into ``DIR/report.md`` with plots, ``DIR/whatif.json`` (everything the report says,
+   (:data:`BLEND_GRID`) and its held-out error reported beside the default's, and apart for the
+   rows in which a node was under pressure (:data:`PRESSURE_PCT`).
+5. **report** into ``DIR/report.md`` with plots, ``DIR/whatif.json`` (everything the report says,
    machine-readable): :func:`pvegym.experiments.whatif_report.write_report` on the result.
 
 The replay is deterministic for a seed (the traces carry the workload; the seed draws only the
