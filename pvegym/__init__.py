@@ -8,14 +8,26 @@ Layers (each depends only on the ones before it):
 * ``pvegym.cli`` and the experiment runner — configs, evaluation, studies, reports.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from pvegym.registration import register_when_gymnasium_is_imported
 
-try:
-    __version__ = version("pvegym")
-except PackageNotFoundError:  # run from a source tree that is not installed
-    __version__ = "0.1.0"
+
+def __getattr__(name: str) -> Any:
+    """``pvegym.__version__``, read from the installed metadata on first use: importing
+    :mod:`importlib.metadata` (email, zipfile, csv, …) would slow every ``import pvegym`` and
+    ``pvegym --help`` (``pvegym.cli``) for a string few commands print."""
+    if name != "__version__":
+        raise AttributeError(f"module 'pvegym' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("pvegym")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        found = "0.1.0"
+    globals()["__version__"] = found
+    return found
+
 
 # gymnasium.make("pvegym/Cluster-v0" or "-v1") after `import pvegym`, without importing Gymnasium
 register_when_gymnasium_is_imported()

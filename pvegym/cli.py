@@ -45,11 +45,27 @@ class _Parser(argparse.ArgumentParser):
 TRACE_COMMANDS = ("simulate", "run", "tune", "train", "replay")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    import pvegym
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for (``pvegym.__version__``
+    reads the package metadata)."""
 
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+        import pvegym
+
+        print(f"pvegym {pvegym.__version__}")  # stdout, as argparse's "version" action
+        parser.exit(0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with every sub-command. Command modules import the model (NumPy, numba) only
+    inside their ``run``, so that building it — ``pvegym --help`` — stays fast."""
     parser = _Parser(prog="pvegym", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"pvegym {pvegym.__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"pvegym.commands.{name}").register(sub)

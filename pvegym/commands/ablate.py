@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=None,
         choices=FIELD_SCENARIOS,
-        help="only these field scenarios (repeatable; default: all five)",
+        help="only these field scenarios (repeatable; default: all of them)",
     )
     p.set_defaults(func=run)
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pvegym.sim.tasks import TASKS
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("benchmark", help="score policies on a benchmark task's test split")
-    p.add_argument("task", help=f"the task ({', '.join(TASKS)})")
+    # the task table (pvegym.sim.tasks) loads the model: `pvegym --help` does not (cli.py)
+    p.add_argument("task", help="the task (`pvegym scenarios` lists them)")
     p.add_argument(
         "--policy",
         action="append",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from pvegym.errors import ConfigError, show
 from pvegym.limits import MAX_DURATION_S, MAX_MEMORY_BYTES, MAX_RATE, check_number
-from pvegym.sim.migration import Migration, MigrationParams
 from pvegym.units import GiB, parse_duration, parse_rate, parse_size
+
+if TYPE_CHECKING:  # the model (NumPy, numba) is imported when the command runs (cli.py)
+    from pvegym.sim.migration import Migration, MigrationParams
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
@@ -52,6 +55,8 @@ def _number(text: str, flag: str) -> float:
 
 def params_from_args(args: argparse.Namespace) -> MigrationParams:
     """Parse and validate the flags; every error names its flag."""
+    from pvegym.sim.migration import MigrationParams
+
     patched_text = str(args.qemu_server).lower()
     if patched_text not in ("patched", "unpatched"):
         raise ConfigError(
@@ -132,6 +137,8 @@ def result_json(m: Migration) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pvegym.sim.migration import Migration
+
     params = params_from_args(args)
     duration = check_number(
         parse_duration(args.duration, "--duration"),

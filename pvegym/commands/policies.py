@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from pvegym.policies import available
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("policies", help="list the named policies")
@@ -13,6 +11,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pvegym.policies import available  # not by `pvegym --help` (cli.py): loads the model
+
     for name in available():
         print(name)
     return 0

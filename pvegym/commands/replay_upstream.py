@@ -20,9 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from pvegym.errors import ConfigError
-from pvegym.harness import TestDir, first_difference, read_testdir, replay
+
+if TYPE_CHECKING:  # the harness (the HA stack, NumPy) is imported when the command runs (cli.py)
+    from pvegym.harness import TestDir
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -59,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _read_named(path: str) -> TestDir:
     """:func:`read_testdir`, its errors naming the directory too (one of several)."""
+    from pvegym.harness import read_testdir
+
     try:
         return read_testdir(path)
     except ConfigError as err:
@@ -68,6 +73,8 @@ def _read_named(path: str) -> TestDir:
 
 def _one(args: argparse.Namespace, path: str) -> int:
     """One directory: its log (``--log``), its decisions (``--json``) or the comparison."""
+    from pvegym.harness import read_testdir, replay
+
     td = read_testdir(path)
     if args.log:
         result = replay(td)
@@ -86,6 +93,8 @@ MATCH, DIFFERS, UNCHECKED = "match", "differs", "unchecked"
 def _compare(td: TestDir) -> str:
     """Replay ``td`` and say whether its log matches ``log.expect`` (:data:`MATCH`), where it first
     differs (:data:`DIFFERS`) or that it has none to compare with (:data:`UNCHECKED`)."""
+    from pvegym.harness import first_difference, replay
+
     result = replay(td)
     lines = len(result.log_text().splitlines())
     if td.log_expect is None:

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from pvegym.registration import task_ids
-from pvegym.sim import catalog
-from pvegym.sim.tasks import RESERVED_SEEDS, SPLITS, TASKS
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("scenarios", help="list the named scenarios and families")
@@ -16,6 +12,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here, not by `pvegym --help` (cli.py): the catalog loads the model
+    from pvegym.registration import task_ids
+    from pvegym.sim import catalog
+    from pvegym.sim.tasks import RESERVED_SEEDS, SPLITS, TASKS
+
     entries = catalog.entries()
     print("named scenarios (the seed drives workload noise and LRM timing):")
     for e in entries:

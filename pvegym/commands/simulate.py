@@ -8,10 +8,9 @@ from typing import Any
 
 from pvegym.errors import ConfigError
 from pvegym.limits import MAX_DURATION_S, MAX_SEED, check_number, whole_number
-from pvegym.sim import catalog
-from pvegym.sim.metrics import metric_specs
-from pvegym.sim.simulation import Simulation
 from pvegym.units import parse_duration
+
+# the model (NumPy, numba) is imported when a command runs, not by `pvegym --help` (cli.py)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,6 +67,8 @@ def simulate(
     from pvegym.experiments.progress import bar
     from pvegym.experiments.record import play
     from pvegym.policies import make_policy
+    from pvegym.sim import catalog
+    from pvegym.sim.simulation import Simulation
 
     sets = catalog.parse_overrides(overrides, "--set")
     if qemu_server is not None:
@@ -140,6 +141,8 @@ _BETTER = {"lower": "↓", "higher": "↑", None: " "}
 def format_summary(doc: dict[str, Any]) -> str:
     """The human summary: every registered metric (value in its report unit, which way is better,
     what it measures), then the first moves."""
+    from pvegym.sim.metrics import metric_specs
+
     m = doc["metrics"]
     lines = [
         f"scenario {doc['scenario']}  policy {doc['policy']}  seed {doc['seed']}  "

@@ -27,6 +27,7 @@ from pvegym.sim import catalog
 from pvegym.sim.metrics import ABLATION, MoveRecord, metrics_in
 from pvegym.sim.migration import Migration
 from pvegym.sim.motions import migration_template
+from pvegym.sim.move_ledger import CHURN_PRESSURE_PCT
 from pvegym.sim.scenarios import BUNDLE_MEMBERS, FIELD_SCENARIOS, PRESSURE_ONSET_S
 from pvegym.sim.simulation import Simulation
 
@@ -65,6 +66,7 @@ class Episode:
     node_names: tuple[str, ...]
     t: list[float] = field(default_factory=list)  # s, round times
     cpu_some: list[list[float]] = field(default_factory=list)  # per round, per node, percent
+    mem_some: list[list[float]] = field(default_factory=list)  # true memory some avg10, the same
     # what the balancer saw (pvestatd's samples): per round, per node, cpu / memory some avg10 %
     seen_cpu_some: list[list[float]] = field(default_factory=list)
     seen_mem_some: list[list[float]] = field(default_factory=list)
@@ -126,7 +128,9 @@ def run_episode(
     for _ in range(rounds - 1):
         view = sim.step(pol.decide(view))
         ep.t.append(sim.t)
-        ep.cpu_some.append([float(x) for x in sim.cluster.node_avg10()[0]])
+        true_cpu, true_mem, _ = sim.cluster.node_avg10()
+        ep.cpu_some.append([float(x) for x in true_cpu])
+        ep.mem_some.append([float(x) for x in true_mem])
         seen_cpu, seen_mem, _ = sim.telemetry.view.node_avg10()
         ep.seen_cpu_some.append(seen_cpu.tolist())
         ep.seen_mem_some.append(seen_mem.tolist())
@@ -180,6 +184,34 @@ def _evacuation(ep: Episode, policy: str) -> tuple[bool | None, str]:
         return None, desc
     ok = len(moves) == 1 and mv.source == PRESSURED_NODE and 30.0 <= latency <= 240.0 and relieved
     return ok, desc
+
+
+def _under_pressure_at(ep: Episode, t: float) -> bool:
+    """Whether some node's true cpu or memory some avg10 was ≥ the churn threshold at time ``t``
+    (s; the last round recorded at or before it): a move issued then is no churn move
+    (``docs/metrics.md``, ``churn_moves``)."""
+    k = max((i for i, ti in enumerate(ep.t) if ti <= t), default=None)
+    if k is None:  # the first round: nothing has run yet, no pressure
+        return False
+    return max(*ep.cpu_some[k], *ep.mem_some[k]) >= CHURN_PRESSURE_PCT
+
+
+def _evacuation_imbalanced(ep: Episode, policy: str) -> tuple[bool | None, str]:
+    """Imbalance without pressure before t0 (issue 34): upstream's threshold is exceeded from
+    the start, so it moves before t0, and with no node under pressure (a churn move); patched's
+    gate stays closed until the pressure appears, then it evacuates as in
+    ``pressure-evacuation``."""
+    before = [m for m in ep.moves if m.t < PRESSURE_ONSET_S]
+    churn = [m for m in before if not _under_pressure_at(ep, m.t)]
+    head = f"{len(before)} moves before t0 ({len(churn)} churn)"
+    if policy == "upstream":
+        if not before:
+            return False, head
+        first = before[0]
+        desc = f"{head}, first {first.guest} {first.source}→{first.target} at {first.t:.0f} s"
+        return not _under_pressure_at(ep, first.t), desc
+    ok, desc = _evacuation(ep, policy)
+    return (not before and bool(ok)), f"{head}; {desc}"
 
 
 def _nonconverging(ep: Episode, policy: str) -> tuple[bool | None, str]:
@@ -285,6 +317,7 @@ TARGETS: dict[str, Callable[[Episode, str], tuple[bool | None, str]]] = {
     "dominant-oscillation": _dominant,
     "idle-night": _idle_night,
     "pressure-evacuation": _evacuation,
+    "pressure-evacuation-imbalanced": _evacuation_imbalanced,
     "nonconverging-migration": _nonconverging,
     "overcommit-target": _overcommit,
     "bundle-migration": _bundle,

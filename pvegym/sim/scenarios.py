@@ -360,6 +360,44 @@ def pressure_evacuation() -> ScenarioData:
     }
 
 
+#: ``pressure-evacuation-imbalanced``: the idle VM outside HA on node1 that makes the imbalance
+#: exceed upstream's threshold before any pressure (GiB configured, GiB resident, cores)
+IMBALANCE_VM = ("vm:900", 40, 32, 0.3)
+
+
+@scenario("pressure-evacuation-imbalanced")
+def pressure_evacuation_imbalanced() -> ScenarioData:
+    """``pressure-evacuation`` with an imbalance but no pressure before t0: where the two
+    balancers differ (issue 34).
+
+    In ``pressure-evacuation`` the imbalance first exceeds upstream's threshold (0.3) when the
+    pressure appears, so upstream and patched make the same move at the same time. Patched's
+    pressure gate (patch 7) is consulted only after upstream's threshold and hold counter fired
+    (``PatchedPolicy.should_consider``), so pressure without imbalance moves neither; what tells
+    them apart is imbalance without pressure: "Load asymmetry by itself is not a performance
+    problem" (the field report, patch 7). Here node1 also runs an idle VM that is not an HA
+    resource (``vm:900``: 40 GiB configured, 32 GiB resident, 0.3 cores; no balancer may move
+    it), so before t0 the node loads are ≈ 0.56 and 0.27 — a normalized imbalance ≈ 0.35 > 0.3
+    (the guests' CPU noise moves it by ≈ 0.01), while node1 runs ~18 of its 32 cores, without
+    pressure, exactly as in ``pressure-evacuation``. At t0 the same batch job ramps node1 to ~28
+    cores. Targets: upstream moves before t0 (its threshold is exceeded from the first round:
+    hold 3 rounds), a churn move (no node under pressure); patched makes no move before t0 (its
+    gate is closed) and then ``pressure-evacuation``'s: exactly 1 move, off node1, 30–240 s after
+    t0, node1's cpu some avg10 < 10 % within 5 min of it.
+    """
+    data = pressure_evacuation()
+    sid, maxmem_gib, resident_gib, cores = IMBALANCE_VM
+    data["name"] = "pressure-evacuation-imbalanced"
+    data["description"] = (
+        "pressure-evacuation, but a non-HA VM on node1 makes the imbalance ~0.35 before t0 "
+        "(no pressure)"
+    )
+    data["guests"].append(
+        _vm(sid, "node1", 2, maxmem_gib, cores, resident_gib * GiB, mem_ratio=0.9, ha=False)
+    )
+    return data
+
+
 @scenario("nonconverging-migration")
 def nonconverging_migration() -> ScenarioData:
     """The convergence patch's case: the best move is a 24 GiB guest that dirties memory faster than 430 MiB/s.
@@ -602,6 +640,7 @@ FIELD_SCENARIOS = (
     "dominant-oscillation",
     "idle-night",
     "pressure-evacuation",
+    "pressure-evacuation-imbalanced",
     "nonconverging-migration",
     "overcommit-target",
     "bundle-migration",

@@ -583,12 +583,21 @@ def _constants_lines(
                 + ", ".join(f"{v:.5g}" for v in default_trial.values)
             )
         for c in tuned:
-            assert c.trial is not None
+            trial = tuned_trial(c)
             out.append(
-                f"- {c.label} (trial {c.trial.number}): "
-                + ", ".join(f"{v:.5g}" for v in c.trial.values)
+                f"- {c.label} (trial {trial.number}): "
+                + ", ".join(f"{v:.5g}" for v in trial.values)
             )
     return out
+
+
+def tuned_trial(c: Candidate) -> FrozenTrial:
+    """The trial a tuned candidate comes from. A reference candidate (``trial`` ``None``: the
+    defaults, upstream, noop) passed as a tuned one is a caller's mistake: a :class:`ValueError`
+    naming it (not an ``assert``, which ``python -O`` removes)."""
+    if c.trial is None:
+        raise ValueError(f"candidate {c.label!r} is a reference, not a tuned trial")
+    return c.trial
 
 
 def findings_lines(
@@ -602,13 +611,13 @@ def findings_lines(
     complete = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
     good = [t for t in complete if feasible(t)]
     for c in tuned:
-        assert c.trial is not None
-        ties = [t for t in good if t.values == c.trial.values]
+        trial = tuned_trial(c)
+        ties = [t for t in good if t.values == trial.values]
         if len(ties) > 1:
             out.append(
                 f"- **The objective is flat at the optimum**: {len(ties)} of {len(complete)} "
-                f"complete trials tie with {c.label} (trial {c.trial.number}) at "
-                + ", ".join(f"{v:.5g}" for v in c.trial.values)
+                f"complete trials tie with {c.label} (trial {trial.number}) at "
+                + ", ".join(f"{v:.5g}" for v in trial.values)
                 + " — it is one of several equivalent sets of constants, not a unique optimum."
             )
     default_trial = next((t for t in complete if t.user_attrs.get("role") == "defaults"), None)

@@ -131,3 +131,37 @@ def test_bundle_migration_takes_the_sum_when_the_link_has_no_room() -> None:
     # 30–40 MiB/s) sent again while each stream runs at half its rate
     assert BUNDLE_RATIO * max(solo) < sum(solo)  # the premise: one cap, no room for both
     assert sum(solo) <= move.t_end - move.t <= 1.05 * sum(solo) + 13.0
+
+
+def test_imbalance_without_pressure_tells_upstream_and_patched_apart() -> None:
+    """Issue 34: ``pressure-evacuation-imbalanced``'s premise (with nothing moving the imbalance is
+    above upstream's 0.3 before t0 and no node is under pressure) and that its targets separate
+    the two balancers: upstream's episode fails patched's target and patched's fails upstream's."""
+    from pvegym.experiments.ablation import PRESSURED_NODE
+    from pvegym.policies.upstream import UpstreamPolicy
+    from pvegym.sim.move_ledger import CHURN_PRESSURE_PCT
+    from pvegym.sim.scenarios import PRESSURE_ONSET_S
+    from pvegym.sim.simulation import Simulation
+
+    name = "pressure-evacuation-imbalanced"
+    threshold = UpstreamPolicy.Config().threshold
+    noop = run_episode(name, "noop", 0)
+    pre = [k for k, t in enumerate(noop.t) if t < PRESSURE_ONSET_S]
+    assert max(max(noop.cpu_some[k] + noop.mem_some[k]) for k in pre) < CHURN_PRESSURE_PCT
+    node = noop.node_names.index(PRESSURED_NODE)
+    assert max(noop.cpu_some[k][node] for k in range(pre[-1] + 1, len(noop.t))) >= 10.0
+    probe = UpstreamPolicy()
+    sim_imbalances = []
+    sim = Simulation(catalog.scenario(name, 0), 0)
+    view = sim.reset()
+    while view.t < PRESSURE_ONSET_S:
+        probe.decide(view)  # the counter only: noop's cluster, upstream's imbalance of it
+        assert probe.last_imbalance is not None
+        sim_imbalances.append(probe.last_imbalance)
+        view = sim.step(None)
+    assert min(sim_imbalances) > threshold
+    for seed in (0, 1):
+        up = run_episode(name, "upstream", seed)
+        pa = run_episode(name, "patched", seed)
+        assert check_target(up, "upstream")[0] and not check_target(up, "patched")[0]
+        assert check_target(pa, "patched")[0] and not check_target(pa, "upstream")[0]

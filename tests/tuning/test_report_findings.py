@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import create_trial
 
@@ -58,3 +59,13 @@ def test_a_unique_winner_reports_its_difference_from_noop(tmp_path: Path) -> Non
 def test_noop_is_always_a_held_out_candidate(tmp_path: Path) -> None:
     labels = [c.label for c in candidates(_cfg(tmp_path), [])]
     assert NOOP_LABEL in labels
+
+
+def test_a_reference_passed_as_tuned_is_refused_by_name(tmp_path: Path) -> None:
+    """findings_lines checks its input (no ``assert``, which ``python -O`` strips): a candidate
+    without a trial among the tuned ones is a ValueError naming it."""
+    cfg = _cfg(tmp_path)
+    trials = [_trial(0, 50.0, role="defaults"), _trial(1, 10.0)]
+    ref = Candidate("defaults", "patched", {}, {}, None)
+    with pytest.raises(ValueError, match="'defaults' is a reference"):
+        findings_lines(cfg, trials, [ref], None)  # type: ignore[arg-type]
