@@ -44,6 +44,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--native", action="store_true", help="with --scenarios: keep the scenario's scheduler"
     )
+    ap.add_argument(
+        "--exclude", default="", help="with --scenarios all: comma-separated names to leave out"
+    )
+    ap.add_argument(
+        "--duration", type=float, help="with --scenarios: end each episode after this many s"
+    )
     args = ap.parse_args(argv)
     if args.scenarios:
         return _scenarios(args)
@@ -78,6 +84,7 @@ def _scenarios(args: argparse.Namespace) -> int:
     if names == ["all"]:
         files = sorted(Path("experiments/scenarios").glob("*.toml"))
         names = catalog.names() + [str(f) for f in files]
+        names = [n for n in names if n not in args.exclude.split(",")]
     policies = args.policies.split(",")
     if args.seeds < 1 or args.seed < 0:
         print("engine_diff: --seeds must be >= 1, --seed >= 0", file=sys.stderr)
@@ -88,8 +95,8 @@ def _scenarios(args: argparse.Namespace) -> int:
     same, differ = 0, []
     t0 = time.monotonic()
     for i, (name, policy, seed) in enumerate(pairs):
-        full = run(name, policy, seed, "full", basic=not args.native)
-        engine = run(name, policy, seed, "engine", basic=not args.native)
+        full = run(name, policy, seed, "full", not args.native, args.duration)
+        engine = run(name, policy, seed, "engine", not args.native, args.duration)
         if args.native:
             full.log = [x for x in full.log if "using scheduler mode" not in x[1]]
         diff = first_difference(full, engine)

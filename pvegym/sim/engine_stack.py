@@ -255,6 +255,8 @@ class EngineMaster:
                 last.clear()
                 last.update(node_status)
                 st.status_key = None
+                st.serial += 1  # the port's new serial lands in the shared status as well
+                st.status[QUIET_SERIAL_KEY] = ("engine", st.serial)
             return
         key = b"".join(
             (
