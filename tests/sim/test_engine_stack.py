@@ -6,6 +6,7 @@ port: the specification) on whole scenarios — metrics, moves and every log lin
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -78,3 +79,38 @@ def test_an_unknown_crm_command_is_refused_by_name() -> None:
     assert isinstance(sim.ha_stack, EngineStack)
     with pytest.raises(ValueError, match="'migrate vm:999 node2'"):
         sim.ha_stack.engine.command_row("migrate vm:999 node2")
+
+
+#: event histories beyond the shipped scenarios': the master's node fails (a new master takes
+#: over: what ``Manager->new`` starts afresh), is cut off (the old master finds itself offline),
+#: goes into maintenance; an ignore-disarm while a motion is queued
+HISTORIES = {
+    "master-power": [
+        {"t": 60, "type": "power-off", "node": "node1"},
+        {"t": 400, "type": "power-on", "node": "node1"},
+    ],
+    "master-network": [
+        {"t": 60, "type": "network-off", "node": "node1"},
+        {"t": 300, "type": "network-on", "node": "node1"},
+    ],
+    "master-maintenance": [
+        {"t": 60, "type": "maintenance-enable", "node": "node1"},
+        {"t": 300, "type": "maintenance-disable", "node": "node1"},
+    ],
+    "disarm-ignore": [
+        {"t": 60, "type": "migrate", "sid": "vm:102", "target": "node3"},
+        {"t": 60, "type": "disarm", "mode": "ignore"},
+        {"t": 200, "type": "set-state", "sid": "vm:103", "state": "stopped"},
+        {"t": 300, "type": "arm"},
+    ],
+}
+
+
+@pytest.mark.parametrize("history", sorted(HISTORIES))
+def test_engine_stack_on_event_histories(history: str, tmp_path: Path) -> None:
+    from tests.sim.test_ha_events import scenario_toml
+
+    path = tmp_path / f"{history}.toml"
+    path.write_text(scenario_toml(HISTORIES[history]))
+    for seed in (0, 1):
+        assert compare(str(path), "patched", seed, basic=True) == "", (history, seed)
