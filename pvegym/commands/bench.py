@@ -16,11 +16,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="a few seconds: fewer steps and sizes")
     p.add_argument(
         "--ha-stack",
-        choices=("model", "full"),
+        choices=("model", "full", "engine"),
         default=None,
-        help="the scenarios' HA stack (scenario key ha_stack): the model's round (default) or the "
-        "port of pve-ha-manager (full: no vector-env figures); not with --only ha-round, which "
-        "measures the full stack's round",
+        help="the scenarios' HA stack (scenario key ha_stack): the model's round (default), the "
+        "port of pve-ha-manager (full) or the compiled engine's CRM round with the port's LRMs "
+        "(engine; both: no vector-env figures); not with --only ha-round, which measures the full "
+        "stack's round",
     )
     p.add_argument(
         "--only",

@@ -63,7 +63,7 @@ from typing import Any, Literal
 import numpy as np
 
 #: the scenario key ``ha_stack`` (:class:`pvegym.sim.scenario.Scenario`)
-HAStack = Literal["model", "full"]
+HAStack = Literal["model", "full", "engine"]
 
 DAY_ROUNDS = 8640
 FULL_SCALING = ((2, 10), (4, 40), (8, 100), (16, 300), (32, 1000), (64, 2000))
@@ -333,9 +333,10 @@ def fit_exponent(rows: list[dict[str, Any]]) -> float:
 
 def bench(quick: bool = False, ha_stack: HAStack = "model") -> dict[str, Any]:
     """Every figure of the module docstring. ``ha_stack`` is the scenarios' HA stack (the
-    scenario key): ``"full"`` runs the port of pve-ha-manager in every environment and
-    simulation measured here but the vector env's (``vector`` and ``vec_wait`` are then empty:
-    its rows and short training runs would take most of an hour with the port's rounds)."""
+    scenario key): ``"full"`` runs the port of pve-ha-manager (``"engine"``: the compiled
+    engine's CRM round with the port's LRMs) in every environment and simulation measured here
+    but the vector env's (``vector`` and ``vec_wait`` are then empty: its rows and short
+    training runs would take most of an hour with the port's rounds)."""
     overrides = None if ha_stack == "model" else {"ha_stack": ha_stack}
     steps_cp, steps_s, steps_l, steps_sc = (2000, 150, 20, 30) if quick else (20000, 3000, 400, 300)
     blocks = 5 if quick else 20

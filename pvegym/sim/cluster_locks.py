@@ -52,3 +52,12 @@ def sim_get_lock(
         return True, True
     locks[name] = {"time": now, "node": node}
     return True, True
+
+
+def lock_available(
+    locks: dict[str, Any], name: str, node: str, now: float, timeout: float = LOCK_TIMEOUT
+) -> bool:
+    """Whether :func:`sim_get_lock` of ``name`` for ``node`` at ``now`` would succeed, without
+    taking it: absent, expired, or held by ``node``."""
+    d = locks.get(name)
+    return not d or now - d["time"] > timeout or d["node"] == node

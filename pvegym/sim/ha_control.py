@@ -2,10 +2,11 @@
 
 * :class:`HAControl` — what :class:`~pvegym.sim.simulation.Simulation` drives each round: the
   CRM round (``Manager.pm`` ``manage``), the LRMs' ticks, the scenario's events and the
-  balancer's answer. Two implementations: the port of pve-ha-manager
-  (:class:`~pvegym.sim.ha_stack.HAStack`, ``ha_stack = "full"``) and the model's own smaller CRM
-  round (:class:`~pvegym.sim.model_crm.ModelCRM`, ``ha_stack = "model"``, to be deleted); the
-  compiled HA engine of issue 31 is to be a third. ``Simulation`` keeps one shortcut of the
+  balancer's answer. Three implementations: the port of pve-ha-manager
+  (:class:`~pvegym.sim.ha_stack.HAStack`, ``ha_stack = "full"``), the compiled HA engine's CRM
+  round with the port's LRMs (:class:`~pvegym.sim.engine_stack.EngineStack`, ``"engine"``) and
+  the model's own smaller CRM round (:class:`~pvegym.sim.model_crm.ModelCRM`,
+  ``ha_stack = "model"``, to be deleted). ``Simulation`` keeps one shortcut of the
   model's: a lone guest's possible motion starts its job at once (``commit_index``).
 * :class:`SimulationPort` — what an HA stack reads and changes of the simulation: the cluster's
   hardware (guests start and stop, nodes lose power, stopped guests move), the service table it

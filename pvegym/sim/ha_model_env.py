@@ -128,6 +128,11 @@ class CommittedMotion:
         self.pending = None
 
     def decide(self, view: ClusterView) -> Motion | None:
+        return self.take()
+
+    def take(self) -> Motion | None:
+        """The committed motion, taken (``decide`` without a view: the engine's
+        ``load_balance`` queued it)."""
         motion, self.pending = self.pending, None
         if motion is not None:
             self.taken = motion
@@ -166,7 +171,10 @@ class ModelCFS:
             Rules.set_rule_defaults(rule)
         self.rules = rules
         self.groups = Groups.parse_config("groups", "")
-        self.datacenter = {"ha": {}, "crs": {"ha": scn.crs_mode, **_CRS_DEFAULTS}}
+        self.datacenter: dict[str, dict[str, Any]] = {
+            "ha": {},
+            "crs": {"ha": scn.crs_mode, **_CRS_DEFAULTS},
+        }
         #: the hardware: each node's power and network (``Sim/Hardware.pm``'s hardware status)
         self.power: dict[str, bool] = dict(
             zip(cl.node_names, (bool(x) for x in cl.node_online.tolist()), strict=True)

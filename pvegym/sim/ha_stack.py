@@ -31,15 +31,18 @@ take their agent locks): until a manager status shows the services, no motion is
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
-from pvegym.sim.ha.crm import CRM
+from pvegym.sim.ha.crm import CRM, MasterRound
+from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.lrm import LRM
+from pvegym.sim.ha.manager import Manager
 from pvegym.sim.ha.tools import QUIET_SERIAL_KEY
 from pvegym.sim.ha_control import HAControl, SimulationPort
-from pvegym.sim.ha_model_env import CommittedMotion, ModelCFS, ModelHAEnv
+from pvegym.sim.ha_model_env import CommittedMotion, ModelCFS, ModelHAEnv, Stack
 from pvegym.sim.move_ledger import MoveRecordArgs
 from pvegym.sim.scenario import EventSpec
 from pvegym.sim.view import STARTED, ClusterView, Motion
@@ -49,17 +52,69 @@ _MOVING = ("migrate", "relocate")
 _AT_REST = ("stopped", "disabled", "ignored", "error")
 
 
+class LRMSide(Protocol):
+    """The LRMs of the powered nodes: the replaceable LRM part of an HA stack (the port's,
+    :class:`PortLRMs`; the compiled engine's to come). They read the manager status and write
+    their LRM status (mode, results) through the cluster file system (:class:`ModelCFS`), as
+    upstream's daemons do, and act on the model's hardware (:class:`ModelHAEnv`)."""
+
+    def boot(self, node: str) -> None:
+        """``node`` powered on: a fresh LRM."""
+
+    def power_off(self, node: str) -> None:
+        """``node`` lost its power: its LRM is gone."""
+
+    def ticks(self, t0: float, after: Callable[[float], None]) -> None:
+        """Every LRM's tick at ``t0 + phase`` (s) in tick order (phase, then name); ``after(t)``
+        after each."""
+
+
+class PortLRMs(LRMSide):
+    """The port's LRMs (:class:`~pvegym.sim.ha.lrm.LRM`), one per powered node, on the model's
+    hardware; ``phase``: node → its LRM's phase in the round (s)."""
+
+    def __init__(self, sim: SimulationPort, stack: Stack, phase: dict[str, float]) -> None:
+        self.sim, self.stack, self.phase = sim, stack, phase
+        self.daemons: dict[str, tuple[ModelHAEnv, LRM]] = {}
+        #: ``(phase s, env, LRM)`` in tick order
+        self.order: list[tuple[float, ModelHAEnv, LRM]] = []
+
+    def boot(self, node: str) -> None:
+        env = ModelHAEnv(self.sim, self.stack, node, "lrm")
+        self.daemons[node] = (env, LRM(env))
+        self._order()
+
+    def power_off(self, node: str) -> None:
+        self.daemons.pop(node, None)
+        self._order()
+
+    def _order(self) -> None:
+        ticks = sorted((self.phase[n], n) for n in self.daemons)
+        self.order = [(p, *self.daemons[n]) for p, n in ticks]
+
+    def ticks(self, t0: float, after: Callable[[float], None]) -> None:
+        for phase, env, lrm in self.order:
+            env.start_at(t0 + phase)
+            lrm.do_one_iteration()
+            after(t0 + phase)
+
+
 class HAStack(HAControl):
     """The daemons of one episode: a CRM and an LRM per online node, their shared file system,
     and the balancer that answers with the committed motion.
 
     ``sim`` is the simulation (its :class:`~pvegym.sim.ha_control.SimulationPort`); the stack
     reads its cluster and service table and writes the table back (``svc_state``,
-    ``svc_place``, ``svc_started``, ``ha_busy``) after every CRM round.
+    ``svc_place``, ``svc_started``, ``ha_busy``) after every CRM round. ``new_manager`` makes a
+    new master's round (the port's :class:`~pvegym.sim.ha.manager.Manager`; the engine stack's,
+    :mod:`pvegym.sim.engine_stack`, the compiled engine's); the LRMs are :class:`PortLRMs`.
     """
 
-    def __init__(self, sim: SimulationPort) -> None:
+    def __init__(
+        self, sim: SimulationPort, new_manager: Callable[[HAEnv], MasterRound] = Manager
+    ) -> None:
         self.sim = sim
+        self.new_manager = new_manager
         cl = sim.cluster
         self.committed = CommittedMotion()
         #: the view ``load_balance`` passes when none was built this round (see
@@ -77,11 +132,11 @@ class HAStack(HAControl):
         phases = rng.uniform(0.0, sim.scenario.migration.lrm_delay_max_s, cl.n_nodes).tolist()
         #: node → its LRM's phase in the round (s), fixed per episode
         self.phase: dict[str, float] = dict(zip(cl.node_names, phases, strict=True))
-        #: node → (CRM env, CRM, LRM env, LRM) of a powered node
-        self.daemons: dict[str, tuple[ModelHAEnv, CRM, ModelHAEnv, LRM]] = {}
+        #: node → (CRM env, CRM) of a powered node
+        self.daemons: dict[str, tuple[ModelHAEnv, CRM]] = {}
         self.crms: list[tuple[ModelHAEnv, CRM]] = []
-        #: ``(phase s, env, LRM)`` in tick order
-        self.lrms: list[tuple[float, ModelHAEnv, LRM]] = []
+        #: the LRMs (the stack's replaceable LRM part)
+        self.lrm_side: LRMSide = PortLRMs(sim, self, self.phase)
         for i, node in enumerate(cl.node_names):
             if cl.node_online[i]:
                 self._start_daemons(node)
@@ -98,15 +153,13 @@ class HAStack(HAControl):
         """A powered node's CRM and LRM (fresh daemons: what a boot starts)."""
         crm_env = ModelHAEnv(self.sim, self, node, "crm")
         crm_env.balancer = self.committed
-        lrm_env = ModelHAEnv(self.sim, self, node, "lrm")
-        self.daemons[node] = (crm_env, CRM(crm_env), lrm_env, LRM(lrm_env))
+        self.daemons[node] = (crm_env, CRM(crm_env, self.new_manager))
+        self.lrm_side.boot(node)
 
     def _order_daemons(self) -> None:
-        """The CRMs in node order, the LRMs in tick order (phase, then name)."""
+        """The CRMs in node order."""
         names = self.sim.cluster.node_names
-        self.crms = [(d[0], d[1]) for n in names if (d := self.daemons.get(n)) is not None]
-        ticks = sorted((self.phase[n], n) for n in self.daemons)
-        self.lrms = [(p, self.daemons[n][2], self.daemons[n][3]) for p, n in ticks]
+        self.crms = [d for n in names if (d := self.daemons.get(n)) is not None]
 
     def power(self, node: str, on: bool, why: str = "") -> None:
         """``power NODE on|off`` (``Sim/Hardware.pm``): off kills the node's daemons (its
@@ -127,6 +180,7 @@ class HAStack(HAControl):
             self._start_daemons(node)
         else:
             self.daemons.pop(node, None)
+            self.lrm_side.power_off(node)
             cfs.drop_watchdogs(node)
             sim.power_off_node(n, t)
         self._order_daemons()
@@ -226,12 +280,12 @@ class HAStack(HAControl):
         """Every LRM at its tick ``t0 + phase`` of the round ``(t0, t1]`` (s), in tick order
         (``Simulation.advance`` calls it once the round's motions have run)."""
         self.ticking = (t0, t1)
-        for phase, env, lrm in self.lrms:
-            env.start_at(t0 + phase)
-            lrm.do_one_iteration()
-            if self._open_failures:  # a failed node's services start at their new node's tick
-                self.failure_check(t0 + phase)
+        self.lrm_side.ticks(t0, self._after_tick)
         self.ticking = None
+
+    def _after_tick(self, t: float) -> None:
+        if self._open_failures:  # a failed node's services start at their new node's tick
+            self.failure_check(t)
 
     def motion_queued(self) -> None:
         """A worker queued a motion (:class:`~pvegym.sim.motions.Job`): it runs over the rest of

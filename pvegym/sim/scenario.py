@@ -173,7 +173,7 @@ SERVICE_EVENTS = ("migrate", "relocate", "stop", "set-state")
 #: event types on the whole cluster: ``ha-manager crm-command disarm-ha MODE`` / ``arm-ha``
 CLUSTER_EVENTS = ("disarm", "arm")
 #: the event types the model's own CRM round (``ha_stack = "model"``) runs; every other one needs
-#: the port of pve-ha-manager (``ha_stack = "full"``)
+#: the port of pve-ha-manager's daemons (``ha_stack = "full"`` or ``"engine"``)
 MODEL_STACK_EVENTS = ("migrate", "pressure-onset")
 
 EventType = Literal[
@@ -210,7 +210,8 @@ class EventSpec:
       (``ha-manager crm-command disarm-ha|arm-ha``);
     * ``pressure-onset`` on ``node``: a marker for ``evacuation_latency_s``.
 
-    Every type but ``migrate`` and ``pressure-onset`` needs ``ha_stack = "full"``.
+    Every type but ``migrate`` and ``pressure-onset`` needs ``ha_stack = "full"`` (or
+    ``"engine"``).
     """
 
     t: float = field(ge=0.0, le=MAX_DURATION_S, unit="duration")
@@ -360,9 +361,10 @@ class Scenario:
     memory: MemorySettings = MemorySettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     crs_mode: Literal["dynamic", "static"] = "dynamic"
-    # the HA manager: the model's own CRM round (pvegym.sim.simulation) or the port of
-    # pve-ha-manager's CRM and LRM on the model's hardware (pvegym.sim.ha_stack)
-    ha_stack: Literal["model", "full"] = "model"
+    # the HA manager: the model's own CRM round (pvegym.sim.simulation), the port of
+    # pve-ha-manager's CRM and LRM on the model's hardware (pvegym.sim.ha_stack), or the compiled
+    # engine's CRM round with the port's LRMs on it (pvegym.sim.engine_stack)
+    ha_stack: Literal["model", "full", "engine"] = "model"
 
     def validate(self, path: str) -> None:
         pre = f"{path}." if path else ""
@@ -416,10 +418,10 @@ class Scenario:
                 f"{path}.t",
                 f"{ev.t:g} s is not before the end of the scenario ({self.duration:g} s)",
             )
-        if ev.type not in MODEL_STACK_EVENTS and self.ha_stack != "full":
+        if ev.type not in MODEL_STACK_EVENTS and self.ha_stack == "model":
             raise ConfigError(
                 f"{path}.type",
-                f'{ev.type!r} needs the full HA stack: set ha_stack = "full" '
+                f'{ev.type!r} needs the full HA stack: set ha_stack = "full" or "engine" '
                 f"(the model stack runs only {', '.join(MODEL_STACK_EVENTS)})",
             )
         if ev.type in SERVICE_EVENTS:

@@ -37,6 +37,7 @@ import numpy as np
 from pvegym.sim import layout as L
 from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
+from pvegym.sim.engine_stack import EngineStack
 from pvegym.sim.ha_control import HAControl
 from pvegym.sim.ha_stack import HAStack
 from pvegym.sim.memory import GuestMemory
@@ -182,7 +183,7 @@ class Simulation:
         # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
         # motion is queued or running in their manager status, or no master has written the
         # services' status yet (set by HAStack.sync)
-        self.ha_busy = self.scenario.ha_stack == "full"
+        self.ha_busy = self.scenario.ha_stack != "model"
         # the HA manager's node states (ha_stack = "full": its manager status; the model stack:
         # the configured online nodes throughout): what a balancer may target (``node_usable``,
         # ``_online_list``; the view's and the observation's ``online``) and the observation's
@@ -212,8 +213,13 @@ class Simulation:
             self._lrm_rng,
             self.scenario.migration.lrm_delay_max_s,
         )
-        #: the port's HA stack (``ha_stack = "full"``), else None
-        self._stack = HAStack(self) if self.scenario.ha_stack == "full" else None
+        #: the HA stack on the model's hardware: the port's (``ha_stack = "full"``), the compiled
+        #: engine's CRM round with the port's LRMs (``"engine"``, :mod:`pvegym.sim.engine_stack`),
+        #: else None
+        stack = self.scenario.ha_stack
+        self._stack = (
+            HAStack(self) if stack == "full" else EngineStack(self) if stack == "engine" else None
+        )
         self.pipeline.links = self.moves.stack = self._stack  # (None: every link up, fast path)
         #: the HA stack the round drives: the port or the model's CRM
         self._ha: HAControl = crm if self._stack is None else self._stack
@@ -591,7 +597,8 @@ class Simulation:
     # ------------------------------------------------------------------ what the HA stack reads
     @property
     def ha_stack(self) -> HAStack | None:
-        """The port's HA stack running the CRM round (``ha_stack = "full"``), else None."""
+        """The HA stack running the CRM round (``ha_stack = "full"`` or ``"engine"``), else
+        None."""
         return self._stack
 
     @property

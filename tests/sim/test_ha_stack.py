@@ -101,7 +101,7 @@ def test_migration_through_the_full_stack_takes_the_model_time_plus_ha_latency()
     (rec,) = full.metrics.moves
     assert rec.outcome == "succeeded" and rec.t == t_commit and rec.t_end is not None
     # the worker starts the model's motion at the source LRM's tick after the CRM round
-    phase = next(p for p, env, _ in full._stack.lrms if env.nodename() == "node1")
+    phase = full._stack.phase["node1"]
     job, model_job = _ended_job(full, "vm:100"), _ended_job(model, "vm:100")
     assert job.t_start == pytest.approx(t_commit + phase)
     # … and the motion itself takes the model's time (precheck + live migration)

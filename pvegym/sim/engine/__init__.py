@@ -43,6 +43,10 @@ maintenance fallback), repeated until no state changes; ``load_balance`` with th
 answer as an input (the motion queued and logged as upstream's; the balancer itself — a policy
 deciding on a :class:`~pvegym.sim.view.ClusterView` — stays outside the engine).
 
+In the simulation: ``ha_stack = "engine"`` (:mod:`pvegym.sim.engine_stack`) runs this round as
+the CRM master's, with the port's LRMs and CRM daemon around it on the model's hardware;
+``scripts/engine_diff.py --scenarios`` compares whole episodes with the full stack.
+
 Not yet: the LRM (agent lock, workers, ``max_restart``, shutdown policies), rules and HA groups,
 static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast

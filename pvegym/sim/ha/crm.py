@@ -14,7 +14,8 @@ its watchdog and goes back to ``wait_for_quorum``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.manager import Manager
@@ -37,12 +38,23 @@ MAX_ACTIVE_IDLE_ROUNDS = 90
 ROUND_TIME = 10
 
 
-class CRM:
-    """One node's CRM daemon."""
+class MasterRound(Protocol):
+    """What the daemon calls of its master's round: the port's :class:`Manager`, or (not
+    upstream's: the model's engine stack, :mod:`pvegym.sim.engine_stack`) the compiled engine's."""
 
-    def __init__(self, haenv: HAEnv) -> None:
+    def manage(self) -> None: ...
+    def is_fully_disarmed(self) -> bool: ...
+    def cleanup(self) -> None: ...
+
+
+class CRM:
+    """One node's CRM daemon. ``new_manager`` makes the master's round when the daemon becomes
+    master (upstream: ``PVE::HA::Manager->new``; the default)."""
+
+    def __init__(self, haenv: HAEnv, new_manager: Callable[[HAEnv], MasterRound] = Manager) -> None:
         self.haenv = haenv
-        self.manager: Manager | None = None
+        self.new_manager = new_manager
+        self.manager: MasterRound | None = None
         self.status: dict[str, Any] = {"state": "startup"}
         self.cluster_state_update = False
         self.active_idle_rounds = 0
@@ -73,7 +85,7 @@ class CRM:
         new["state_change_time"] = haenv.get_time()
         self.status = new
         if new["state"] == "master":
-            self.manager = Manager(haenv)
+            self.manager = self.new_manager(haenv)
         elif self.manager is not None:
             self.manager.cleanup()
             self.manager = None
