@@ -9,6 +9,12 @@ views it is handed every round and encodes with the environment's own kernel. So
 runs in ``pvegym simulate``, in experiments (``params = {model = "train-maskable-ppo"}``) and
 against any source of views.
 
+A model trained in the proposal action space (``env.version = "proposals"``,
+:mod:`pvegym.env.proposal_env`) is rebuilt with its proposer
+(:class:`~pvegym.policies.proposals.HeuristicProposer`, from ``env.proposals`` of its config):
+the proposer sees every view, and the network chooses among its slots on the rounds that have a
+proposal — exactly as the environment asked it — so it acts on any cluster size.
+
 A model whose policy is not SB3's own (``policy = "PairScorer"`` in its train file) is loaded with
 its class resolved by that name (:data:`pvegym.policies.agent_spec.POLICY_MODULE`), not unpickled from
 the file.
