@@ -306,6 +306,7 @@ class GuestCentricPolicy:
         self.log: list[tuple[float, str]] = []
         self._last_scored: list[Candidate] | None = []
         self._scored_columns: tuple[Any, ...] = ()
+        self._last_best = -1  # the row of _scored_columns the last attempt chose (-1: none)
         # sid -> (raw dirty rate B/s, throttle sensitivity) learned from our own migrations
         self.dirty_estimate: dict[str, tuple[float, float]] = {}
         # issue time -> [(sid, memhost bytes, maxmem bytes)] of the bundle members we moved
@@ -331,8 +332,16 @@ class GuestCentricPolicy:
         (``pvegym.learning.lookahead``) ranks its rollouts by this policy's scoring and tells it
         what it did through :meth:`adopt`, so the outcome tracking follows the real trajectory."""
         self._last_scored = []
+        self._last_best = -1
         self._decide(view, issue=False)
         return self.last_scored
+
+    @property
+    def last_choice(self) -> Candidate | None:
+        """The candidate the last attempt chose (what :meth:`decide` would have issued), or
+        ``None``: the proposal agent's slot of this policy's own motion
+        (:mod:`pvegym.policies.proposals`)."""
+        return None if self._last_best < 0 else self._scored_row(self._last_best)
 
     def _decide(self, view: ClusterView, issue: bool) -> Motion | None:
         self._base.observe(view)  # patch 1: backoff / cooldown from our motions' results
@@ -425,6 +434,7 @@ class GuestCentricPolicy:
         # the scored list is built when read (last_scored): most attempts issue nothing
         self._scored_columns = (view, sub, relief, costs, src_after, tgt_after, mem_after)
         self._last_scored = None
+        self._last_best = int(best)
         if best < 0 or not issue:
             return None
         return self._issue(view, cands, rows[best], self._scored_row(best))

@@ -9,6 +9,12 @@ views it is handed every round and encodes with the environment's own kernel. So
 runs in ``pvegym simulate``, in experiments (``params = {model = "train-maskable-ppo"}``) and
 against any source of views.
 
+A model trained in the proposal action space (``env.version = "proposals"``,
+:mod:`pvegym.env.proposal_env`) is rebuilt with its proposer
+(:class:`~pvegym.policies.proposals.HeuristicProposer`, from ``env.proposals`` of its config):
+the proposer sees every view, and the network chooses among its slots on the rounds that have a
+proposal — exactly as the environment asked it — so it acts on any cluster size.
+
 A model whose policy is not SB3's own (``policy = "PairScorer"`` in its train file) is loaded with
 its class resolved by that name (:data:`pvegym.policies.agent_spec.POLICY_MODULE`), not unpickled from
 the file.
@@ -54,8 +60,12 @@ from pvegym.env.view_encoding import encode_view, mask_from_view, negative_partn
 from pvegym.env.view_encoding_v1 import ViewEncoderV1
 from pvegym.errors import ConfigError, show
 from pvegym.policies import agent_spec
+from pvegym.policies.proposals import HeuristicProposer, ProposerConfig
 from pvegym.sim.view import ClusterView, Motion
 
+#: the environments an agent may have been trained on: Cluster-v0, Cluster-v1, and the proposal
+#: action space (:mod:`pvegym.env.proposal_env` over :mod:`pvegym.policies.proposals`)
+VERSIONS = ("v0", "v1", "proposals")
 #: where run names are looked up (``results/`` of the working directory unless overridden)
 RESULTS_ENV = "PVEGYM_RESULTS"
 
@@ -86,6 +96,8 @@ class ModelInfo:
     memory: tuple[tuple[str, float], ...] = ()
     mask_headroom: float | None = None
     hyperparams: dict[str, Any] = field(default_factory=dict)
+    #: ``version = "proposals"``: the proposer whose slots are the agent's actions
+    proposals: ProposerConfig | None = None
 
     def memory_options(self) -> MemoryOptions:
         return MemoryOptions(**dict(self.memory))
@@ -143,20 +155,18 @@ def _model_info(zip_path: Path, cfg: Any, path: str) -> ModelInfo:
     algo = cfg.get("algo")
     if algo not in agent_spec.ALGOS:
         raise ConfigError("algo", f"{show(algo)} is not allowed ({', '.join(agent_spec.ALGOS)})")
-    spaces = cfg.get("spaces")
-    if not isinstance(spaces, dict):
-        raise ConfigError("spaces", "is required (max_nodes, max_guests)")
-    sizes = []
-    for key, limit in (("max_nodes", limits.MAX_NODES), ("max_guests", limits.MAX_GUESTS)):
-        v = spaces.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= limit:
-            raise ConfigError(
-                f"spaces.{key}", f"must be a whole number in 1..{limit}, not {show(v)}"
-            )
-        sizes.append(v)
     env = cfg.get("env", {})
     if not isinstance(env, dict):
         raise ConfigError("env", "must be a table")
+    proposals = None
+    if env.get("version") == "proposals":
+        # the action space is the proposer's slots: rebuilt from its config, no padded sizes
+        from pvegym.policies.proposals import proposer_config
+
+        proposals = proposer_config(env.get("proposals", {}), "env.proposals")
+        sizes = [0, 0]
+    else:
+        sizes = _space_sizes(cfg.get("spaces"))
     seconds = env.get("episode_seconds")
     if seconds is None:
         seconds = _scenario_duration(str(env.get("scenario", "small")))
@@ -185,7 +195,22 @@ def _model_info(zip_path: Path, cfg: Any, path: str) -> ModelInfo:
         memory,
         headroom,
         dict(hyper),
+        proposals,
     )
+
+
+def _space_sizes(spaces: Any) -> list[int]:
+    if not isinstance(spaces, dict):
+        raise ConfigError("spaces", "is required (max_nodes, max_guests)")
+    sizes = []
+    for key, limit in (("max_nodes", limits.MAX_NODES), ("max_guests", limits.MAX_GUESTS)):
+        v = spaces.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= limit:
+            raise ConfigError(
+                f"spaces.{key}", f"must be a whole number in 1..{limit}, not {show(v)}"
+            )
+        sizes.append(v)
+    return sizes
 
 
 def _env_options(
@@ -195,8 +220,9 @@ def _env_options(
     from pvegym.env.cluster_env_v1 import memory_options
 
     version = env.get("version", "v0")
-    if version not in ("v0", "v1"):
-        raise ConfigError("env.version", f"{show(version)} is not allowed (allowed: v0, v1)")
+    if version not in VERSIONS:
+        allowed = ", ".join(VERSIONS)
+        raise ConfigError("env.version", f"{show(version)} is not allowed (allowed: {allowed})")
     mask = env.get("mask_unmigratable", False)
     if not isinstance(mask, bool):
         raise ConfigError("env.mask_unmigratable", f"must be true or false, not {show(mask)}")
@@ -242,15 +268,24 @@ class Agent:
         )
 
         mf = read_model_file(info.path, "params.model")
-        layout = Layout(info.max_nodes, info.max_guests)
-        size = layout.size if info.version == "v1" else observation_size(*astuple(layout))
+        if info.proposals is not None:
+            from pvegym.policies import proposals
+
+            size = proposals.observation_size(info.proposals.candidates)
+            n_actions = info.proposals.n_slots
+            layout_dict = None
+        else:
+            layout = Layout(info.max_nodes, info.max_guests)
+            size = layout.size if info.version == "v1" else observation_size(*astuple(layout))
+            n_actions = 1 + info.max_nodes * info.max_guests
+            layout_dict = layout.as_dict()
         obs_space = spaces.Box(0.0, 1.0, shape=(size,), dtype=np.float32)
-        act_space = spaces.Discrete(1 + info.max_nodes * info.max_guests)
+        act_space = spaces.Discrete(n_actions)
         cls = agent_spec.policy_class(info.algo, info.policy, "params.model")
         check_policy_class(mf, cls, "params.model")
         try:
             self.policy = agent_spec.build_policy_network(
-                info.algo, info.policy, obs_space, act_space, info.hyperparams, layout.as_dict()
+                info.algo, info.policy, obs_space, act_space, info.hyperparams, layout_dict
             )
         except ValueError as err:  # a network that does not fit the config's spaces
             raise ConfigError("params.model", show(str(err), 200, quote=False)) from None
@@ -335,6 +370,7 @@ class LearnedPolicy:
         self._partners: tuple[int, list[list[int]]] | None = None
         self._encoder: ViewEncoderV1 | None = None
         self._train_layout: Layout | None = None
+        self._proposer: HeuristicProposer | None = None
 
     @classmethod
     def from_model(cls, model: Any, info: ModelInfo, deterministic: bool = True) -> LearnedPolicy:
@@ -354,6 +390,8 @@ class LearnedPolicy:
         if info.version == "v1":
             self._train_layout = Layout(info.max_nodes, info.max_guests)
             self._encoder = self._new_encoder(self._train_layout)
+        if info.proposals is not None:
+            self._proposer = HeuristicProposer(info.proposals, "params.model")
 
     def _new_encoder(self, lay: Layout) -> ViewEncoderV1:
         info = self._info
@@ -385,6 +423,8 @@ class LearnedPolicy:
         self.decisions = 0
         if self._encoder is not None:
             self._encoder.reset()
+        if self._proposer is not None:
+            self._proposer.reset(seed)
         if seed is not None and not self.config.deterministic:
             self.model.set_random_seed(seed)
 
@@ -422,6 +462,8 @@ class LearnedPolicy:
 
     def decide(self, view: ClusterView) -> Motion | None:
         self.decisions += 1
+        if self._proposer is not None:
+            return self._decide_proposal(view, self._proposer)
         if view.motion_active:  # every motion is masked: no need to ask the network
             if self._encoder is not None:
                 self._v1_encoder(view).observe(view)  # results arrive in these rounds
@@ -434,6 +476,24 @@ class LearnedPolicy:
             return None
         g, n = divmod(action - 1, self.max_nodes)
         return Motion(view.sids[g], view.node_names[n])
+
+    def _decide_proposal(self, view: ClusterView, proposer: HeuristicProposer) -> Motion | None:
+        """The proposal agent's round, as :class:`~pvegym.env.proposal_env.ProposalEnv` plays it:
+        the proposer sees every view; the network is asked only when a slot holds a motion."""
+        p = proposer.propose(view)
+        motion = None
+        if p.any_motion:
+            kwargs: dict[str, Any] = {"deterministic": self.config.deterministic}
+            if self.maskable:
+                kwargs["action_masks"] = p.mask
+            action, _ = self.model.predict(p.observation, **kwargs)
+            a = int(action)
+            if p.mask[a]:
+                motion = p.motions[a]
+            else:
+                self.masked_actions += 1
+        proposer.adopt(view, motion)
+        return motion
 
 
 Config = LearnedConfig  # the registry convention: ``<module>.Config``

@@ -141,7 +141,8 @@ def test_upstream_test_directories(fuzz: Any) -> None:
 
 
 def test_model_files(fuzz: Any) -> None:
-    agents = {n: _agent_files(n) for n in ("train-ppo", "train-maskable-ppo")}
+    names = ("train-ppo", "train-maskable-ppo", "train-proposals-explore")
+    agents = {n: _agent_files(n) for n in names}
     _fuzz_kind(fuzz, "model", model_case(agents))
 
 
