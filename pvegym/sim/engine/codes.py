@@ -180,13 +180,29 @@ LS_MAINTENANCE = 3
 LS_STARTUP = 4  # a new daemon: 'startup', before its constructor's first status change
 LRM_STATES = ("wait_for_agent_lock", "active", "lost_agent_lock", "maintenance", "startup")
 
+# ---------------------------------------------------------------- the LRM's own modes
+MODE_SHUTDOWN = 5  # stop all services (a node shutdown under 'failover' or 'conditional')
+LRM_MODE_NAMES = (*LRM_MODES, "shutdown")
+
+# ---------------------------------------------------------------- shutdown requests (input)
+SD_NONE = 0
+SD_RESTART = 1  # the LRM daemon restarts (``is_node_shutdown``: no shutdown, no reboot)
+SD_REBOOT = 2  # the node reboots
+SD_POWEROFF = 3  # the node shuts down
+# datacenter.cfg ``ha: shutdown_policy`` (default conditional)
+POLICY_CONDITIONAL = 0
+POLICY_FREEZE = 1
+POLICY_FAILOVER = 2
+POLICY_MIGRATE = 3
+SHUTDOWN_POLICIES = ("conditional", "freeze", "failover", "migrate")
+
 # ---------------------------------------------------------------- LRM exit codes (Tools.pm)
 ETRY_AGAIN = 2  # the LRM retries a failed start (restart policy); the CRM is not told
 EUNKNOWN_SERVICE = 7
 
 # ---------------------------------------------------------------- node fields (lnodes[c, n, L])
 L_STATE = 0
-L_MODE = 1  # MODE_ACTIVE / MODE_MAINTENANCE / MODE_DISARM (``$self->{mode}``)
+L_MODE = 1  # MODE_ACTIVE / _MAINTENANCE / _DISARM / _RESTART / _SHUTDOWN (``$self->{mode}``)
 L_STARTED = 2  # ``wrote_lrm_status_at_startup``
 L_IDLE = 3  # ``active_idle_rounds``
 L_WD = 4  # the agent watchdog is open
@@ -196,14 +212,21 @@ L_RUNS = 7  # the daemon runs this round (input; 0: the node is off)
 L_QUORATE = 8  # the node is in the quorate partition (input)
 L_LOCK = 9  # the daemon can take or renew its agent lock (input)
 L_MAX_WORKERS = 10  # datacenter.cfg ``max_workers`` (>= 1; input)
-N_LRM_NODE_FIELDS = 11
+L_SHUTDOWN_REQ = 11  # a shutdown request this round, SD_* (input)
+L_SHUTDOWN = 12  # ``shutdown_request``: in shutdown
+L_ERRORS = 13  # ``shutdown_errors``: failed stop jobs of the shutdown
+L_SS_READ = 14  # the service status the daemon read last was not empty (it is the live one)
+L_CLOCK = 15  # the daemon's clock (s): the iteration's start (input), then its sleeps
+L_STATE_TIME = 16  # ``state_change_time`` (s)
+L_EXITED = 17  # the daemon exited this round (output; it runs no more)
+N_LRM_NODE_FIELDS = 18
 
 # ---------------------------------------------------------------- worker fields (lwork[c, n, s, W])
 W_NONE = 0
 W_QUEUED = 1
 W_FORKED = 2
 W_STATE = 0  # W_NONE / W_QUEUED / W_FORKED
-W_UID = 1  # the request's uid
+W_UID = 1  # the request's uid (NONE: a shutdown's stop job)
 W_CMD = 2  # the service state it runs (SS_*)
 W_TARGET = 3  # its parameters: target node, stop timeout (NONE: none)
 W_TIMEOUT = 4
@@ -232,4 +255,5 @@ N_LRM_SVC_FIELDS = 3
 LK_SS_SEQ = 0
 LK_N_EVENTS = 1
 LK_ERROR = 2  # 1: the event buffer is full
-N_LRM_CLU_FIELDS = 3
+LK_POLICY = 3  # the shutdown policy, POLICY_*
+N_LRM_CLU_FIELDS = 4

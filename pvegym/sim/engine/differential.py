@@ -62,6 +62,8 @@ class Cluster:
     #: service's ``max_restart`` (empty: 1 each, the service config's default)
     max_workers: int = 4
     max_restart: list[int] = field(default_factory=list)
+    #: datacenter.cfg ``ha: shutdown_policy`` (codes.POLICY_*)
+    shutdown_policy: int = k.POLICY_CONDITIONAL
 
 
 @dataclass
@@ -758,7 +760,6 @@ def _count(features: Counter[str], events: np.ndarray, snap: Snapshot) -> None:
 #: exit codes a job ends with (-1 and signals are not covered) and their weights
 JOB_CODES = (k.SUCCESS, k.ERROR, k.ETRY_AGAIN, k.EWRONG_NODE, k.IGNORED, k.EUNKNOWN_SERVICE)
 _JOB_WEIGHTS = np.array([0.6, 0.2, 0.05, 0.05, 0.05, 0.05])
-_MOVES = ("migrate", "relocate", "request_start_balance")
 
 
 @dataclass
@@ -772,13 +773,16 @@ class LrmInput:
     lrm_locks: list[bool]
     #: done[n][s]: the exit code node n's job for service s ends with this round, else NO_RESULT
     done: np.ndarray
+    #: per node: a shutdown request (codes.SD_*) this round; empty: none
+    shutdown: list[int] = field(default_factory=list)
 
 
 @dataclass
 class HASnapshot:
     crm: Snapshot
     #: per node: None (no daemon runs), else (state, mode, watchdog open, idle rounds, workers in
-    #: table order, results, restart tries, written mode, written results)
+    #: table order, results, restart tries, written mode, written results, shutting down, failed
+    #: stop jobs, exited this round)
     lrms: list[tuple[Any, ...] | None]
     lrm_log: list[tuple[str, str, str]]
 
@@ -787,6 +791,7 @@ def random_lrm_cluster(rng: np.random.Generator) -> Cluster:
     cl = random_cluster(rng)
     cl.max_workers = int(rng.integers(1, 5))
     cl.max_restart = [int(rng.integers(0, 3)) for _ in cl.sids]
+    cl.shutdown_policy = int(rng.integers(len(k.SHUTDOWN_POLICIES)))
     return cl
 
 
@@ -795,17 +800,31 @@ class LrmHistory(History):
     (its LRM runs without quorum) or powered off, either half the time; a cut node whose agent
     lock the master could take was reset by its watchdog (off until it comes back); an LRM
     sometimes fails to renew its lock for a few rounds; a forked job ends in a round with
-    probability 0.45."""
+    probability 0.45. A running daemon of an online node is sometimes asked to shut down (an LRM
+    restart, a node reboot or shutdown); when it exits, a restarted LRM runs again at once and a
+    node that shuts down goes off (its agent lock released: the master may take it at once)."""
 
-    def __init__(self, cl: Cluster, rng: np.random.Generator) -> None:
+    def __init__(self, cl: Cluster, rng: np.random.Generator, p_shutdown: float = 0.008) -> None:
         super().__init__(cl, rng)
         nn = len(cl.nodes)
+        self.p_shutdown = p_shutdown  # per running daemon and round
         self.cut = [False] * nn
         self.lock_loss = [0] * nn
+        self.stopping = [k.SD_NONE] * nn  # a shutdown requested, not yet exited
+        self.alive = [False] * nn  # a daemon ran last round and did not exit
 
-    def next_lrm(self) -> LrmInput:
+    def next_lrm(self, exited: list[bool] | None = None) -> LrmInput:
+        """The next round's inputs; ``exited``: which daemons exited last round."""
         rng, cl = self.rng, self.cl
         nn, ns = len(cl.nodes), len(cl.sids)
+        for n in range(nn):
+            if exited and exited[n]:
+                self.alive[n] = False
+                if self.stopping[n] in (k.SD_REBOOT, k.SD_POWEROFF):
+                    self.online[n] = False
+                    self.down_for[n] = self.lock_after[n] = 0
+                    self.cut[n] = False
+                self.stopping[n] = k.SD_NONE
         was_online = list(self.online)
         crm = self.next()
         crm.results = [None] * ns
@@ -821,7 +840,20 @@ class LrmHistory(History):
             locks.append(self.online[n] and self.lock_loss[n] == 0)
         codes = np.array(JOB_CODES)[rng.choice(len(JOB_CODES), size=(nn, ns), p=_JOB_WEIGHTS)]
         done = np.where(rng.random((nn, ns)) < 0.45, codes, k.NO_RESULT)
-        return LrmInput(crm, runs, list(self.online), locks, done)
+        shutdown = [k.SD_NONE] * nn
+        for n in range(nn):
+            if not runs[n]:  # the daemon is gone (node off)
+                self.alive[n] = False
+                self.stopping[n] = k.SD_NONE
+            elif (
+                self.alive[n]
+                and self.online[n]
+                and self.stopping[n] == k.SD_NONE
+                and rng.random() < self.p_shutdown
+            ):
+                shutdown[n] = self.stopping[n] = int(rng.integers(1, 4))
+            self.alive[n] = runs[n]
+        return LrmInput(crm, runs, list(self.online), locks, done, shutdown)
 
 
 def _job_code(code: int, state: str | None, has_target: bool) -> int:
@@ -857,6 +889,7 @@ class _LrmEnv(_CrmEnv):
         self.is_quorate = False
         self.lock = False
         self.done: dict[str, int] = {}
+        self.sd_kind = k.SD_NONE
         self.lrm: LRM | None = None
 
     def nodename(self) -> str:
@@ -891,6 +924,14 @@ class _LrmEnv(_CrmEnv):
 
     def quorate(self) -> bool:
         return self.is_quorate
+
+    def is_node_shutdown(self) -> tuple[bool, bool]:
+        return self.sd_kind != k.SD_RESTART, self.sd_kind == k.SD_REBOOT
+
+    def get_datacenter_settings(self) -> dict[str, Any]:
+        dc = super().get_datacenter_settings()
+        dc["ha"] = {"shutdown_policy": k.SHUTDOWN_POLICIES[self.cl.shutdown_policy]}
+        return dc
 
     def get_ha_agent_lock(self, node: str | None = None) -> bool:
         return self.lock
@@ -928,6 +969,7 @@ class PortHA:
         self.crm.env = self.fs
         self.envs: list[_LrmEnv | None] = [None] * len(cl.nodes)
         self.lrms: list[LRM | None] = [None] * len(cl.nodes)
+        self.exited = [False] * len(cl.nodes)
 
     def round(self, inp: LrmInput) -> HASnapshot:
         cl, fs = self.cl, self.fs
@@ -939,9 +981,10 @@ class PortHA:
         for n in range(len(cl.nodes)):
             if not inp.runs[n]:
                 self.envs[n] = self.lrms[n] = None
+                self.exited[n] = False
                 continue
             env = self.envs[n]
-            if env is None or self.lrms[n] is None:
+            if env is None or self.lrms[n] is None or self.exited[n]:
                 env = self.envs[n] = _LrmEnv(fs, n)
                 env.start_at(inp.crm.now + 1 + n)
                 env.lrm = self.lrms[n] = LRM(env)
@@ -949,13 +992,16 @@ class PortHA:
             assert lrm is not None
             env.is_quorate, env.lock = inp.quorate[n], inp.lrm_locks[n]
             env.done = {}
-            for s, sid in enumerate(cl.sids):
+            for s in np.flatnonzero(inp.done[n] != k.NO_RESULT):
+                sid = cl.sids[s]
+                sd = ss.get(sid) or {}
                 code = int(inp.done[n, s])
-                if code != k.NO_RESULT:
-                    sd = ss.get(sid) or {}
-                    env.done[sid] = _job_code(code, sd.get("state"), sd.get("target") is not None)
+                env.done[sid] = _job_code(code, sd.get("state"), sd.get("target") is not None)
             env.start_at(inp.crm.now + 1 + n)
-            lrm.do_one_iteration()
+            if inp.shutdown and inp.shutdown[n]:
+                env.sd_kind = inp.shutdown[n]
+                lrm.request_shutdown()
+            self.exited[n] = not lrm.do_one_iteration()
         return HASnapshot(self.crm.snapshot(), self._lrm_snapshot(ss), list(fs.lrm_logs))
 
     def _lrm_snapshot(self, ss: dict[str, Any]) -> list[tuple[Any, ...] | None]:
@@ -993,6 +1039,9 @@ class PortHA:
                             for uid, r in (written.get("results") or {}).items()
                         )
                     ),
+                    bool(lrm.shutdown_request),
+                    lrm.shutdown_errors,
+                    self.exited[n],
                 )
             )
         return out
@@ -1012,6 +1061,7 @@ class EngineHA:
         new_state = importlib.import_module("pvegym.sim.engine.lrm").new_state
         self.lnodes, self.lwork, self.lres, self.lcfg, self.lclu, self.levbuf = new_state(1, nn, ns)
         self.lnodes[0, :, k.L_MAX_WORKERS] = cl.max_workers
+        self.lclu[0, k.LK_POLICY] = cl.shutdown_policy
         if cl.max_restart:
             self.lcfg[0, :, k.C_MAX_RESTART] = cl.max_restart
         self.ran = [True] * nn  # new_state starts every daemon
@@ -1021,27 +1071,24 @@ class EngineHA:
         e, cl = self.crm, self.cl
         svc, ln, lr = e.svc[0], self.lnodes[0], self.lres[0]
         e.load(inp.crm)
-        for s in range(len(cl.sids)):  # _drop_targetless_results
-            st = k.SERVICE_STATES[svc[s, k.F_STATE]]
-            if svc[s, k.F_STATE] != k.SS_ABSENT and _no_target_motion(st, svc[s, k.F_TARGET] >= 0):
-                hit = lr[:, s, k.R_W_UID] == svc[s, k.F_UID]
-                lr[hit, s, k.R_W_CODE] = k.NO_RESULT
+        tl = self._targetless()  # _drop_targetless_results
+        hit = tl[None, :] & (lr[:, :, k.R_W_UID] == svc[None, :, k.F_UID])
+        lr[:, :, k.R_W_CODE][hit] = k.NO_RESULT
         self.lrm.publish(e.svc, e.nodes, self.lnodes, self.lres)
         e.call()
         reset_node = importlib.import_module("pvegym.sim.engine.lrm").reset_node
         for n in range(len(cl.nodes)):
-            if inp.runs[n] and not self.ran[n]:
+            if inp.runs[n] and (not self.ran[n] or ln[n, k.L_EXITED]):
                 reset_node(self.lnodes, self.lwork, self.lres, 0, n)
             self.ran[n] = inp.runs[n]
             ln[n, k.L_RUNS] = inp.runs[n]
+            ln[n, k.L_CLOCK] = int(inp.crm.now) + 1 + n
+            ln[n, k.L_SHUTDOWN_REQ] = inp.shutdown[n] if inp.shutdown else k.SD_NONE
             ln[n, k.L_QUORATE] = inp.quorate[n]
             ln[n, k.L_LOCK] = inp.lrm_locks[n]
-            for s in range(len(cl.sids)):
-                code = int(inp.done[n, s])
-                if code != k.NO_RESULT and svc[s, k.F_STATE] != k.SS_ABSENT:
-                    st = k.SERVICE_STATES[svc[s, k.F_STATE]]
-                    code = _job_code(code, st, svc[s, k.F_TARGET] >= 0)
-                self.lwork[0, n, s, k.W_DONE] = code
+        done = inp.done.copy()  # _job_code: a move without a target fails
+        done[(done == k.SUCCESS) & self._targetless()[None, :]] = k.ERROR
+        self.lwork[0, :, :, k.W_DONE] = done
         self.lrm.lrm_round(
             e.svc,
             e.nodes,
@@ -1062,6 +1109,13 @@ class EngineHA:
             format_lrm_events(self.lrm_events, cl.sids, cl.nodes),
         )
 
+    def _targetless(self) -> np.ndarray:
+        """Per service: a move whose target is gone (:func:`_no_target_motion`)."""
+        svc = self.crm.svc[0]
+        st = svc[:, k.F_STATE]
+        moving = (st == k.SS_MIGRATE) | (st == k.SS_RELOCATE) | (st == k.SS_REQUEST_START_BALANCE)
+        return np.asarray(moving & (svc[:, k.F_TARGET] < 0))
+
     def _lrm_snapshot(self) -> list[tuple[Any, ...] | None]:
         cl, svc = self.cl, self.crm.svc[0]
 
@@ -1081,7 +1135,7 @@ class EngineHA:
             out.append(
                 (
                     k.LRM_STATES[ln[k.L_STATE]],
-                    k.LRM_MODES[ln[k.L_MODE]],
+                    k.LRM_MODE_NAMES[ln[k.L_MODE]],
                     bool(ln[k.L_WD]),
                     int(ln[k.L_IDLE]),
                     tuple(
@@ -1109,12 +1163,15 @@ class EngineHA:
                         for s in range(len(cl.sids))
                         if lr[s, k.R_TRIES]
                     ),
-                    None if wm == k.MODE_UNKNOWN else k.LRM_MODES[wm],
+                    None if wm == k.MODE_UNKNOWN else k.LRM_MODE_NAMES[wm],
                     tuple(
                         (cl.sids[s], int(lr[s, k.R_W_CODE]), cur(s, int(lr[s, k.R_W_UID])))
                         for s in range(len(cl.sids))
                         if lr[s, k.R_W_CODE] != k.NO_RESULT
                     ),
+                    bool(ln[k.L_SHUTDOWN]),
+                    int(ln[k.L_ERRORS]),
+                    bool(ln[k.L_EXITED]),
                 )
             )
         return out
@@ -1140,16 +1197,22 @@ def run_lrm_example(
     rounds: int = 60,
     crm: ModuleType | None = None,
     lrm: ModuleType | None = None,
+    p_shutdown: float = 0.008,
+    shutdown_policy: int | None = None,
 ) -> Outcome:
     """One random example of the CRM with the LRMs: both sides for ``rounds`` rounds; stops at
-    the first difference."""
+    the first difference. ``p_shutdown``: :class:`LrmHistory`'s; ``shutdown_policy``: instead of
+    the drawn one."""
     rng = np.random.default_rng(seed)
     cl = random_lrm_cluster(rng)
-    hist = LrmHistory(cl, rng)
+    if shutdown_policy is not None:
+        cl.shutdown_policy = shutdown_policy
+    hist = LrmHistory(cl, rng, p_shutdown)
     port, engine = PortHA(cl), EngineHA(cl, crm, lrm)
     out = Outcome(identical=True)
+    exited: list[bool] | None = None
     for r in range(rounds):
-        inp = hist.next_lrm()
+        inp = hist.next_lrm(exited)
         out.rounds = r + 1
         try:
             a = port.round(inp)
@@ -1170,6 +1233,7 @@ def run_lrm_example(
             return out
         _count(out.features, engine.crm.events, b.crm)
         _count_lrm(out.features, engine.lrm_events, b, cl)
+        exited = [x is not None and x[11] for x in b.lrms]
     return out
 
 
@@ -1181,6 +1245,8 @@ def _count_lrm(features: Counter[str], events: np.ndarray, snap: HASnapshot, cl:
         features[LRM_EVENT_NAMES[kind]] += 1
         if kind == lev.LE_STATUS_CHANGE:
             features[f"lrm -> {k.LRM_STATES[int(row[4])]}"] += 1
+        elif kind == lev.LE_SHUTDOWN_REQUEST:
+            features[f"lrm shutdown policy {k.SHUTDOWN_POLICIES[int(row[3])]}"] += 1
     for lrm in snap.lrms:
         if lrm is None:
             continue
@@ -1190,3 +1256,5 @@ def _count_lrm(features: Counter[str], events: np.ndarray, snap: HASnapshot, cl:
             features["lrm worker slots full"] += 1
         if lrm[1] == "maintenance":
             features["lrm mode maintenance"] += 1
+        if lrm[11]:
+            features["lrm exited"] += 1

@@ -16,9 +16,14 @@ service status, node states, maintenance requests, disarm); what it writes is it
 (its exit code, consumed by the first poll that sees it), which is ``waitpid``'s answer; what the
 job itself does (``exec_resource_agent`` and the resource agent) is the hardware's.
 
-Not covered: shutdown requests (node shutdown, reboot, LRM restart: the ``restart``/``shutdown``
-modes and the shutdown policies), ``max_workers = 0`` (jobs run in place), a failing fork, jobs
-killed by a signal or failing to execute (exit status -1), a failing cluster file system.
+Shutdown requests (``L_SHUTDOWN_REQ``: an LRM restart, a node reboot or shutdown, as the daemon's
+signal handler calls ``shutdown_request`` before an iteration) are covered with the four policies
+(``LK_POLICY``); a daemon that exits sets ``L_EXITED`` and runs no more (the caller starts a new
+one: :func:`reset_node`). The daemon's clock (``L_CLOCK``: the iteration's start, input, plus its
+sleeps) matters only for the 90 s a lost lock may last under an LRM restart.
+
+Not covered: ``max_workers = 0`` (jobs run in place), a failing fork, jobs killed by a signal or
+failing to execute (exit status -1), an unknown shutdown policy, a failing cluster file system.
 """
 
 from __future__ import annotations
@@ -42,6 +47,9 @@ from pvegym.sim.engine.codes import (
     F_TIMEOUT,
     F_UID,
     K_DISARM_MODE,
+    L_CLOCK,
+    L_ERRORS,
+    L_EXITED,
     L_IDLE,
     L_LOCK,
     L_MAX_WORKERS,
@@ -49,12 +57,17 @@ from pvegym.sim.engine.codes import (
     L_QUORATE,
     L_RUNS,
     L_SEQ,
+    L_SHUTDOWN,
+    L_SHUTDOWN_REQ,
+    L_SS_READ,
     L_STARTED,
     L_STATE,
+    L_STATE_TIME,
     L_W_MODE,
     L_WD,
     LK_ERROR,
     LK_N_EVENTS,
+    LK_POLICY,
     LK_SS_SEQ,
     LS_ACTIVE,
     LS_LOST,
@@ -64,6 +77,8 @@ from pvegym.sim.engine.codes import (
     MODE_ACTIVE,
     MODE_DISARM,
     MODE_MAINTENANCE,
+    MODE_RESTART,
+    MODE_SHUTDOWN,
     MODE_UNKNOWN,
     N_LRM_CLU_FIELDS,
     N_LRM_NODE_FIELDS,
@@ -77,6 +92,10 @@ from pvegym.sim.engine.codes import (
     NONE,
     NS_ABSENT,
     NS_FENCE,
+    POLICY_CONDITIONAL,
+    POLICY_FAILOVER,
+    POLICY_FREEZE,
+    POLICY_MIGRATE,
     POLLS,
     R_CMD,
     R_CODE,
@@ -84,12 +103,15 @@ from pvegym.sim.engine.codes import (
     R_UID,
     R_W_CODE,
     R_W_UID,
+    SD_REBOOT,
+    SD_RESTART,
     SS_ABSENT,
     SS_ERROR,
     SS_FENCE,
     SS_FREEZE,
     SS_RECOVERY,
     SS_REQUEST_START,
+    SS_REQUEST_STOP,
     SS_STARTED,
     SS_STOPPED,
     SUCCESS,
@@ -137,6 +159,7 @@ def _set_state(ln: np.ndarray, lclu: np.ndarray, levbuf: np.ndarray, n: int, new
         return
     _ev(levbuf, lclu, lev.LE_STATUS_CHANGE, -1, n, old, new)
     ln[L_STATE] = new
+    ln[L_STATE_TIME] = ln[L_CLOCK]
 
 
 @njit(cache=True)
@@ -152,8 +175,18 @@ def _update_lrm_status(ln: np.ndarray, lr: np.ndarray) -> bool:
 
 
 @njit(cache=True)
-def _update_service_status(nodes: np.ndarray, clu: np.ndarray, ln: np.ndarray, n: int) -> None:
-    """``update_service_status``: the mode the manager status asks for (no shutdown request)."""
+def _update_service_status(
+    svc: np.ndarray, nodes: np.ndarray, clu: np.ndarray, ln: np.ndarray, n: int
+) -> None:
+    """``update_service_status``: the service status read (an empty one is a copy, a non-empty
+    one the live status), and the mode the manager status asks for, unless shutting down."""
+    ln[L_SS_READ] = 0
+    for s in range(svc.shape[0]):
+        if svc[s, F_STATE] != SS_ABSENT:
+            ln[L_SS_READ] = 1
+            break
+    if ln[L_SHUTDOWN]:
+        return
     if nodes[n, N_MAINT_REQ]:
         ln[L_MODE] = MODE_MAINTENANCE
     elif clu[K_DISARM_MODE] != 0:
@@ -169,6 +202,7 @@ def _get_lock(ln: np.ndarray) -> bool:
     if ln[L_LOCK]:
         ln[L_WD] = 1
         return True
+    ln[L_CLOCK] += 5  # five retries a second apart
     return False
 
 
@@ -272,7 +306,7 @@ def _resource_command_finished(
 
 
 @njit(cache=True)
-def _check_active_workers(svc, lw, lr, lcfg, lclu, levbuf, n, order) -> int:
+def _check_active_workers(svc, lw, lr, lcfg, lclu, levbuf, n, order, ln_errors) -> int:
     """``check_active_workers``: the forked workers in the table's order; a job whose exit code
     is there (``W_DONE``) finishes; the number still running."""
     m = 0
@@ -292,11 +326,16 @@ def _check_active_workers(svc, lw, lr, lcfg, lclu, levbuf, n, order) -> int:
         if lw[s, W_STATE] != W_FORKED:
             continue
         code = lw[s, W_DONE]
-        if code != NO_RESULT:
+        if code == NO_RESULT:
+            count += 1
+        elif lw[s, W_UID] != NONE:
             lw[s, W_DONE] = NO_RESULT
             _resource_command_finished(svc, lw, lr, lcfg, lclu, levbuf, n, s, code)
-        else:
-            count += 1
+        else:  # stop_command_finished: a shutdown's stop job
+            lw[s, W_DONE] = NO_RESULT
+            lw[s, W_STATE] = W_NONE
+            if code != SUCCESS:
+                ln_errors[0] += 1
     return count
 
 
@@ -307,7 +346,9 @@ def _run_workers(svc, ln, lw, lr, lcfg, lclu, levbuf, n, order) -> int:
     number of workers queued or running."""
     max_workers = ln[L_MAX_WORKERS]
     for _ in range(POLLS):
-        count = _check_active_workers(svc, lw, lr, lcfg, lclu, levbuf, n, order)
+        count = _check_active_workers(
+            svc, lw, lr, lcfg, lclu, levbuf, n, order, ln[L_ERRORS : L_ERRORS + 1]
+        )
         m = 0
         for s in range(lw.shape[0]):
             if lw[s, W_STATE] == W_QUEUED:
@@ -327,6 +368,7 @@ def _run_workers(svc, ln, lw, lr, lcfg, lclu, levbuf, n, order) -> int:
             count += 1
         if count == 0:
             break
+        ln[L_CLOCK] += 1
     m = 0
     for s in range(lw.shape[0]):
         if lw[s, W_STATE] != W_NONE:
@@ -336,9 +378,9 @@ def _run_workers(svc, ln, lw, lr, lcfg, lclu, levbuf, n, order) -> int:
 
 @njit(cache=True)
 def _queue_resource_command(ln, lw, lr, s, uid, state, target, timeout) -> None:
-    """``queue_resource_command``: not the same request twice (``stopped`` always runs); a queued
-    entry is replaced, a forked one kept."""
-    if state != SS_STOPPED and lr[s, R_CODE] != NO_RESULT and lr[s, R_UID] == uid:
+    """``queue_resource_command``: not the same request twice (``stopped`` always runs; ``uid``
+    NONE: a shutdown's stop job); a queued entry is replaced, a forked one kept."""
+    if state != SS_STOPPED and uid != NONE and lr[s, R_CODE] != NO_RESULT and lr[s, R_UID] == uid:
         return
     if lw[s, W_STATE] == W_FORKED:
         return
@@ -435,18 +477,89 @@ def _change_state_maintenance(svc, ln, lw, lr, lcfg, lclu, levbuf, n, fence, ord
 
 
 @njit(cache=True)
-def _work(svc, nodes, clu, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order) -> None:
+def _request_shutdown(svc, ln, lw, lr, lclu, levbuf, n, kind, ss_order) -> None:
+    """``shutdown_request`` (the daemon's signal handler, before its iteration): the policy's
+    effect, a node shutdown's stop jobs (uid NONE) for the services of the status read last,
+    the shutdown mode, the LRM status written."""
+    if ln[L_SHUTDOWN]:
+        return
+    shutdown = kind != SD_RESTART
+    reboot = kind == SD_REBOOT
+    policy = lclu[LK_POLICY]
+    if shutdown:
+        _ev(levbuf, lclu, lev.LE_SHUTDOWN_REQUEST, -1, n, policy, -1)
+    freeze_all = False
+    maintenance = False
+    if policy == POLICY_CONDITIONAL:
+        freeze_all = reboot
+    elif policy == POLICY_FREEZE:
+        freeze_all = True
+    elif policy == POLICY_FAILOVER:
+        freeze_all = False
+    elif policy == POLICY_MIGRATE:
+        maintenance = True
+    if not maintenance and shutdown and ln[L_SS_READ]:
+        for i in range(ss_order.shape[0]):
+            s = ss_order[i]
+            if svc[s, F_NODE] == n:
+                _queue_resource_command(ln, lw, lr, s, NONE, SS_REQUEST_STOP, NONE, NONE)
+    # _enter_shutdown_mode
+    rb = 1 if reboot else 0
+    if shutdown:
+        if ln[L_MODE] == MODE_MAINTENANCE:
+            if maintenance:
+                _ev(levbuf, lclu, lev.LE_IGNORE_MAINT_POLICY, -1, n, rb, -1)
+            else:
+                _ev(levbuf, lclu, lev.LE_IGNORE_POLICY_MANUAL, -1, n, rb, policy)
+        elif maintenance:
+            _ev(levbuf, lclu, lev.LE_DOING_MAINT, -1, n, rb, -1)
+            ln[L_MODE] = MODE_MAINTENANCE
+        elif freeze_all:
+            _ev(levbuf, lclu, lev.LE_STOP_FREEZE, -1, n, rb, -1)
+            ln[L_MODE] = MODE_RESTART
+        else:
+            _ev(levbuf, lclu, lev.LE_STOP_ALL, -1, n, -1, -1)
+            ln[L_MODE] = MODE_SHUTDOWN
+    elif ln[L_MODE] == MODE_MAINTENANCE:
+        _ev(levbuf, lclu, lev.LE_RESTART_IN_MAINT, -1, n, -1, -1)
+    else:
+        _ev(levbuf, lclu, lev.LE_RESTART_FREEZE, -1, n, -1, -1)
+        ln[L_MODE] = MODE_RESTART
+    ln[L_SHUTDOWN] = 1
+    if not _update_lrm_status(ln, lr):
+        _ev(levbuf, lclu, lev.LE_STATUS_WRITE_FAILED, -1, n, -1, -1)
+
+
+@njit(cache=True)
+def _active_round(svc, nodes, clu, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order) -> bool:
+    """The work of an active round; True to shut down (the daemon exits)."""
+    _update_service_status(svc, nodes, clu, ln, n)
+    if ln[L_SHUTDOWN]:
+        if ln[L_MODE] == MODE_RESTART:
+            workers = _run_workers(svc, ln, lw, lr, lcfg, lclu, levbuf, n, order)
+            if _active_service_count(svc, n) == 0 and workers == 0:
+                _release(ln)
+                return True
+        elif _run_workers(svc, ln, lw, lr, lcfg, lclu, levbuf, n, order) == 0:
+            if ln[L_ERRORS] == 0:
+                _release(ln)
+            return True
+        return False
+    _manage_resources(svc, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order)
+    return False
+
+
+@njit(cache=True)
+def _work(svc, nodes, clu, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order) -> bool:
     """One ``do_one_iteration`` of node ``n``'s LRM (LRM.pm ``work``): state changes first, then
-    that state's work."""
-    if ln[L_STATE] == LS_STARTUP:  # the constructor's status change
-        _set_state(ln, lclu, levbuf, n, LS_WAIT)
+    that state's work; False when the daemon exits."""
     if not ln[L_STARTED]:
         if _update_lrm_status(ln, lr):
             ln[L_STARTED] = 1
         else:
-            return
+            return not ln[L_SHUTDOWN]
     state = ln[L_STATE]
-    _update_service_status(nodes, clu, ln, n)
+    _update_service_status(svc, nodes, clu, ln, n)
     fence = _fence_requested(svc, nodes, n)
     # do state changes first
     if state == LS_WAIT:
@@ -465,20 +578,43 @@ def _work(svc, nodes, clu, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order) -
     # do work
     state = ln[L_STATE]
     if state == LS_WAIT:
+        if ln[L_SHUTDOWN]:
+            return False
         _update_lrm_status(ln, lr)
     elif state == LS_ACTIVE:
-        _update_service_status(nodes, clu, ln, n)
-        _manage_resources(svc, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order)
+        shutdown = _active_round(
+            svc, nodes, clu, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order
+        )
         _update_lrm_status(ln, lr)
+        if shutdown:
+            return False
+    elif state == LS_LOST:  # wait for the lock (or the watchdog)
+        if ln[L_SHUTDOWN]:
+            count = _active_service_count(svc, n)
+            if count > 0:
+                _ev(levbuf, lclu, lev.LE_LOST_SHUTDOWN, -1, n, count, -1)
+                # restart mode and an infinite stop timeout: exit, the services untouched
+                if ln[L_MODE] == MODE_RESTART and ln[L_CLOCK] - ln[L_STATE_TIME] > 90:
+                    _ev(levbuf, lclu, lev.LE_LOST_GIVEUP, -1, n, -1, -1)
+                    return False
+            else:  # every service stopped: the watchdog can be closed
+                ln[L_WD] = 0
+                return False
     elif state == LS_MAINTENANCE:
-        _update_service_status(nodes, clu, ln, n)
+        _update_service_status(svc, nodes, clu, ln, n)
+        exit_lrm = False
         if _active_service_count(svc, n) == 0 and (
             _run_workers(svc, ln, lw, lr, lcfg, lclu, levbuf, n, order) == 0
         ):
             _release(ln)
-        _manage_resources(svc, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order)
+            if ln[L_SHUTDOWN]:
+                exit_lrm = True
+        if not exit_lrm:
+            _manage_resources(svc, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order)
         _update_lrm_status(ln, lr)
-    # lost_agent_lock: wait for the lock (or the watchdog)
+        if exit_lrm:
+            return False
+    return True
 
 
 @njit(cache=True)
@@ -507,8 +643,16 @@ def _lrm_round_one(svc, nodes, clu, ln, lw, lr, lcfg, lclu, levbuf) -> None:
             j -= 1
     order = np.empty(ns, dtype=np.int64)
     for n in range(ln.shape[0]):
-        if ln[n, L_RUNS]:
-            _work(svc, nodes, clu, ln[n], lw[n], lr[n], lcfg, lclu, levbuf, n, ss_order, order)
+        ln[n, L_EXITED] = 0
+        if not ln[n, L_RUNS]:
+            continue
+        if ln[n, L_STATE] == LS_STARTUP:  # a new daemon: its constructor's status change
+            _set_state(ln[n], lclu, levbuf, n, LS_WAIT)
+        kind = ln[n, L_SHUTDOWN_REQ]
+        if kind:
+            _request_shutdown(svc, ln[n], lw[n], lr[n], lclu, levbuf, n, kind, ss_order)
+        if not _work(svc, nodes, clu, ln[n], lw[n], lr[n], lcfg, lclu, levbuf, n, ss_order, order):
+            ln[n, L_EXITED] = 1
 
 
 @njit(cache=True)
@@ -577,6 +721,11 @@ def reset_node(lnodes: np.ndarray, lwork: np.ndarray, lres: np.ndarray, c: int, 
     ln[L_IDLE] = 0
     ln[L_WD] = 0
     ln[L_SEQ] = 0
+    ln[L_SHUTDOWN] = 0
+    ln[L_ERRORS] = 0
+    ln[L_SS_READ] = 0
+    ln[L_STATE_TIME] = 0
+    ln[L_EXITED] = 0
     lwork[c, n] = 0
     lwork[c, n, :, W_STATE] = W_NONE
     lwork[c, n, :, W_DONE] = NO_RESULT

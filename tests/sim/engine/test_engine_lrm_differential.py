@@ -56,6 +56,33 @@ def test_sample_identical_and_features_exercised() -> None:
         assert features[name] > 0, name
 
 
+#: per shutdown policy, the event its node shutdowns and reboots must show
+POLICY_EVENTS = {
+    "conditional": ("lrm stop_freeze", "lrm stop_all"),  # reboot: freeze; shutdown: stop
+    "freeze": ("lrm stop_freeze",),
+    "failover": ("lrm stop_all",),
+    "migrate": ("lrm doing_maint",),
+}
+
+
+def test_shutdown_sample_identical_for_every_policy() -> None:
+    """A sample tilted towards shutdown requests (one per 20 daemon rounds), two examples for
+    each shutdown policy."""
+    total: Counter[str] = Counter()
+    for policy, name in enumerate(differential.k.SHUTDOWN_POLICIES):
+        features: Counter[str] = Counter()
+        for seed in range(2):
+            out = differential.run_lrm_example(seed, p_shutdown=0.05, shutdown_policy=policy)
+            assert out.identical, out.difference
+            features.update(out.features)
+        assert features[f"lrm shutdown policy {name}"] > 0, name
+        for event in POLICY_EVENTS[name]:
+            assert features[event] > 0, (name, event)
+        total.update(features)
+    for name in ("lrm restart_freeze", "lrm lost_shutdown", "lrm lost_giveup", "lrm exited"):
+        assert total[name] > 0, name
+
+
 def test_plain_python_lrm_is_the_compiled_one() -> None:
     """Control for the mutants: the unmutated source run as plain Python is identical too."""
     plain = _plain_lrm(_lrm_source())
@@ -85,11 +112,6 @@ def test_plain_python_lrm_is_the_compiled_one() -> None:
             "    elif not _get_lock(ln):\n        _set_state(ln, lclu, levbuf, n, LS_LOST)",
             "    elif not _get_lock(ln):\n        pass",
         ),
-        # the fork order: the most tried first
-        (
-            "lw[order[j - 1], W_TRIES] < lw[order[j], W_TRIES]",
-            "lw[order[j - 1], W_TRIES] > lw[order[j], W_TRIES]",
-        ),
         # a finished job prunes the results of uids the manager no longer knows
         (
             "svc[t, F_STATE] == SS_ABSENT or svc[t, F_UID] != lr[t, R_UID]",
@@ -97,9 +119,18 @@ def test_plain_python_lrm_is_the_compiled_one() -> None:
         ),
         # 'stopped' runs again every round, other requests once
         (
-            "if state != SS_STOPPED and lr[s, R_CODE] != NO_RESULT",
-            "if lr[s, R_CODE] != NO_RESULT",
+            "if state != SS_STOPPED and uid != NONE and lr[s, R_CODE] != NO_RESULT",
+            "if uid != NONE and lr[s, R_CODE] != NO_RESULT",
         ),
+        # the conditional policy freezes on a reboot, stops on a shutdown
+        ("        freeze_all = reboot\n", "        freeze_all = not reboot\n"),
+        # a node shutdown queues a stop job for each of its services
+        (
+            "                _queue_resource_command(ln, lw, lr, s, NONE, SS_REQUEST_STOP, NONE, NONE)",
+            "                pass",
+        ),
+        # a shutdown with failed stop jobs keeps its lock and watchdog
+        ("            if ln[L_ERRORS] == 0:\n", "            if True:\n"),
     ],
 )
 def test_mutated_lrm_transition_is_reported(original: str, mutant: str) -> None:
@@ -109,7 +140,7 @@ def test_mutated_lrm_transition_is_reported(original: str, mutant: str) -> None:
     first = next(
         (
             out
-            for seed in range(6)
+            for seed in range(16)
             for out in (differential.run_lrm_example(seed, rounds=60, lrm=broken),)
             if not out.identical
         ),
