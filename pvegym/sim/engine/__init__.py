@@ -34,9 +34,10 @@ Design
   ``steal_service``, a stop command's requested state). With the LRMs
   (:func:`~pvegym.sim.engine.lrm.lrm_round` after each CRM round), the LRM modes and results are
   no longer inputs: :func:`~pvegym.sim.engine.lrm.publish` reads them from the LRM status each
-  LRM wrote; the LRMs' inputs are whether each daemon runs, is quorate and can take its agent
-  lock, ``max_workers``, and when a forked job ends with which exit code (``waitpid``'s answer:
-  what a job does is the hardware's).
+  LRM wrote; the LRMs' inputs are whether each daemon runs (a new one after a boot or an exit:
+  :func:`~pvegym.sim.engine.lrm.reset_node`), is quorate and can take its agent lock, its clock,
+  a shutdown request and the datacenter's shutdown policy, ``max_workers``, and when a forked job
+  ends with which exit code (``waitpid``'s answer: what a job does is the hardware's).
 
 Coverage (what the differential check proves identical)
 -------------------------------------------------------
@@ -59,13 +60,16 @@ example, as random ones of 60 rounds do not reach it), the LRM
 status it writes (mode and results, read by the CRM's next round), ``manage_resources`` in the
 service status's order, the worker table (a request not queued twice, ``stopped`` always,
 ``max_workers`` forked at once, the most tried first, every call of ``run_workers`` with its nine
-polls), the results pruned to the uids the manager knows, and the restart policy
-(``max_restart``, then the CRM's relocation with ``max_relocate``).
+polls), the results pruned to the uids the manager knows, the restart policy (``max_restart``,
+then the CRM's relocation with ``max_relocate``), and shutdown requests — an LRM restart, a node
+reboot or shutdown — under each shutdown policy (conditional, freeze, failover, migrate): the
+``restart``/``shutdown``/``maintenance`` modes they set, a node shutdown's stop jobs, the
+daemon's exit from each state (with the 90 s a lost lock may last under an LRM restart).
 
-Not yet: the LRM's shutdown requests (node shutdown and reboot, LRM restart: the ``restart`` and
-``shutdown`` modes, the shutdown policies freeze/failover/conditional/migrate, stop jobs),
-``max_workers = 0`` (jobs run in place), a failing fork, a job killed by a signal or failing to
-execute (exit status -1; it would read as ``NO_RESULT``), rules and HA groups,
+Not yet: in the LRM, ``max_workers = 0`` (jobs run in place), a failing fork, a job killed by a
+signal or failing to execute (exit status -1; it would read as ``NO_RESULT``), an unknown
+shutdown policy; outside the differential check nothing runs the CRM and the LRMs together yet
+(a round is ``lrm.publish``, ``crm.manage``, ``lrm.lrm_round`` in turn); rules and HA groups,
 static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
 path (the port's steady state; the engine has none yet, so there is nothing to check on and off).
@@ -76,7 +80,7 @@ Each new part follows the same steps: mirror the port's function (same order of 
 events) over new columns of the arrays, add its inputs to :class:`~pvegym.sim.engine.differential.RoundInput`
 and both sides' ``load``/``step``, let :class:`~pvegym.sim.engine.differential.History` exercise it,
 and count it in the test's feature list; a mutant of one of its transitions must be reported. Next:
-the LRM's shutdown requests; then node affinity rules and groups (compiled to per-service node-priority arrays outside the kernel, as
+node affinity rules and groups (compiled to per-service node-priority arrays outside the kernel, as
 ``Rules.compile`` does once per config change) and resource affinity; then the static CRS mode.
 
 Found on the way: with ``disarm-ha ignore`` the port (as upstream's ``handle_disarm``) prunes the
