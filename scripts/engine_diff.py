@@ -1,6 +1,7 @@
 """The differential check of the HA engine against the port (issue 31 item 2).
 
     .venv/bin/python scripts/engine_diff.py --examples 300 --seed 0
+    .venv/bin/python scripts/engine_diff.py --lrm --examples 300 --seed 0
     .venv/bin/python scripts/engine_diff.py --scenarios all --seeds 10
 
 ``--scenarios`` (names, scenario files, or ``all``: every catalog scenario and every file of
@@ -14,7 +15,11 @@ scheduler). The last line is ``N of N identical`` or counts and names the differ
 
 Runs ``--examples`` random examples (:mod:`pvegym.sim.engine.differential`: a random cluster and
 history, ``--rounds`` CRM rounds each, seeds ``seed, seed+1, …``) through the port and the engine
-and compares them round by round. Prints progress, then how often each feature was exercised
+and compares them round by round. ``--lrm``: the CRM with every node's LRM
+(``run_lrm_example``: the LRM results are the LRMs' output, their states, workers, results and
+log lines are compared too) instead of the CRM alone with the LRM results as an input.
+``--jobs J`` runs the examples in J processes (the results are taken in seed order, so the
+output is that of one process). Prints progress, then how often each feature was exercised
 (events and state changes of the engine's log, summed over all examples), then as its last line
 exactly ``N of N identical`` or the first difference.
 """
@@ -22,11 +27,18 @@ exactly ``N of N identical`` or the first difference.
 from __future__ import annotations
 
 import argparse
+import functools
+import multiprocessing
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 
-from pvegym.sim.engine.differential import run_example
+from pvegym.sim.engine.differential import Outcome, run_example, run_lrm_example
+
+
+def _run(seed: int, rounds: int, lrm: bool) -> Outcome:
+    return (run_lrm_example if lrm else run_example)(seed, rounds=rounds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,24 +62,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--duration", type=float, help="with --scenarios: end each episode after this many s"
     )
+    ap.add_argument("--lrm", action="store_true", help="the CRM with the LRMs (run_lrm_example)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     args = ap.parse_args(argv)
     if args.scenarios:
         return _scenarios(args)
-    if args.examples < 1 or args.rounds < 1 or args.seed < 0:
-        print("engine_diff: --examples and --rounds must be >= 1, --seed >= 0", file=sys.stderr)
+    if args.examples < 1 or args.rounds < 1 or args.seed < 0 or args.jobs < 1:
+        print(
+            "engine_diff: --examples, --rounds and --jobs must be >= 1, --seed >= 0",
+            file=sys.stderr,
+        )
         return 2
     features: Counter[str] = Counter()
     t0 = time.monotonic()
-    for i in range(args.examples):
-        seed = args.seed + i
-        out = run_example(seed, rounds=args.rounds)
+    seeds = range(args.seed, args.seed + args.examples)
+    run = functools.partial(_run, rounds=args.rounds, lrm=args.lrm)
+    pool = multiprocessing.Pool(args.jobs) if args.jobs > 1 else None
+    outcomes: Iterator[Outcome] = pool.imap(run, seeds, chunksize=8) if pool else map(run, seeds)
+    for i, out in enumerate(outcomes):
         if not out.identical:
+            if pool:
+                pool.terminate()
             print(f"{i} of {args.examples} identical; first difference: {out.difference}")
             return 1
         features.update(out.features)
         if (i + 1) % max(1, args.examples // 20) == 0:
             print(f"  {i + 1}/{args.examples} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
-    print("features exercised (engine events, summed):")
+    if pool:
+        pool.close()
+    print("features exercised (engine events and LRM states, summed):")
     for name in sorted(features):
         print(f"  {name:28s} {features[name]}")
     print(f"{args.examples} of {args.examples} identical")

@@ -16,6 +16,9 @@ Design
   membership, LRM mode and agent lock, the maintenance request, the usage count), the nodes'
   last-online times ``last_online[c, n]`` (s; NaN: never; the last column is the undefined
   node's) and cluster scalars ``clu[c, K_*]`` (disarm, uid counter, settings, event count).
+  The LRMs' state is in arrays of their own (:mod:`~pvegym.sim.engine.lrm`): one daemon per node
+  ``lnodes[c, n, L_*]``, the worker table ``lwork[c, n, s, W_*]``, results and restart counters
+  ``lres[c, n, s, R_*]``, the per-service LRM config ``lcfg[c, s, C_*]``, ``lclu[c, LK_*]``.
   Services and nodes are indexed in upstream's iteration order (sorted ids). Layout and codes:
   :mod:`~pvegym.sim.engine.codes`.
 * **Integer codes** for service, config, node and LRM states, commands and exit codes.
@@ -28,7 +31,13 @@ Design
   the service config. This is what the CRM
   master reads through ``PVE::HA::Env``; the outputs are the manager status (service and node
   status, node requests, disarm) and the config changes the master writes (recovery's
-  ``steal_service``, a stop command's requested state).
+  ``steal_service``, a stop command's requested state). With the LRMs
+  (:func:`~pvegym.sim.engine.lrm.lrm_round` after each CRM round), the LRM modes and results are
+  no longer inputs: :func:`~pvegym.sim.engine.lrm.publish` reads them from the LRM status each
+  LRM wrote; the LRMs' inputs are whether each daemon runs (a new one after a boot or an exit:
+  :func:`~pvegym.sim.engine.lrm.reset_node`), is quorate and can take its agent lock, its clock,
+  a shutdown request and the datacenter's shutdown policy, ``max_workers``, and when a forked job
+  ends with which exit code (``waitpid``'s answer: what a job does is the hardware's).
 
 Coverage (what the differential check proves identical)
 -------------------------------------------------------
@@ -43,11 +52,29 @@ maintenance fallback), repeated until no state changes; ``load_balance`` with th
 answer as an input (the motion queued and logged as upstream's; the balancer itself — a policy
 deciding on a :class:`~pvegym.sim.view.ClusterView` — stays outside the engine).
 
+:mod:`~pvegym.sim.engine.lrm` — every node's LRM daemon (``LRM::do_one_iteration``, checked with
+the CRM by ``scripts/engine_diff.py --lrm``): the startup write, the states wait_for_agent_lock /
+active / maintenance / lost_agent_lock and their changes (fence requests, the agent lock and its
+watchdog, maintenance and disarm modes from the manager status, the 60 idle rounds — a directed
+example, as random ones of 60 rounds do not reach it), the LRM
+status it writes (mode and results, read by the CRM's next round), ``manage_resources`` in the
+service status's order, the worker table (a request not queued twice, ``stopped`` always,
+``max_workers`` forked at once, the most tried first, every call of ``run_workers`` with its nine
+polls), the results pruned to the uids the manager knows, the restart policy (``max_restart``,
+then the CRM's relocation with ``max_relocate``), and shutdown requests — an LRM restart, a node
+reboot or shutdown — under each shutdown policy (conditional, freeze, failover, migrate): the
+``restart``/``shutdown``/``maintenance`` modes they set, a node shutdown's stop jobs, the
+daemon's exit from each state (with the 90 s a lost lock may last under an LRM restart).
+
 In the simulation: ``ha_stack = "engine"`` (:mod:`pvegym.sim.engine_stack`) runs this round as
 the CRM master's, with the port's LRMs and CRM daemon around it on the model's hardware;
 ``scripts/engine_diff.py --scenarios`` compares whole episodes with the full stack.
 
-Not yet: the LRM (agent lock, workers, ``max_restart``, shutdown policies), rules and HA groups,
+Not yet: in the LRM, ``max_workers = 0`` (jobs run in place), a failing fork, a job killed by a
+signal or failing to execute (exit status -1; it would read as ``NO_RESULT``), an unknown
+shutdown policy; outside the differential check nothing runs the compiled CRM and LRMs together
+yet (a round is ``lrm.publish``, ``crm.manage``, ``lrm.lrm_round`` in turn; the engine stack
+still uses the port's LRMs); rules and HA groups,
 static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
 path (the port's steady state; the engine has none yet, so there is nothing to check on and off).
@@ -58,9 +85,7 @@ Each new part follows the same steps: mirror the port's function (same order of 
 events) over new columns of the arrays, add its inputs to :class:`~pvegym.sim.engine.differential.RoundInput`
 and both sides' ``load``/``step``, let :class:`~pvegym.sim.engine.differential.History` exercise it,
 and count it in the test's feature list; a mutant of one of its transitions must be reported. Next:
-the LRM (per node: agent lock, mode, a worker table of ``max_workers`` slots; per service: restart
-counter, the running state), which turns the LRM results from inputs into outputs; then node
-affinity rules and groups (compiled to per-service node-priority arrays outside the kernel, as
+node affinity rules and groups (compiled to per-service node-priority arrays outside the kernel, as
 ``Rules.compile`` does once per config change) and resource affinity; then the static CRS mode.
 
 Found on the way: with ``disarm-ha ignore`` the port (as upstream's ``handle_disarm``) prunes the

@@ -163,3 +163,97 @@ ENGINE_ERRORS = (
     "failed_nodes list full",
     "a service to fence on an undefined node",
 )
+
+# ================================================================ the LRM (engine/lrm.py)
+# ``PVE::HA::LRM`` (LRM.pm, port: pvegym/sim/ha/lrm.py). Its state is in arrays of its own, each
+# with the leading cluster axis: ``lnodes[c, n, L_*]`` (one LRM daemon per node), the worker table
+# ``lwork[c, n, s, W_*]`` (upstream's ``$self->{workers}``: one entry per service at most, queued
+# or forked; at most ``max_workers`` forked), the per-node, per-service results and restart
+# counters ``lres[c, n, s, R_*]``, the per-service LRM config ``lcfg[c, s, C_*]`` and the
+# cluster's LRM scalars ``lclu[c, LK_*]``.
+
+# ---------------------------------------------------------------- LRM states (``status->{state}``)
+LS_WAIT = 0  # wait_for_agent_lock
+LS_ACTIVE = 1
+LS_LOST = 2  # lost_agent_lock
+LS_MAINTENANCE = 3
+LS_STARTUP = 4  # a new daemon: 'startup', before its constructor's first status change
+LRM_STATES = ("wait_for_agent_lock", "active", "lost_agent_lock", "maintenance", "startup")
+
+# ---------------------------------------------------------------- the LRM's own modes
+MODE_SHUTDOWN = 5  # stop all services (a node shutdown under 'failover' or 'conditional')
+LRM_MODE_NAMES = (*LRM_MODES, "shutdown")
+
+# ---------------------------------------------------------------- shutdown requests (input)
+SD_NONE = 0
+SD_RESTART = 1  # the LRM daemon restarts (``is_node_shutdown``: no shutdown, no reboot)
+SD_REBOOT = 2  # the node reboots
+SD_POWEROFF = 3  # the node shuts down
+# datacenter.cfg ``ha: shutdown_policy`` (default conditional)
+POLICY_CONDITIONAL = 0
+POLICY_FREEZE = 1
+POLICY_FAILOVER = 2
+POLICY_MIGRATE = 3
+SHUTDOWN_POLICIES = ("conditional", "freeze", "failover", "migrate")
+
+# ---------------------------------------------------------------- LRM exit codes (Tools.pm)
+ETRY_AGAIN = 2  # the LRM retries a failed start (restart policy); the CRM is not told
+EUNKNOWN_SERVICE = 7
+
+# ---------------------------------------------------------------- node fields (lnodes[c, n, L])
+L_STATE = 0
+L_MODE = 1  # MODE_ACTIVE / _MAINTENANCE / _DISARM / _RESTART / _SHUTDOWN (``$self->{mode}``)
+L_STARTED = 2  # ``wrote_lrm_status_at_startup``
+L_IDLE = 3  # ``active_idle_rounds``
+L_WD = 4  # the agent watchdog is open
+L_SEQ = 5  # last insertion number of the worker table (its dict order)
+L_W_MODE = 6  # the mode of the LRM status last written (MODE_UNKNOWN: never written)
+L_RUNS = 7  # the daemon runs this round (input; 0: the node is off)
+L_QUORATE = 8  # the node is in the quorate partition (input)
+L_LOCK = 9  # the daemon can take or renew its agent lock (input)
+L_MAX_WORKERS = 10  # datacenter.cfg ``max_workers`` (>= 1; input)
+L_SHUTDOWN_REQ = 11  # a shutdown request this round, SD_* (input)
+L_SHUTDOWN = 12  # ``shutdown_request``: in shutdown
+L_ERRORS = 13  # ``shutdown_errors``: failed stop jobs of the shutdown
+L_SS_READ = 14  # the service status the daemon read last was not empty (it is the live one)
+L_CLOCK = 15  # the daemon's clock (s): the iteration's start (input), then its sleeps
+L_STATE_TIME = 16  # ``state_change_time`` (s)
+L_EXITED = 17  # the daemon exited this round (output; it runs no more)
+N_LRM_NODE_FIELDS = 18
+
+# ---------------------------------------------------------------- worker fields (lwork[c, n, s, W])
+W_NONE = 0
+W_QUEUED = 1
+W_FORKED = 2
+W_STATE = 0  # W_NONE / W_QUEUED / W_FORKED
+W_UID = 1  # the request's uid (NONE: a shutdown's stop job)
+W_CMD = 2  # the service state it runs (SS_*)
+W_TARGET = 3  # its parameters: target node, stop timeout (NONE: none)
+W_TIMEOUT = 4
+W_TRIES = 5  # ``start_tries``
+W_SEQ = 6  # insertion number (dict order)
+W_DONE = 7  # the job's exit code if it ends this round (input, consumed), else NO_RESULT
+N_WORKER_FIELDS = 8
+POLLS = 9  # polls of one ``run_workers`` call: every second for 8 s (LRM.pm ``run_workers``)
+
+# ---------------------------------------------------------------- result fields (lres[c, n, s, R])
+R_UID = 0  # ``results->{uid}``: at most one per service (the others are pruned)
+R_CODE = 1  # its exit code, NO_RESULT if none
+R_CMD = 2  # the state it answered
+R_W_UID = 3  # the result in the LRM status last written (what the CRM reads)
+R_W_CODE = 4
+R_TRIES = 5  # ``restart_tries``
+N_RESULT_FIELDS = 6
+
+# ---------------------------------------------------------------- per-service fields (lcfg[c, s, C])
+C_MAX_RESTART = 0  # service config ``max_restart``
+C_SEEN = 1  # in the service status at the last LRM round
+C_SS_SEQ = 2  # its insertion number in the service status (the order the LRM walks it in)
+N_LRM_SVC_FIELDS = 3
+
+# ---------------------------------------------------------------- cluster fields (lclu[c, LK])
+LK_SS_SEQ = 0
+LK_N_EVENTS = 1
+LK_ERROR = 2  # 1: the event buffer is full
+LK_POLICY = 3  # the shutdown policy, POLICY_*
+N_LRM_CLU_FIELDS = 4

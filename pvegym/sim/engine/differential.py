@@ -20,6 +20,7 @@ This module is the only one of :mod:`pvegym.sim.engine` that imports the port.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,10 +31,12 @@ import numpy as np
 
 from pvegym.sim.engine import codes as k
 from pvegym.sim.engine.events import EV_WIDTH, EVENT_NAMES, format_events, unpack_failed
+from pvegym.sim.engine.lrm_events import LRM_EVENT_NAMES, format_lrm_events
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import Groups
+from pvegym.sim.ha.lrm import LRM
 from pvegym.sim.ha.manager import Manager
-from pvegym.sim.ha.resources import ResourcePlugin
+from pvegym.sim.ha.resources import Job, ResourcePlugin
 from pvegym.sim.ha.rules import Rules
 from pvegym.sim.view import Balancer, ClusterView, Motion
 
@@ -55,6 +58,12 @@ class Cluster:
     max_relocate: list[int]
     failback: list[int]
     rebalance_on_start: bool
+    #: the LRM's config (:func:`random_lrm_cluster`): datacenter.cfg ``max_workers`` and each
+    #: service's ``max_restart`` (empty: 1 each, the service config's default)
+    max_workers: int = 4
+    max_restart: list[int] = field(default_factory=list)
+    #: datacenter.cfg ``ha: shutdown_policy`` (codes.POLICY_*)
+    shutdown_policy: int = k.POLICY_CONDITIONAL
 
 
 @dataclass
@@ -157,7 +166,7 @@ class _CrmEnv(HAEnv):
                 "type": typ,
                 "name": name,
                 "failback": cl.failback[i],
-                "max_restart": 1,
+                "max_restart": cl.max_restart[i] if cl.max_restart else 1,
                 "max_relocate": cl.max_relocate[i],
             }
         self.logs: list[tuple[str, str]] = []
@@ -738,3 +747,514 @@ def _count(features: Counter[str], events: np.ndarray, snap: Snapshot) -> None:
             features[f"state {k.SERVICE_STATES[int(row[3])]}"] += 1
         elif kind == ev.E_NODE_STATE:
             features[f"node {k.NODE_STATES[int(row[4])]}"] += 1
+
+
+# ---------------------------------------------------------------------------- CRM + LRM
+# The CRM and every node's LRM, the LRM results an output of the LRMs (their LRM status files)
+# instead of an input. A round: the CRM master's round, then one iteration of every running LRM
+# in node order. The hardware's inputs per round (:class:`LrmInput`): which LRM daemons run
+# (a node powered off, or reset by its watchdog, runs none; a node cut from the network runs its
+# LRM without quorum), whether each can take its agent lock, and which forked jobs end with which
+# exit code (``waitpid``'s answer; what a job does is the hardware's, so it is not run).
+
+#: exit codes a job ends with (-1 and signals are not covered) and their weights
+JOB_CODES = (k.SUCCESS, k.ERROR, k.ETRY_AGAIN, k.EWRONG_NODE, k.IGNORED, k.EUNKNOWN_SERVICE)
+_JOB_WEIGHTS = np.array([0.6, 0.2, 0.05, 0.05, 0.05, 0.05])
+
+
+@dataclass
+class LrmInput:
+    """One round's inputs: the CRM's (:class:`RoundInput`; its ``modes`` and ``results`` are not
+    used, the LRMs write them) and the LRMs' hardware."""
+
+    crm: RoundInput
+    runs: list[bool]
+    quorate: list[bool]
+    lrm_locks: list[bool]
+    #: done[n][s]: the exit code node n's job for service s ends with this round, else NO_RESULT
+    done: np.ndarray
+    #: per node: a shutdown request (codes.SD_*) this round; empty: none
+    shutdown: list[int] = field(default_factory=list)
+
+
+@dataclass
+class HASnapshot:
+    crm: Snapshot
+    #: per node: None (no daemon runs), else (state, mode, watchdog open, idle rounds, workers in
+    #: table order, results, restart tries, written mode, written results, shutting down, failed
+    #: stop jobs, exited this round)
+    lrms: list[tuple[Any, ...] | None]
+    lrm_log: list[tuple[str, str, str]]
+
+
+def random_lrm_cluster(rng: np.random.Generator) -> Cluster:
+    cl = random_cluster(rng)
+    cl.max_workers = int(rng.integers(1, 5))
+    cl.max_restart = [int(rng.integers(0, 3)) for _ in cl.sids]
+    cl.shutdown_policy = int(rng.integers(len(k.SHUTDOWN_POLICIES)))
+    return cl
+
+
+class LrmHistory(History):
+    """:class:`History` and the LRMs' hardware: a node that goes down is cut from the network
+    (its LRM runs without quorum) or powered off, either half the time; a cut node whose agent
+    lock the master could take was reset by its watchdog (off until it comes back); an LRM
+    sometimes fails to renew its lock for a few rounds; a forked job ends in a round with
+    probability 0.45. A running daemon of an online node is sometimes asked to shut down (an LRM
+    restart, a node reboot or shutdown); when it exits, a restarted LRM runs again at once and a
+    node that shuts down goes off (its agent lock released: the master may take it at once)."""
+
+    def __init__(self, cl: Cluster, rng: np.random.Generator, p_shutdown: float = 0.008) -> None:
+        super().__init__(cl, rng)
+        nn = len(cl.nodes)
+        self.p_shutdown = p_shutdown  # per running daemon and round
+        self.cut = [False] * nn
+        self.lock_loss = [0] * nn
+        self.stopping = [k.SD_NONE] * nn  # a shutdown requested, not yet exited
+        self.alive = [False] * nn  # a daemon ran last round and did not exit
+
+    def next_lrm(self, exited: list[bool] | None = None) -> LrmInput:
+        """The next round's inputs; ``exited``: which daemons exited last round."""
+        rng, cl = self.rng, self.cl
+        nn, ns = len(cl.nodes), len(cl.sids)
+        for n in range(nn):
+            if exited and exited[n]:
+                self.alive[n] = False
+                if self.stopping[n] in (k.SD_REBOOT, k.SD_POWEROFF):
+                    self.online[n] = False
+                    self.down_for[n] = self.lock_after[n] = 0
+                    self.cut[n] = False
+                self.stopping[n] = k.SD_NONE
+        was_online = list(self.online)
+        crm = self.next()
+        crm.results = [None] * ns
+        runs, locks = [], []
+        for n in range(nn):
+            if was_online[n] and not self.online[n]:
+                self.cut[n] = bool(rng.random() < 0.5)
+            runs.append(self.online[n] or (self.cut[n] and not crm.locks[n]))
+            if self.lock_loss[n] > 0:
+                self.lock_loss[n] -= 1
+            elif rng.random() < 0.02:
+                self.lock_loss[n] = int(rng.integers(1, 4))
+            locks.append(self.online[n] and self.lock_loss[n] == 0)
+        codes = np.array(JOB_CODES)[rng.choice(len(JOB_CODES), size=(nn, ns), p=_JOB_WEIGHTS)]
+        done = np.where(rng.random((nn, ns)) < 0.45, codes, k.NO_RESULT)
+        shutdown = [k.SD_NONE] * nn
+        for n in range(nn):
+            if not runs[n]:  # the daemon is gone (node off)
+                self.alive[n] = False
+                self.stopping[n] = k.SD_NONE
+            elif (
+                self.alive[n]
+                and self.online[n]
+                and self.stopping[n] == k.SD_NONE
+                and rng.random() < self.p_shutdown
+            ):
+                shutdown[n] = self.stopping[n] = int(rng.integers(1, 4))
+            self.alive[n] = runs[n]
+        return LrmInput(crm, runs, list(self.online), locks, done, shutdown)
+
+
+def _job_code(code: int, state: str | None, has_target: bool) -> int:
+    """A job's exit code as the hardware answers: a move without a target fails (:func:`lrm_code`)."""
+    return lrm_code(code, state, has_target) if code != k.NO_RESULT else code
+
+
+class _HaCrmEnv(_CrmEnv):
+    """The master's environment whose LRM status files the LRMs write."""
+
+    def __init__(self, cl: Cluster) -> None:
+        super().__init__(cl)
+        self.lrm_status: dict[str, dict[str, Any]] = {}
+        self.lrm_logs: list[tuple[str, str, str]] = []
+
+    def read_lrm_status(self, node: str | None = None) -> dict[str, Any]:
+        assert node is not None
+        return self.lrm_status.get(node, {})
+
+
+class _Handle:
+    """A forked job (its sid is found in the LRM's worker table)."""
+
+
+class _LrmEnv(_CrmEnv):
+    """Node ``n``'s LRM environment over the master's file system ``fs``."""
+
+    def __init__(self, fs: _HaCrmEnv, n: int) -> None:
+        super().__init__(fs.cl)
+        self.fs, self.n, self.node = fs, n, fs.cl.nodes[n]
+        self.t = 0.0
+        self.delay = 0.0
+        self.is_quorate = False
+        self.lock = False
+        self.done: dict[str, int] = {}
+        self.sd_kind = k.SD_NONE
+        self.lrm: LRM | None = None
+
+    def nodename(self) -> str:
+        return self.node
+
+    def get_time(self) -> float:
+        return self.t + self.delay
+
+    def sleep(self, delay: float) -> None:
+        self.delay += delay
+
+    def sleep_until(self, end_time: float) -> None:
+        self.delay = max(self.delay, end_time - self.t)
+
+    def start_at(self, t: float) -> None:
+        self.t, self.delay = t, 0.0
+
+    def write_log(self, level: str, msg: str) -> None:
+        self.fs.lrm_logs.append((self.node, level, msg.rstrip("\n")))
+
+    def read_manager_status(self) -> dict[str, Any]:
+        return self.fs.ms
+
+    def read_lrm_status(self, node: str | None = None) -> dict[str, Any]:
+        return self.fs.lrm_status.get(node or self.node, {})
+
+    def write_lrm_status(self, status: dict[str, Any]) -> None:
+        self.fs.lrm_status[self.node] = copy.deepcopy(status)  # a file: a snapshot
+
+    def read_service_config(self) -> tuple[dict[str, dict[str, Any]], str | None]:
+        return self.fs.conf, None  # read only
+
+    def quorate(self) -> bool:
+        return self.is_quorate
+
+    def is_node_shutdown(self) -> tuple[bool, bool]:
+        return self.sd_kind != k.SD_RESTART, self.sd_kind == k.SD_REBOOT
+
+    def get_datacenter_settings(self) -> dict[str, Any]:
+        dc = super().get_datacenter_settings()
+        dc["ha"] = {"shutdown_policy": k.SHUTDOWN_POLICIES[self.cl.shutdown_policy]}
+        return dc
+
+    def get_ha_agent_lock(self, node: str | None = None) -> bool:
+        return self.lock
+
+    def get_max_workers(self) -> int:
+        return self.cl.max_workers
+
+    def fork_worker(self, job: Job[int]) -> Any:
+        job.close()  # the job is the hardware's: its end is an input (waitpid)
+        return _Handle()
+
+    def waitpid(self, handle: Any) -> int | None:
+        assert self.lrm is not None
+        sid = next(s for s, w in self.lrm.workers.items() if w.get("pid") is handle)
+        code = self.done.pop(sid, None)
+        return None if code is None else code << 8
+
+
+def _drop_targetless_results(ss: dict[str, Any], statuses: dict[str, dict[str, Any]]) -> None:
+    """The written results of a move whose target ``disarm-ha ignore`` pruned are not read (the
+    upstream edge case :func:`_no_target_motion` keeps the check out of)."""
+    for sd in ss.values():
+        if _no_target_motion(sd.get("state"), sd.get("target") is not None):
+            for st in statuses.values():
+                (st.get("results") or {}).pop(sd.get("uid"), None)
+
+
+class PortHA:
+    """The port's Manager and LRMs."""
+
+    def __init__(self, cl: Cluster) -> None:
+        self.cl = cl
+        self.crm = PortCRM(cl)
+        self.fs = _HaCrmEnv(cl)
+        self.crm.env = self.fs
+        self.envs: list[_LrmEnv | None] = [None] * len(cl.nodes)
+        self.lrms: list[LRM | None] = [None] * len(cl.nodes)
+        self.exited = [False] * len(cl.nodes)
+
+    def round(self, inp: LrmInput) -> HASnapshot:
+        cl, fs = self.cl, self.fs
+        ss = self.crm.manager.ss if self.crm.manager else {}
+        _drop_targetless_results(ss, fs.lrm_status)
+        fs.lrm_logs = []
+        self.crm.step(inp.crm)
+        ss = self.crm.manager.ss if self.crm.manager else {}
+        for n in range(len(cl.nodes)):
+            if not inp.runs[n]:
+                self.envs[n] = self.lrms[n] = None
+                self.exited[n] = False
+                continue
+            env = self.envs[n]
+            if env is None or self.lrms[n] is None or self.exited[n]:
+                env = self.envs[n] = _LrmEnv(fs, n)
+                env.start_at(inp.crm.now + 1 + n)
+                env.lrm = self.lrms[n] = LRM(env)
+            lrm = self.lrms[n]
+            assert lrm is not None
+            env.is_quorate, env.lock = inp.quorate[n], inp.lrm_locks[n]
+            env.done = {}
+            for s in np.flatnonzero(inp.done[n] != k.NO_RESULT):
+                sid = cl.sids[s]
+                sd = ss.get(sid) or {}
+                code = int(inp.done[n, s])
+                env.done[sid] = _job_code(code, sd.get("state"), sd.get("target") is not None)
+            env.start_at(inp.crm.now + 1 + n)
+            if inp.shutdown and inp.shutdown[n]:
+                env.sd_kind = inp.shutdown[n]
+                lrm.request_shutdown()
+            self.exited[n] = not lrm.do_one_iteration()
+        return HASnapshot(self.crm.snapshot(), self._lrm_snapshot(ss), list(fs.lrm_logs))
+
+    def _lrm_snapshot(self, ss: dict[str, Any]) -> list[tuple[Any, ...] | None]:
+        def cur(sid: str, uid: Any) -> bool:
+            sd = ss.get(sid)
+            return sd is not None and sd.get("uid") == uid
+
+        out: list[tuple[Any, ...] | None] = []
+        for n, lrm in enumerate(self.lrms):
+            if lrm is None:
+                out.append(None)
+                continue
+            written = self.fs.lrm_status.get(self.cl.nodes[n], {})
+            out.append(
+                (
+                    lrm.status["state"],
+                    lrm.mode,
+                    lrm.ha_agent_wd is not None,
+                    lrm.active_idle_rounds,
+                    tuple(
+                        (sid, w["state"], bool(w.get("pid")), w["start_tries"], cur(sid, w["uid"]))
+                        for sid, w in lrm.workers.items()
+                    ),
+                    tuple(
+                        sorted(
+                            (r["sid"], r["state"], r["exit_code"], cur(r["sid"], uid))
+                            for uid, r in lrm.results.items()
+                        )
+                    ),
+                    tuple(sorted((sid, t) for sid, t in lrm.restart_tries.items() if t)),
+                    written.get("mode"),
+                    tuple(
+                        sorted(
+                            (r["sid"], r["exit_code"], cur(r["sid"], uid))
+                            for uid, r in (written.get("results") or {}).items()
+                        )
+                    ),
+                    bool(lrm.shutdown_request),
+                    lrm.shutdown_errors,
+                    self.exited[n],
+                )
+            )
+        return out
+
+
+class EngineHA:
+    """The engine's CRM (:class:`EngineCRM`) and LRMs (:mod:`pvegym.sim.engine.lrm`; ``lrm``: the
+    module that runs, the tests pass a mutated copy)."""
+
+    def __init__(
+        self, cl: Cluster, crm: ModuleType | None = None, lrm: ModuleType | None = None
+    ) -> None:
+        self.cl = cl
+        self.crm = EngineCRM(cl, crm)
+        self.lrm = lrm or importlib.import_module("pvegym.sim.engine.lrm")
+        nn, ns = len(cl.nodes), len(cl.sids)
+        new_state = importlib.import_module("pvegym.sim.engine.lrm").new_state
+        self.lnodes, self.lwork, self.lres, self.lcfg, self.lclu, self.levbuf = new_state(1, nn, ns)
+        self.lnodes[0, :, k.L_MAX_WORKERS] = cl.max_workers
+        self.lclu[0, k.LK_POLICY] = cl.shutdown_policy
+        if cl.max_restart:
+            self.lcfg[0, :, k.C_MAX_RESTART] = cl.max_restart
+        self.ran = [True] * nn  # new_state starts every daemon
+        self.lrm_events: np.ndarray = self.levbuf[0, :0]
+
+    def round(self, inp: LrmInput) -> HASnapshot:
+        e, cl = self.crm, self.cl
+        svc, ln, lr = e.svc[0], self.lnodes[0], self.lres[0]
+        e.load(inp.crm)
+        tl = self._targetless()  # _drop_targetless_results
+        hit = tl[None, :] & (lr[:, :, k.R_W_UID] == svc[None, :, k.F_UID])
+        lr[:, :, k.R_W_CODE][hit] = k.NO_RESULT
+        self.lrm.publish(e.svc, e.nodes, self.lnodes, self.lres)
+        e.call()
+        reset_node = importlib.import_module("pvegym.sim.engine.lrm").reset_node
+        for n in range(len(cl.nodes)):
+            if inp.runs[n] and (not self.ran[n] or ln[n, k.L_EXITED]):
+                reset_node(self.lnodes, self.lwork, self.lres, 0, n)
+            self.ran[n] = inp.runs[n]
+            ln[n, k.L_RUNS] = inp.runs[n]
+            ln[n, k.L_CLOCK] = int(inp.crm.now) + 1 + n
+            ln[n, k.L_SHUTDOWN_REQ] = inp.shutdown[n] if inp.shutdown else k.SD_NONE
+            ln[n, k.L_QUORATE] = inp.quorate[n]
+            ln[n, k.L_LOCK] = inp.lrm_locks[n]
+        done = inp.done.copy()  # _job_code: a move without a target fails
+        done[(done == k.SUCCESS) & self._targetless()[None, :]] = k.ERROR
+        self.lwork[0, :, :, k.W_DONE] = done
+        self.lrm.lrm_round(
+            e.svc,
+            e.nodes,
+            e.clu,
+            self.lnodes,
+            self.lwork,
+            self.lres,
+            self.lcfg,
+            self.lclu,
+            self.levbuf,
+        )
+        if self.lclu[0, k.LK_ERROR]:
+            raise RuntimeError("HA engine: LRM event buffer full")
+        self.lrm_events = self.levbuf[0, : int(self.lclu[0, k.LK_N_EVENTS])].copy()
+        return HASnapshot(
+            e.snapshot(),
+            self._lrm_snapshot(),
+            format_lrm_events(self.lrm_events, cl.sids, cl.nodes),
+        )
+
+    def _targetless(self) -> np.ndarray:
+        """Per service: a move whose target is gone (:func:`_no_target_motion`)."""
+        svc = self.crm.svc[0]
+        st = svc[:, k.F_STATE]
+        moving = (st == k.SS_MIGRATE) | (st == k.SS_RELOCATE) | (st == k.SS_REQUEST_START_BALANCE)
+        return np.asarray(moving & (svc[:, k.F_TARGET] < 0))
+
+    def _lrm_snapshot(self) -> list[tuple[Any, ...] | None]:
+        cl, svc = self.cl, self.crm.svc[0]
+
+        def cur(s: int, uid: int) -> bool:
+            return bool(svc[s, k.F_STATE] != k.SS_ABSENT and svc[s, k.F_UID] == uid)
+
+        out: list[tuple[Any, ...] | None] = []
+        for n in range(len(cl.nodes)):
+            ln, lw, lr = self.lnodes[0, n], self.lwork[0, n], self.lres[0, n]
+            if not ln[k.L_RUNS]:
+                out.append(None)
+                continue
+            order = sorted(
+                (int(lw[s, k.W_SEQ]), s) for s in range(len(cl.sids)) if lw[s, k.W_STATE]
+            )
+            wm = int(ln[k.L_W_MODE])
+            out.append(
+                (
+                    k.LRM_STATES[ln[k.L_STATE]],
+                    k.LRM_MODE_NAMES[ln[k.L_MODE]],
+                    bool(ln[k.L_WD]),
+                    int(ln[k.L_IDLE]),
+                    tuple(
+                        (
+                            cl.sids[s],
+                            k.SERVICE_STATES[lw[s, k.W_CMD]],
+                            bool(lw[s, k.W_STATE] == k.W_FORKED),
+                            int(lw[s, k.W_TRIES]),
+                            cur(s, int(lw[s, k.W_UID])),
+                        )
+                        for _, s in order
+                    ),
+                    tuple(
+                        (
+                            cl.sids[s],
+                            k.SERVICE_STATES[lr[s, k.R_CMD]],
+                            int(lr[s, k.R_CODE]),
+                            cur(s, int(lr[s, k.R_UID])),
+                        )
+                        for s in range(len(cl.sids))
+                        if lr[s, k.R_CODE] != k.NO_RESULT
+                    ),
+                    tuple(
+                        (cl.sids[s], int(lr[s, k.R_TRIES]))
+                        for s in range(len(cl.sids))
+                        if lr[s, k.R_TRIES]
+                    ),
+                    None if wm == k.MODE_UNKNOWN else k.LRM_MODE_NAMES[wm],
+                    tuple(
+                        (cl.sids[s], int(lr[s, k.R_W_CODE]), cur(s, int(lr[s, k.R_W_UID])))
+                        for s in range(len(cl.sids))
+                        if lr[s, k.R_W_CODE] != k.NO_RESULT
+                    ),
+                    bool(ln[k.L_SHUTDOWN]),
+                    int(ln[k.L_ERRORS]),
+                    bool(ln[k.L_EXITED]),
+                )
+            )
+        return out
+
+
+def first_ha_difference(a: HASnapshot, b: HASnapshot, cl: Cluster) -> str:
+    diff = _first_difference(a.crm, b.crm, cl)
+    if diff:
+        return diff
+    for n, (x, y) in enumerate(zip(a.lrms, b.lrms, strict=True)):
+        if x != y:
+            return f"LRM {cl.nodes[n]}: port {x} engine {y}"
+    for i, (p, q) in enumerate(zip(a.lrm_log, b.lrm_log, strict=False)):
+        if p != q:
+            return f"LRM log line {i}: port {p} engine {q}"
+    if len(a.lrm_log) != len(b.lrm_log):
+        return f"LRM log: port {len(a.lrm_log)} lines, engine {len(b.lrm_log)}"
+    return ""
+
+
+def run_lrm_example(
+    seed: int,
+    rounds: int = 60,
+    crm: ModuleType | None = None,
+    lrm: ModuleType | None = None,
+    p_shutdown: float = 0.008,
+    shutdown_policy: int | None = None,
+) -> Outcome:
+    """One random example of the CRM with the LRMs: both sides for ``rounds`` rounds; stops at
+    the first difference. ``p_shutdown``: :class:`LrmHistory`'s; ``shutdown_policy``: instead of
+    the drawn one."""
+    rng = np.random.default_rng(seed)
+    cl = random_lrm_cluster(rng)
+    if shutdown_policy is not None:
+        cl.shutdown_policy = shutdown_policy
+    hist = LrmHistory(cl, rng, p_shutdown)
+    port, engine = PortHA(cl), EngineHA(cl, crm, lrm)
+    out = Outcome(identical=True)
+    exited: list[bool] | None = None
+    for r in range(rounds):
+        inp = hist.next_lrm(exited)
+        out.rounds = r + 1
+        try:
+            a = port.round(inp)
+        except Exception as err:
+            out.identical = False
+            out.difference = f"seed {seed} round {r + 1}: the port raised {err!r}"
+            return out
+        try:
+            b = engine.round(inp)
+        except Exception as err:
+            out.identical = False
+            out.difference = f"seed {seed} round {r + 1}: the engine raised {err!r}"
+            return out
+        diff = first_ha_difference(a, b, cl)
+        if diff:
+            out.identical = False
+            out.difference = f"seed {seed} round {r + 1}: {diff}"
+            return out
+        _count(out.features, engine.crm.events, b.crm)
+        _count_lrm(out.features, engine.lrm_events, b, cl)
+        exited = [x is not None and x[11] for x in b.lrms]
+    return out
+
+
+def _count_lrm(features: Counter[str], events: np.ndarray, snap: HASnapshot, cl: Cluster) -> None:
+    from pvegym.sim.engine import lrm_events as lev
+
+    for row in events:
+        kind = int(row[0])
+        features[LRM_EVENT_NAMES[kind]] += 1
+        if kind == lev.LE_STATUS_CHANGE:
+            features[f"lrm -> {k.LRM_STATES[int(row[4])]}"] += 1
+        elif kind == lev.LE_SHUTDOWN_REQUEST:
+            features[f"lrm shutdown policy {k.SHUTDOWN_POLICIES[int(row[3])]}"] += 1
+    for lrm in snap.lrms:
+        if lrm is None:
+            continue
+        workers = lrm[4]
+        forked = sum(1 for w in workers if w[2])
+        if forked >= cl.max_workers and len(workers) > forked:
+            features["lrm worker slots full"] += 1
+        if lrm[1] == "maintenance":
+            features["lrm mode maintenance"] += 1
+        if lrm[11]:
+            features["lrm exited"] += 1
