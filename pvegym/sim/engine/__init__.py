@@ -17,7 +17,11 @@ Design
   last-online times ``last_online[c, n]`` (s; NaN: never; the last column is the undefined
   node's) and cluster scalars ``clu[c, K_*]`` (disarm, uid counter, settings, event count).
   Services and nodes are indexed in upstream's iteration order (sorted ids). Layout and codes:
-  :mod:`~pvegym.sim.engine.codes`.
+  :mod:`~pvegym.sim.engine.codes`. The rules and CRS modes have arrays of their own (``rx``, the
+  last section of ``codes``): the compiled rules ``rprio[c, slot, s, n]`` (node priorities) and
+  ``rpair[c, slot, s, s2]`` (partner bits) in an active and a pending slot, cluster scalars
+  ``rk[c, RK_*]``, per-node and per-service scratch and inputs, the guests' and nodes' usage
+  ``fsvc``/``fnode`` (float64).
 * **Integer codes** for service, config, node and LRM states, commands and exit codes.
 * **Events, not strings**: each round writes event rows ``evbuf[c, i]`` (kind and integer
   arguments); :func:`~pvegym.sim.engine.events.format_events` turns them into upstream's log lines
@@ -43,10 +47,33 @@ maintenance fallback), repeated until no state changes; ``load_balance`` with th
 answer as an input (the motion queued and logged as upstream's; the balancer itself — a policy
 deciding on a :class:`~pvegym.sim.view.ClusterView` — stays outside the engine).
 
-Not yet: the LRM (agent lock, workers, ``max_restart``, shutdown policies), rules and HA groups,
-static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
+:mod:`~pvegym.sim.engine.rules` — node-affinity rules (strict and non-strict, priorities) and
+resource-affinity rules (positive, negative), enabled or disabled, and HA groups (``restricted``,
+``nofailback``, priorities): compiled outside the kernel as the Manager does before placing
+(the groups' in-memory migration, every feasibility check of ``Rules::transform`` with its
+"Drop rule" lines, the merged, implicit and extended rules, ``Rules::compile``), taken over in the
+kernel exactly when the port recompiles (first round, a changed node list, a changed config),
+and applied in ``select_service_node`` (allowed and preferred nodes, the negative partners' nodes
+removed, the positive partners' majority node, failback) for start, rebalance-on-start, relocation
+and recovery, and in ``queue_resource_motion`` (refused onto a negative partner's node, positive
+partners queued with the service) for commands and the balancer's motion; the persistent groups
+migration (``try_persistent_group_migration``: cooldown, every check with its lines, the configs
+rewritten). :mod:`~pvegym.sim.engine.crs` — the static and dynamic CRS modes' scores (TOPSIS over
+the configured sizes, or over the measured usage plus the services not yet running, bit for bit:
+the port's summation order is kept), the first round's ``using scheduler mode`` line and the
+scheduler's refusal of a service whose target is its current node.
+
+Not yet: the LRM (agent lock, workers, ``max_restart``, shutdown policies), nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
-path (the port's steady state; the engine has none yet, so there is nothing to check on and off).
+path (the port's steady state; the engine has none yet, so there is nothing to check on and off);
+of the CRS: a change of mode at run time (``switching scheduler mode``), the usage of guests that
+are not HA resources, the scheduler's failures (missing stats: the host must give every
+guest's and node's; the port falls back to basic with a warning), the views and scores a
+balancer needs (imbalance, migration candidates); of the rules: a group a service names but the
+groups config lacks (refused by :meth:`~pvegym.sim.engine.rules.RulesConfig.validate`), rule ids
+colliding with a group's ``ha-group-<id>``, priorities ≥ 2**62. The host must raise
+``RK_CONFIG_CHANGED`` when the rules, groups or service config change (the port recompiles on a
+changed digest: the model's environment gives the service config one).
 
 Extending it
 ------------
@@ -55,9 +82,8 @@ events) over new columns of the arrays, add its inputs to :class:`~pvegym.sim.en
 and both sides' ``load``/``step``, let :class:`~pvegym.sim.engine.differential.History` exercise it,
 and count it in the test's feature list; a mutant of one of its transitions must be reported. Next:
 the LRM (per node: agent lock, mode, a worker table of ``max_workers`` slots; per service: restart
-counter, the running state), which turns the LRM results from inputs into outputs; then node
-affinity rules and groups (compiled to per-service node-priority arrays outside the kernel, as
-``Rules.compile`` does once per config change) and resource affinity; then the static CRS mode.
+counter, the running state), which turns the LRM results from inputs into outputs (and gives the
+groups migration the LRM states it takes as inputs now, ``RN_LRM_STATE``).
 
 Found on the way: with ``disarm-ha ignore`` the port (as upstream's ``handle_disarm``) prunes the
 ``target`` of a service in ``request_start_balance``; a success its LRM reported before keeps the
