@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from pvegym.sim.engine import codes as k
 from pvegym.sim.engine import crs as ecrs
 from pvegym.sim.engine import events as ev
 from pvegym.sim.engine.codes import (
@@ -471,8 +472,6 @@ def group_failback(cfg: RulesConfig, sids: Sequence[str], failback: Sequence[int
 
 def rx_arrays(n_clusters: int, n_svc: int, n_nodes: int) -> dict[str, np.ndarray]:
     """Fresh rules and CRS arrays (``rx``, :data:`~pvegym.sim.engine.codes.RX_ARRAYS`)."""
-    from pvegym.sim.engine import codes as k
-
     c, s, n = n_clusters, n_svc, n_nodes
     rprio = np.full((c, 2, s, n), NA_OUT, dtype=np.int64)
     return {
@@ -504,9 +503,8 @@ class RulesHost:
         self.cfg.validate()
 
     def init_arrays(self, rx: Mapping[str, np.ndarray], c: int) -> None:
-        """The groups' part of the arrays (once, before the first round)."""
-        from pvegym.sim.engine import codes as k
-
+        """The groups' part of the arrays (once, before the first round; the services'
+        ``F_FAILBACK`` is the host's to set, from :func:`group_failback`)."""
         rk, usvc = rx["rk"][c], rx["usvc"][c]
         rk[k.RK_HAS_GROUPS] = 1 if self.cfg.groups else 0
         rk[k.RK_GROUP_ROUND] = GROUP_MIGRATION_FIRST_ROUND
@@ -521,10 +519,8 @@ class RulesHost:
     def before_round(
         self, rx: Mapping[str, np.ndarray], c: int, node_state: np.ndarray, online: Sequence[bool]
     ) -> None:
-        """Compile for the node status this round's update will leave (known nodes and the online
-        ones) if that or the config changed; the pending slot and the services' failback."""
-        from pvegym.sim.engine import codes as k
-
+        """Compile into the pending slot for the node status this round's update will leave (the
+        known nodes and the online ones) if that changed since the last compile."""
         listed = tuple(
             n for i, n in enumerate(self.nodes) if node_state[i] != NS_ABSENT or online[i]
         )
@@ -540,8 +536,6 @@ class RulesHost:
     def after_round(self, rx: Mapping[str, np.ndarray], c: int) -> None:
         """The drop lines of a compile the kernel took over; the config after a persistent
         groups migration (the groups as ``ha-group-<id>`` rules, ``nofailback`` as failback 0)."""
-        from pvegym.sim.engine import codes as k
-
         if rx["rk"][c, RK_ACTIVATED] and self.compiled is not None:
             self.messages = list(self.compiled.messages)
         if rx["rk"][c, k.RK_GROUPS_MIGRATED]:
