@@ -8,8 +8,11 @@ lines). :class:`PortCRM` runs the port's :class:`~pvegym.sim.ha.manager.Manager`
 :class:`~pvegym.sim.ha.env.HAEnv`; :class:`EngineCRM` runs :func:`pvegym.sim.engine.crm.manage`
 and formats its events. Neither depends on :class:`~pvegym.sim.simulation.Simulation`.
 
-:func:`random_example` draws a cluster (2–8 nodes, 4–64 guests, VMs and containers,
-``max_relocate`` 0–2, ``failback`` on/off, ``ha-rebalance-on-start`` on/off) and a random history
+:func:`random_cluster` draws a cluster (2–8 nodes, 4–64 guests, VMs and containers,
+``max_relocate`` 0–2, ``failback`` on/off, ``ha-rebalance-on-start`` on/off; random rules and HA
+groups, :func:`random_rules`, :func:`random_groups`; a CRS mode, basic, static or dynamic, with
+the guests' and nodes' sizes and each round's measured usage; the nodes' versions and each
+round's LRM states for the groups migration) and :class:`History` a random history
 (power and network off/on, the agent lock freed some rounds after a node went down, LRM modes,
 maintenance, disarm freeze/ignore and arm, migrate/relocate/stop commands as a policy or an admin
 would queue them, LRM results with every exit code, requested-state changes). The inputs are drawn
