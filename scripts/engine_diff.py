@@ -13,15 +13,15 @@ reports, per pair, whether metrics and moves agree and whether the logs do once 
 ``using scheduler mode`` line is left out (the engine logs none: it places by the basic
 scheduler). The last line is ``N of N identical`` or counts and names the differences.
 
-Runs ``--examples`` random examples (:mod:`pvegym.sim.engine.differential`: a random cluster and
-history, ``--rounds`` CRM rounds each, seeds ``seed, seed+1, …``) through the port and the engine
-and compares them round by round. ``--lrm``: the CRM with every node's LRM
-(``run_lrm_example``: the LRM results are the LRMs' output, their states, workers, results and
-log lines are compared too) instead of the CRM alone with the LRM results as an input.
-``--jobs J`` runs the examples in J processes (the results are taken in seed order, so the
-output is that of one process). Prints progress, then how often each feature was exercised
-(events and state changes of the engine's log, summed over all examples), then as its last line
-exactly ``N of N identical`` or the first difference.
+Runs ``--examples`` random examples (:mod:`pvegym.sim.engine.differential`: a random cluster with
+rules, HA groups and a CRS mode, and a random history, ``--rounds`` CRM rounds each, seeds
+``seed, seed+1, …``) through the port and the engine and compares them round by round. ``--lrm``:
+the CRM with every node's LRM (``run_lrm_example``: the LRM results are the LRMs' output, their
+states, workers, results and log lines are compared too) instead of the CRM alone with the LRM
+results as an input. ``--jobs J`` runs the examples in J processes (the results are taken in seed
+order, so the output is that of one process). Prints progress, then how often each feature was
+exercised (events and state changes of the engine's log and its placement counters, summed over
+all examples), then as its last line exactly ``N of N identical`` or the first difference.
 """
 
 from __future__ import annotations
@@ -78,21 +78,21 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(args.seed, args.seed + args.examples)
     run = functools.partial(_run, rounds=args.rounds, lrm=args.lrm)
     pool = multiprocessing.Pool(args.jobs) if args.jobs > 1 else None
-    outcomes: Iterator[Outcome] = pool.imap(run, seeds, chunksize=8) if pool else map(run, seeds)
-    for i, out in enumerate(outcomes):
-        if not out.identical:
-            if pool:
-                pool.terminate()
-            print(f"{i} of {args.examples} identical; first difference: {out.difference}")
-            return 1
-        features.update(out.features)
-        if (i + 1) % max(1, args.examples // 20) == 0:
-            print(f"  {i + 1}/{args.examples} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
-    if pool:
-        pool.close()
-    print("features exercised (engine events and LRM states, summed):")
+    outcomes: Iterator[Outcome] = pool.imap(run, seeds, chunksize=4) if pool else map(run, seeds)
+    try:
+        for i, out in enumerate(outcomes):
+            if not out.identical:
+                print(f"{i} of {args.examples} identical; first difference: {out.difference}")
+                return 1
+            features.update(out.features)
+            if (i + 1) % max(1, args.examples // 20) == 0:
+                print(f"  {i + 1}/{args.examples} ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+    finally:
+        if pool:
+            pool.terminate()
+    print("features exercised (engine events, LRM states and placement counters, summed):")
     for name in sorted(features):
-        print(f"  {name:28s} {features[name]}")
+        print(f"  {name:36s} {features[name]}")
     print(f"{args.examples} of {args.examples} identical")
     return 0
 

@@ -20,7 +20,11 @@ Design
   ``lnodes[c, n, L_*]``, the worker table ``lwork[c, n, s, W_*]``, results and restart counters
   ``lres[c, n, s, R_*]``, the per-service LRM config ``lcfg[c, s, C_*]``, ``lclu[c, LK_*]``.
   Services and nodes are indexed in upstream's iteration order (sorted ids). Layout and codes:
-  :mod:`~pvegym.sim.engine.codes`.
+  :mod:`~pvegym.sim.engine.codes`. The rules and CRS modes have arrays of their own (``rx``, the
+  last section of ``codes``): the compiled rules ``rprio[c, slot, s, n]`` (node priorities) and
+  ``rpair[c, slot, s, s2]`` (partner bits) in an active and a pending slot, cluster scalars
+  ``rk[c, RK_*]``, per-node and per-service scratch and inputs, the guests' and nodes' usage
+  ``fsvc``/``fnode`` (float64).
 * **Integer codes** for service, config, node and LRM states, commands and exit codes.
 * **Events, not strings**: each round writes event rows ``evbuf[c, i]`` (kind and integer
   arguments); :func:`~pvegym.sim.engine.events.format_events` turns them into upstream's log lines
@@ -66,6 +70,22 @@ reboot or shutdown — under each shutdown policy (conditional, freeze, failover
 ``restart``/``shutdown``/``maintenance`` modes they set, a node shutdown's stop jobs, the
 daemon's exit from each state (with the 90 s a lost lock may last under an LRM restart).
 
+:mod:`~pvegym.sim.engine.rules` — node-affinity rules (strict and non-strict, priorities) and
+resource-affinity rules (positive, negative), enabled or disabled, and HA groups (``restricted``,
+``nofailback``, priorities): compiled outside the kernel as the Manager does before placing
+(the groups' in-memory migration, every feasibility check of ``Rules::transform`` with its
+"Drop rule" lines, the merged, implicit and extended rules, ``Rules::compile``), taken over in the
+kernel exactly when the port recompiles (first round, a changed node list, a changed config),
+and applied in ``select_service_node`` (allowed and preferred nodes, the negative partners' nodes
+removed, the positive partners' majority node, failback) for start, rebalance-on-start, relocation
+and recovery, and in ``queue_resource_motion`` (refused onto a negative partner's node, positive
+partners queued with the service) for commands and the balancer's motion; the persistent groups
+migration (``try_persistent_group_migration``: cooldown, every check with its lines, the configs
+rewritten). :mod:`~pvegym.sim.engine.crs` — the static and dynamic CRS modes' scores (TOPSIS over
+the configured sizes, or over the measured usage plus the services not yet running, bit for bit:
+the port's summation order is kept), the first round's ``using scheduler mode`` line and the
+scheduler's refusal of a service whose target is its current node.
+
 In the simulation: ``ha_stack = "engine"`` (:mod:`pvegym.sim.engine_stack`) runs this round as
 the CRM master's, with the port's LRMs and CRM daemon around it on the model's hardware;
 ``scripts/engine_diff.py --scenarios`` compares whole episodes with the full stack.
@@ -74,10 +94,19 @@ Not yet: in the LRM, ``max_workers = 0`` (jobs run in place), a failing fork, a 
 signal or failing to execute (exit status -1; it would read as ``NO_RESULT``), an unknown
 shutdown policy; outside the differential check nothing runs the compiled CRM and LRMs together
 yet (a round is ``lrm.publish``, ``crm.manage``, ``lrm.lrm_round`` in turn; the engine stack
-still uses the port's LRMs); rules and HA groups,
-static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
+still uses the port's LRMs, and places by the basic scheduler without rules: it does not pass the
+rules and CRS arrays yet); the groups migration's LRM states (``RN_LRM_STATE``) are an input
+even with the compiled LRM; nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
-path (the port's steady state; the engine has none yet, so there is nothing to check on and off).
+path (the port's steady state; the engine has none yet, so there is nothing to check on and off);
+of the CRS: a change of mode at run time (``switching scheduler mode``), the usage of guests that
+are not HA resources, the scheduler's failures (missing stats: the host must give every
+guest's and node's; the port falls back to basic with a warning), the views and scores a
+balancer needs (imbalance, migration candidates); of the rules: a group a service names but the
+groups config lacks (refused by :meth:`~pvegym.sim.engine.rules.RulesConfig.validate`), rule ids
+colliding with a group's ``ha-group-<id>``, priorities ≥ 2**62. The host must raise
+``RK_CONFIG_CHANGED`` when the rules, groups or service config change (the port recompiles on a
+changed digest: the model's environment gives the service config one).
 
 Extending it
 ------------
@@ -85,8 +114,8 @@ Each new part follows the same steps: mirror the port's function (same order of 
 events) over new columns of the arrays, add its inputs to :class:`~pvegym.sim.engine.differential.RoundInput`
 and both sides' ``load``/``step``, let :class:`~pvegym.sim.engine.differential.History` exercise it,
 and count it in the test's feature list; a mutant of one of its transitions must be reported. Next:
-node affinity rules and groups (compiled to per-service node-priority arrays outside the kernel, as
-``Rules.compile`` does once per config change) and resource affinity; then the static CRS mode.
+wiring the compiled LRM and the rules/CRS arrays into the engine stack (and the LRM states
+the groups migration takes as inputs now, ``RN_LRM_STATE``, from the compiled LRM).
 
 Found on the way: with ``disarm-ha ignore`` the port (as upstream's ``handle_disarm``) prunes the
 ``target`` of a service in ``request_start_balance``; a success its LRM reported before keeps the

@@ -257,3 +257,96 @@ LK_N_EVENTS = 1
 LK_ERROR = 2  # 1: the event buffer is full
 LK_POLICY = 3  # the shutdown policy, POLICY_*
 N_LRM_CLU_FIELDS = 4
+
+# ================================================================ rules, groups and CRS modes
+# (:mod:`pvegym.sim.engine.rules`, :mod:`pvegym.sim.engine.crs`): arrays of their own, per cluster
+# ``c`` (the leading axis), handed to the kernel as the tuple ``rx`` (:data:`RX_ARRAYS` order).
+
+#: ``rprio[c, slot, s, n]``: the priority of node ``n`` in service ``s``'s node-affinity rule
+#: (a non-strict rule's other nodes have −1), NA_OUT where the rule does not allow ``n``;
+#: ``rpair[c, slot, s, s2]``: PAIR_* bits; ``rsvc[c, slot, s, RS_*]``. Slot RULES_ACTIVE is what
+#: the kernel places by, RULES_PENDING what the host compiled for this round (taken over when
+#: the port would recompile: see :func:`pvegym.sim.engine.rules.activate_rules`).
+RULES_ACTIVE = 0
+RULES_PENDING = 1
+NA_OUT = -(2**62)
+PAIR_POSITIVE = 1
+PAIR_NEGATIVE = 2
+RS_HAS_NA = 0  # the service is in an enabled node-affinity rule
+RS_HAS_RA = 1  # the service has a resource-affinity partner
+N_RS_FIELDS = 2
+
+#: ``rk[c, RK_*]``: the rules' and CRS scalars of a cluster
+RK_CONFIG_CHANGED = 0  # input: the rules, groups or service config changed since the last round
+RK_COMPILED = 1  # the active slot holds compiled rules
+RK_N_DROPS = 2  # input: drop messages of the pending compile (logged when it is taken over)
+RK_ACTIVATED = 3  # output: this round took the pending compile over
+RK_CRS_MODE = 4  # input: CRS_* (the datacenter's ``crs: ha=...``)
+RK_MODE_LOGGED = 5  # the Manager's first-round "using scheduler mode" line is out
+# counters of placements (cumulative; the differential check reports them)
+RK_N_SCORED = 6  # decided by score among two or more nodes
+RK_N_NOT_BASIC = 7  # … onto another node than the fewest-services one (basic mode's choice)
+RK_N_STRICT = 8  # a strict rule kept an online node out
+RK_N_FALLBACK = 9  # onto a node a non-strict rule does not name (priority −1)
+RK_N_FAILBACK = 10  # moved because of failback (it could have stayed otherwise)
+# the persistent HA groups migration (``try_persistent_group_migration``)
+RK_HAS_GROUPS = 11  # the groups config has groups (input; cleared when they are migrated)
+RK_GROUP_ROUND = 12  # rounds until the next try (``group_migration_round``; host sets 3)
+RK_QUORATE = 13  # input: the master's partition is quorate
+RK_GROUPS_MIGRATED = 14  # output: this round migrated the groups (the host's config changed)
+N_RK_FIELDS = 15
+
+#: CRS modes (``Manager.pm`` ``update_crs_scheduler_mode``)
+CRS_BASIC = 0
+CRS_STATIC = 1
+CRS_DYNAMIC = 2
+CRS_MODES = ("basic", "static", "dynamic")
+
+#: ``rnode[c, n, RN_*]``: scratch of a placement
+RN_TOGETHER = 0  # positive partners using the node
+RN_SEPARATE = 1  # a negative partner uses the node
+RN_ALLOWED = 2  # allowed by node affinity
+RN_LRM_STATE = 3  # input: the LRM status's state (LRM_STATE_*)
+RN_VERSION = 4  # input: index into NODE_VERSIONS, −1 if unknown
+N_RN_FIELDS = 5
+
+#: an LRM's state as its status reports it (``LRM.pm``); NONE: no state in the status
+LRM_STATE_NONE = 0
+LRM_STATE_WAIT = 1
+LRM_STATE_ACTIVE = 2
+LRM_STATE_LOST = 3
+LRM_STATE_MAINTENANCE = 4
+LRM_STATES = ("", "wait_for_agent_lock", "active", "lost_agent_lock", "maintenance")
+
+#: the pve-manager versions a node can report (``RN_VERSION`` indexes this) and the minimum the
+#: groups migration needs (``Manager.pm`` ``$ha_rules_minversion``)
+NODE_VERSIONS = ("9.0.0~16", "9.0.0", "9.0.0~15", "8.4.1", "9.1.2")
+HA_RULES_MINVERSION = "9.0.0~16"
+
+#: ``usvc[c, s, US_*]``: the usage bookkeeping the CRS modes need
+US_RUNNING0 = 0  # the running flag when the round's usage was built
+US_LAST_ADD = 1  # scratch: position of the service's last re-add this round (−1: none)
+US_GROUPED = 2  # the service config names an HA group
+US_FAILBACK_MIGRATED = 3  # its failback once the groups are migrated persistently
+N_US_FIELDS = 4
+
+#: ``fsvc[c, s, FS_*]`` (input, float64): a guest's usage, cores and bytes (static mode reads
+#: maxcpu and maxmem, dynamic mode all four)
+FS_CPU = 0
+FS_MAXCPU = 1
+FS_MEM = 2
+FS_MAXMEM = 3
+N_FS_FIELDS = 4
+#: ``fnode[c, n, FN_*]`` (float64): a node's capacity (static) and measured usage (dynamic), as
+#: inputs; the aggregated stats and score of a placement as scratch
+FN_CPU = 0
+FN_MAXCPU = 1
+FN_MEM = 2
+FN_MAXMEM = 3
+FN_AGG_CPU = 4
+FN_AGG_MEM = 5
+FN_SCORE = 6
+N_FN_FIELDS = 7
+
+#: the order of the arrays in the kernel's ``rx`` tuple
+RX_ARRAYS = ("rprio", "rpair", "rsvc", "rk", "rnode", "usvc", "fsvc", "fnode")

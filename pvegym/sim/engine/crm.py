@@ -15,7 +15,9 @@ import math
 import numpy as np
 from numba import njit
 
+from pvegym.sim.engine import crs as ecrs
 from pvegym.sim.engine import events as ev
+from pvegym.sim.engine import rules as erules
 from pvegym.sim.engine.codes import (
     CFG_DISABLED,
     CFG_IGNORED,
@@ -36,7 +38,6 @@ from pvegym.sim.engine.codes import (
     F_CFG_STATE,
     F_CMD,
     F_CMD_ARG,
-    F_FAILBACK,
     F_FAILED,
     F_MAINT_NODE,
     F_MAX_RELOCATE,
@@ -79,8 +80,6 @@ from pvegym.sim.engine.codes import (
     N_MAINT_REQ,
     N_MODE,
     N_ONLINE,
-    N_ORDER,
-    N_PRI,
     N_READ_MODE,
     N_STATE,
     N_USAGE,
@@ -119,10 +118,10 @@ from pvegym.sim.engine.codes import (
 #: seconds a node must be offline before its services are fenced (NodeStatus.pm ``$fence_delay``)
 FENCE_DELAY = 60.0
 
-#: node preferences of ``select_service_node``
-PREF_NONE = 0
-PREF_BEST_SCORE = 1
-PREF_TRY_NEXT = 2
+#: node preferences of ``select_service_node`` (:mod:`pvegym.sim.engine.rules`)
+PREF_NONE = erules.PREF_NONE
+PREF_BEST_SCORE = erules.PREF_BEST_SCORE
+PREF_TRY_NEXT = erules.PREF_TRY_NEXT
 
 ERR_EVENTS_FULL = 1
 ERR_FAILED_FULL = 2
@@ -305,54 +304,6 @@ def _recompute_usage(svc: np.ndarray, nodes: np.ndarray) -> None:
             _add_usage(svc, nodes, s)
 
 
-@njit(cache=True)
-def _select_service_node(svc: np.ndarray, nodes: np.ndarray, s: int, pref: int) -> int:
-    """``select_service_node`` without rules (every node of the usage is allowed and preferred);
-    NONE if there is none."""
-    nn = nodes.shape[0]
-    current = svc[s, F_NODE]
-    maint = svc[s, F_MAINT_NODE]
-    # scratch columns instead of fresh arrays: no allocation per placement
-    anyn = False
-    for n in range(nn):
-        nodes[n, N_PRI] = nodes[n, N_USAGE]
-        if nodes[n, N_USAGE]:
-            anyn = True
-    if not anyn:
-        return NONE
-    if pref == PREF_NONE and not svc[s, F_FAILBACK] and current >= 0 and nodes[current, N_PRI]:
-        return current
-    if pref == PREF_TRY_NEXT:
-        nf = svc[s, F_N_FAILED]
-        packed = svc[s, F_FAILED]
-        for i in range(nf):
-            nodes[((packed >> (4 * i)) & 15) - 1, N_PRI] = 0
-    if maint >= 0 and nodes[maint, N_PRI]:
-        return maint
-    if pref == PREF_NONE and current >= 0 and nodes[current, N_PRI]:
-        return current
-    # sort by (score, name): insertion sort over the node order (= name order)
-    m = 0
-    for n in range(nn):
-        if not nodes[n, N_PRI]:
-            continue
-        j = m
-        while j > 0 and nodes[nodes[j - 1, N_ORDER], N_COUNT] > nodes[n, N_COUNT]:
-            nodes[j, N_ORDER] = nodes[j - 1, N_ORDER]
-            j -= 1
-        nodes[j, N_ORDER] = n
-        m += 1
-    if m == 0:
-        return NONE
-    found = -1
-    for i in range(m - 1, -1, -1):
-        if nodes[i, N_ORDER] == current:
-            found = i
-    if pref == PREF_TRY_NEXT and found >= 0 and found < m - 1:
-        return nodes[found + 1, N_ORDER]
-    return nodes[0, N_ORDER]
-
-
 # ---------------------------------------------------------------------------- state changes
 
 P_NODE = 1
@@ -529,10 +480,10 @@ def _next_stopped(svc, nodes, last_online, clu, evbuf, s, now):
 
 
 @njit(cache=True)
-def _next_request_start(svc, nodes, clu, evbuf, s):
+def _next_request_start(svc, nodes, clu, evbuf, s, rx):
     current = svc[s, F_NODE]
     if clu[K_REBALANCE_ON_START]:
-        selected = _select_service_node(svc, nodes, s, PREF_BEST_SCORE)
+        selected = erules.select_service_node(svc, nodes, clu, evbuf, rx, s, PREF_BEST_SCORE)
         _ev(evbuf, clu, ev.E_REBALANCE_SELECTED, s, 1 if selected != current else 0, selected)
         if selected != current:
             sel = selected if selected >= 0 else NONE_SET
@@ -553,7 +504,7 @@ def _next_request_start(svc, nodes, clu, evbuf, s):
 
 
 @njit(cache=True)
-def _next_started(svc, nodes, last_online, clu, evbuf, s, res, now):
+def _next_started(svc, nodes, last_online, clu, evbuf, s, res, now, rx):
     node = svc[s, F_NODE]
     if not _node_is_online(nodes, node):
         if _offline_delayed(nodes, last_online, node, now):
@@ -625,7 +576,7 @@ def _next_started(svc, nodes, last_online, clu, evbuf, s, res, now):
             _ev(evbuf, clu, ev.E_UNRECOVERABLE, s, res, -1)
             _change0(svc, nodes, clu, evbuf, s, SS_ERROR)
             return
-    target = _select_service_node(svc, nodes, s, pref)
+    target = erules.select_service_node(svc, nodes, clu, evbuf, rx, s, pref)
     # _started_place
     if target >= 0 and svc[s, F_NODE] != target:
         fallback = svc[s, F_MAINT_NODE]
@@ -684,9 +635,9 @@ def _next_error(svc, nodes, clu, evbuf, s):
 
 
 @njit(cache=True)
-def _next_recovery(svc, nodes, clu, evbuf, s):
+def _next_recovery(svc, nodes, clu, evbuf, s, rx):
     fenced = svc[s, F_NODE]
-    rnode = _select_service_node(svc, nodes, s, PREF_BEST_SCORE)
+    rnode = erules.select_service_node(svc, nodes, clu, evbuf, rx, s, PREF_BEST_SCORE)
     if rnode >= 0:
         _ev(evbuf, clu, ev.E_RECOVER, s, fenced, rnode)
         svc[s, F_CFG_NODE] = rnode  # steal_service
@@ -705,19 +656,19 @@ def _lrm_mode_of(nodes: np.ndarray, n: int) -> int:
 
 
 @njit(cache=True)
-def _next_service_state(svc, nodes, last_online, clu, evbuf, s, now):
+def _next_service_state(svc, nodes, last_online, clu, evbuf, s, now, rx):
     res = _lrm_result(svc, nodes, s)
     last = svc[s, F_STATE]
     if last == SS_STOPPED:
         _next_stopped(svc, nodes, last_online, clu, evbuf, s, now)
     elif last == SS_STARTED:
-        _next_started(svc, nodes, last_online, clu, evbuf, s, res, now)
+        _next_started(svc, nodes, last_online, clu, evbuf, s, res, now, rx)
     elif last == SS_REQUEST_START:
-        _next_request_start(svc, nodes, clu, evbuf, s)
+        _next_request_start(svc, nodes, clu, evbuf, s, rx)
     elif last in (SS_MIGRATE, SS_RELOCATE, SS_REQUEST_START_BALANCE):
         _next_migrate_relocate(svc, nodes, last_online, clu, evbuf, s, res, now)
     elif last == SS_RECOVERY:
-        _next_recovery(svc, nodes, clu, evbuf, s)
+        _next_recovery(svc, nodes, clu, evbuf, s, rx)
     elif last == SS_REQUEST_STOP:
         _next_request_stop(svc, nodes, last_online, clu, evbuf, s, res, now)
     elif last == SS_FREEZE:
@@ -769,15 +720,7 @@ def _handle_fencing(svc, nodes, clu, evbuf):
 
 
 @njit(cache=True)
-def _queue_motion(svc, clu, evbuf, qkind, s, target):
-    """``queue_resource_motion`` without resource-affinity rules."""
-    _ev(evbuf, clu, ev.E_GOT_MOTION, s, qkind, target)
-    svc[s, F_CMD] = CMD_MIGRATE if qkind == Q_MIGRATE else CMD_RELOCATE
-    svc[s, F_CMD_ARG] = target
-
-
-@njit(cache=True)
-def _load_balance(svc, clu, evbuf):
+def _load_balance(svc, clu, evbuf, rx):
     """``load_balance`` with the balancer's answer given (``K_MOTION_*``): queue it."""
     s = clu[K_MOTION_SID]
     if s < 0 or svc[s, F_STATE] == SS_ABSENT:  # a balancer picks a service of the status
@@ -796,11 +739,11 @@ def _load_balance(svc, clu, evbuf):
         -1,
         -1,
     )
-    _queue_motion(svc, clu, evbuf, qkind, s, target)
+    erules.queue_resource_motion(svc, clu, evbuf, rx, qkind, s, target)
 
 
 @njit(cache=True)
-def _crm_commands(svc, nodes, clu, evbuf, cmds, ncmd):
+def _crm_commands(svc, nodes, clu, evbuf, cmds, ncmd, rx):
     """``update_crm_commands``."""
     for q in range(ncmd):
         kind, a, b = cmds[q, 0], cmds[q, 1], cmds[q, 2]
@@ -811,7 +754,7 @@ def _crm_commands(svc, nodes, clu, evbuf, cmds, ncmd):
                 elif b == svc[a, F_NODE]:
                     _ev(evbuf, clu, ev.E_CMD_ALREADY_ON_TARGET, a, kind, b)
                 else:
-                    _queue_motion(svc, clu, evbuf, kind, a, b)
+                    erules.queue_resource_motion(svc, clu, evbuf, rx, kind, a, b)
             else:
                 _ev(evbuf, clu, ev.E_CMD_NO_SUCH_SERVICE, a, kind, b)
         elif kind == Q_STOP:
@@ -924,10 +867,12 @@ def _handle_disarm(svc, nodes, clu, evbuf, deferred):
 
 
 @njit(cache=True)
-def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
-    """``Manager::manage`` for one cluster (basic scheduler, no rules or groups)."""
+def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred, rx):
+    """``Manager::manage`` for one cluster (``rx``: the rules and CRS arrays)."""
     clu[K_N_EVENTS] = 0
     clu[K_ERROR] = 0
+    erules.log_crs_mode(rx, clu, evbuf)
+    changed_nodelist = erules.nodelist_changed(nodes)
     # read_lrm_status: modes of the nodes in the node status, before its update
     for n in range(nodes.shape[0]):
         if nodes[n, N_STATE] == NS_ABSENT:
@@ -940,6 +885,7 @@ def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
     if ms not in (NS_ONLINE, NS_MAINTENANCE):
         _ev(evbuf, clu, ev.E_MASTER_OFFLINE, -1, -1, -1)
         return
+    erules.try_group_migration(svc, nodes, clu, evbuf, rx)
     # _read_services_and_rules: new and stale services, the usage
     if clu[K_DISARM_MODE] == DISARM_NONE:
         for s in range(svc.shape[0]):
@@ -961,7 +907,9 @@ def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
             _ev(evbuf, clu, ev.E_REMOVE_STALE, s, 1, -1)
             svc[s, F_STATE] = SS_ABSENT
     _recompute_usage(svc, nodes)
-    _crm_commands(svc, nodes, clu, evbuf, cmds, ncmd[0])
+    ecrs.snapshot_usage(svc, clu, evbuf, rx)
+    erules.activate_rules(rx, clu, evbuf, changed_nodelist)
+    _crm_commands(svc, nodes, clu, evbuf, cmds, ncmd[0], rx)
     ncmd[0] = 0  # the queue is read and cleared (it stays while the master is offline)
     anydef = False
     if clu[K_DISARM_MODE] != DISARM_NONE:
@@ -969,7 +917,7 @@ def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
         if not anydef:
             return
     else:  # no new migrations while a disarm is pending or deferred
-        _load_balance(svc, clu, evbuf)
+        _load_balance(svc, clu, evbuf, rx)
     # the state machine, repeated until no state changes, with fencing
     clu[K_ALL_DISARMED] = 0
     while True:
@@ -979,7 +927,7 @@ def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
                 continue
             if anydef and not deferred[s]:
                 continue
-            if _next_service_state(svc, nodes, last_online, clu, evbuf, s, now):
+            if _next_service_state(svc, nodes, last_online, clu, evbuf, s, now, rx):
                 repeat = True
         if _handle_fencing(svc, nodes, clu, evbuf):
             repeat = True
@@ -988,12 +936,33 @@ def _manage_one(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
 
 
 @njit(cache=True)
-def manage(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
+def manage(
+    svc,
+    nodes,
+    last_online,
+    clu,
+    evbuf,
+    cmds,
+    ncmd,
+    now,
+    deferred,
+    rprio,
+    rpair,
+    rsvc,
+    rk,
+    rnode,
+    usvc,
+    fsvc,
+    fnode,
+):
     """One CRM round of every cluster ``c`` (leading axis of every argument).
 
     ``cmds[c, :ncmd[c]]``: the CRM command queue (rows ``(kind, a, b)``, codes ``Q_*``); it is
-    consumed (``ncmd[c] = 0``) unless the master is not operational, as upstream's stays queued."""
+    consumed (``ncmd[c] = 0``) unless the master is not operational, as upstream's stays queued.
+    ``rprio`` … ``fnode``: the rules and CRS arrays (:data:`~pvegym.sim.engine.codes.RX_ARRAYS`,
+    :func:`pvegym.sim.engine.rules.rx_arrays`)."""
     for c in range(svc.shape[0]):
+        rx = (rprio[c], rpair[c], rsvc[c], rk[c], rnode[c], usvc[c], fsvc[c], fnode[c])
         _manage_one(
             svc[c],
             nodes[c],
@@ -1004,4 +973,5 @@ def manage(svc, nodes, last_online, clu, evbuf, cmds, ncmd, now, deferred):
             ncmd[c : c + 1],
             now[c],
             deferred[c],
+            rx,
         )

@@ -8,8 +8,11 @@ lines). :class:`PortCRM` runs the port's :class:`~pvegym.sim.ha.manager.Manager`
 :class:`~pvegym.sim.ha.env.HAEnv`; :class:`EngineCRM` runs :func:`pvegym.sim.engine.crm.manage`
 and formats its events. Neither depends on :class:`~pvegym.sim.simulation.Simulation`.
 
-:func:`random_example` draws a cluster (2–8 nodes, 4–64 guests, VMs and containers,
-``max_relocate`` 0–2, ``failback`` on/off, ``ha-rebalance-on-start`` on/off) and a random history
+:func:`random_cluster` draws a cluster (2–8 nodes, 4–64 guests, VMs and containers,
+``max_relocate`` 0–2, ``failback`` on/off, ``ha-rebalance-on-start`` on/off; random rules and HA
+groups, :func:`random_rules`, :func:`random_groups`; a CRS mode, basic, static or dynamic, with
+the guests' and nodes' sizes and each round's measured usage; the nodes' versions and each
+round's LRM states for the groups migration) and :class:`History` a random history
 (power and network off/on, the agent lock freed some rounds after a node went down, LRM modes,
 maintenance, disarm freeze/ignore and arm, migrate/relocate/stop commands as a policy or an admin
 would queue them, LRM results with every exit code, requested-state changes). The inputs are drawn
@@ -21,6 +24,7 @@ This module is the only one of :mod:`pvegym.sim.engine` that imports the port.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -30,6 +34,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from pvegym.sim.engine import codes as k
+from pvegym.sim.engine import rules as er
 from pvegym.sim.engine.events import EV_WIDTH, EVENT_NAMES, format_events, unpack_failed
 from pvegym.sim.engine.lrm_events import LRM_EVENT_NAMES, format_lrm_events
 from pvegym.sim.ha.env import HAEnv
@@ -64,6 +69,17 @@ class Cluster:
     max_restart: list[int] = field(default_factory=list)
     #: datacenter.cfg ``ha: shutdown_policy`` (codes.POLICY_*)
     shutdown_policy: int = k.POLICY_CONDITIONAL
+    #: rules and HA groups (:mod:`pvegym.sim.engine.rules`)
+    rules: er.RulesConfig = field(default_factory=er.RulesConfig)
+    #: the CRS mode (``k.CRS_*``) and the configured sizes its static usage reads: the guests'
+    #: maxcpu (cores) and maxmem (bytes), the nodes' cpu count and memory
+    crs_mode: int = k.CRS_BASIC
+    svc_maxcpu: list[float] = field(default_factory=list)
+    svc_maxmem: list[int] = field(default_factory=list)
+    node_maxcpu: list[int] = field(default_factory=list)
+    node_maxmem: list[int] = field(default_factory=list)
+    #: each node's pve-manager version (index into ``codes.NODE_VERSIONS``, −1: none)
+    node_versions: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +98,11 @@ class RoundInput:
     #: the balancer's answer: (service, target node, imbalance before and after in hundredths);
     #: ignored if the service is not in the service status when ``load_balance`` runs
     motion: tuple[int, int, int, int] | None = None
+    #: dynamic CRS mode: each node's and each guest's measured (cpu cores, mem bytes)
+    node_usage: list[tuple[float, int]] = field(default_factory=list)
+    svc_usage: list[tuple[float, int]] = field(default_factory=list)
+    #: each LRM's state in its status (``k.LRM_STATE_*``; the groups migration reads it)
+    lrm_states: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -145,6 +166,22 @@ class _ScriptedBalancer:
         return Motion(sid, env.cl.nodes[target], before / 100, after / 100)
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(plugin: Any, filename: str, text: str) -> Any:
+    """A config file parsed once (the Manager reads it every round and modifies what it gets:
+    the callers copy it)."""
+    return plugin.parse_config(filename, text)
+
+
+def _copy(x: Any) -> Any:
+    """A deep copy of parsed config data (dicts, lists and scalars)."""
+    if isinstance(x, dict):
+        return {key: _copy(v) for key, v in x.items()}
+    if isinstance(x, list):
+        return [_copy(v) for v in x]
+    return x
+
+
 class _CrmEnv(HAEnv):
     """The CRM master's environment on node ``master``: a file system of dicts."""
 
@@ -158,6 +195,7 @@ class _CrmEnv(HAEnv):
         self.lrm_results: dict[str, dict[str, Any]] = {n: {} for n in cl.nodes}
         self.commands: list[str] = []
         self.conf: dict[str, dict[str, Any]] = {}
+        groups = dict(cl.rules.service_groups)
         for i, sid in enumerate(cl.sids):
             typ, _, name = sid.partition(":")
             self.conf[sid] = {
@@ -169,6 +207,11 @@ class _CrmEnv(HAEnv):
                 "max_restart": cl.max_restart[i] if cl.max_restart else 1,
                 "max_relocate": cl.max_relocate[i],
             }
+            if sid in groups:
+                self.conf[sid]["group"] = groups[sid]
+        self.rules_text = rules_config_text(cl.rules)
+        self.groups_text = groups_config_text(cl.rules)
+        self.usage = RoundInput(0.0, [], [], [], [], [])
         self.logs: list[tuple[str, str]] = []
         self.motion: tuple[int, int, int, int] | None = None
         self.manager_ss: dict[str, Any] = {}
@@ -197,7 +240,10 @@ class _CrmEnv(HAEnv):
     def read_lrm_status(self, node: str | None = None) -> dict[str, Any]:
         assert node is not None
         i = self.cl.nodes.index(node)
-        return {"mode": _MODE_NAMES[self.modes[i]], "results": self.lrm_results[node]}
+        status = {"mode": _MODE_NAMES[self.modes[i]], "results": self.lrm_results[node]}
+        if self.usage.lrm_states and self.usage.lrm_states[i] != k.LRM_STATE_NONE:
+            status["state"] = k.LRM_STATES[self.usage.lrm_states[i]]
+        return status
 
     def write_lrm_status(self, status: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -222,24 +268,28 @@ class _CrmEnv(HAEnv):
     def update_service_config(self, changes: dict[str, dict[str, Any]]) -> None:
         for sid, change in changes.items():
             self.conf[sid].update(change.get("param") or {})
+            if change.get("delete"):
+                self.conf[sid].pop(change["delete"], None)
 
     def write_service_config(self, conf: dict[str, dict[str, Any]]) -> None:
         self.conf = conf
 
     def read_rules_config(self) -> Any:
-        return Rules.parse_config("rules.cfg", "")
+        return _copy(_parsed(Rules, "rules.cfg", self.rules_text))
 
     def write_rules_config(self, rules: Any) -> None:
-        raise NotImplementedError
+        self.rules_text = Rules.write_config("rules.cfg", rules)
 
     def read_group_config(self) -> Any:
-        return Groups.parse_config("groups.cfg", "")
+        return _copy(_parsed(Groups, "groups.cfg", self.groups_text))
 
     def delete_group_config(self) -> None:
-        raise NotImplementedError
+        self.groups_text = ""
 
     def get_datacenter_settings(self) -> dict[str, Any]:
         crs: dict[str, Any] = {"ha-auto-rebalance": 1}
+        if self.cl.crs_mode != k.CRS_BASIC:
+            crs["ha"] = k.CRS_MODES[self.cl.crs_mode]
         if self.cl.rebalance_on_start:
             crs["ha-rebalance-on-start"] = 1
         return {"ha": {}, "crs": crs}
@@ -286,19 +336,36 @@ class _CrmEnv(HAEnv):
         return {}
 
     def get_static_service_stats(self) -> dict[str, dict[str, Any]]:
-        return {}
+        cl = self.cl
+        return {
+            sid: {"usage": {"maxcpu": cl.svc_maxcpu[i], "maxmem": cl.svc_maxmem[i]}}
+            for i, sid in enumerate(cl.sids)
+        }
 
     def get_dynamic_service_stats(self) -> dict[str, dict[str, Any]]:
-        return {}
+        stats = self.get_static_service_stats()
+        for i, sid in enumerate(self.cl.sids):
+            cpu, mem = self.usage.svc_usage[i]
+            stats[sid]["usage"].update(cpu=cpu, mem=mem)
+        return stats
 
     def get_static_node_stats(self) -> dict[str, dict[str, Any]]:
-        return {}
+        cl = self.cl
+        return {
+            n: {"maxcpu": cl.node_maxcpu[i], "maxmem": cl.node_maxmem[i]}
+            for i, n in enumerate(cl.nodes)
+        }
 
     def get_dynamic_node_stats(self) -> dict[str, dict[str, Any]]:
-        return {}
+        stats = self.get_static_node_stats()
+        for i, n in enumerate(self.cl.nodes):
+            cpu, mem = self.usage.node_usage[i]
+            stats[n].update(cpu=cpu, mem=mem)
+        return stats
 
     def get_node_version(self, node: str) -> str | None:
-        return "9.0.0"
+        v = self.cl.node_versions[self.cl.nodes.index(node)] if self.cl.node_versions else 0
+        return k.NODE_VERSIONS[v] if v >= 0 else None
 
     def resource_plugin(self, service_type: str) -> ResourcePlugin | None:
         return cast(ResourcePlugin, _NoLocks())
@@ -345,6 +412,7 @@ class PortCRM:
         for kind, a, b in inp.commands:
             env.queue_crm_commands(_command_text(cl, kind, a, b))
         env.motion = inp.motion
+        env.usage = inp
         env.logs = []
         if self.manager is None:
             self.manager = Manager(env)
@@ -392,6 +460,41 @@ class PortCRM:
         )
 
 
+def _nodes_text(nodes: tuple[tuple[str, int], ...]) -> str:
+    return ",".join(f"{n}:{p}" if p else n for n, p in nodes)
+
+
+def rules_config_text(cfg: er.RulesConfig) -> str:
+    """``rules.cfg`` of the rules (section config, as upstream's test directories)."""
+    out = []
+    for r in cfg.rules:
+        lines = [f"{'node' if isinstance(r, er.NodeAffinityRule) else 'resource'}-affinity: {r.id}"]
+        lines.append(f"\tresources {','.join(r.resources)}")
+        if isinstance(r, er.NodeAffinityRule):
+            lines.append(f"\tnodes {_nodes_text(r.nodes)}")
+            if r.strict:
+                lines.append("\tstrict 1")
+        else:
+            lines.append(f"\taffinity {'positive' if r.positive else 'negative'}")
+        if r.disabled:
+            lines.append("\tdisable 1")
+        out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
+def groups_config_text(cfg: er.RulesConfig) -> str:
+    """``groups.cfg`` of the HA groups."""
+    out = []
+    for g in cfg.groups:
+        lines = [f"group: {g.id}", f"\tnodes {_nodes_text(g.nodes)}"]
+        if g.restricted:
+            lines.append("\trestricted 1")
+        if g.nofailback:
+            lines.append("\tnofailback 1")
+        out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
 def _command_text(cl: Cluster, kind: int, a: int, b: int) -> str:
     if kind in (k.Q_MIGRATE, k.Q_RELOCATE):
         return f"{_Q_TEXT[kind]} {cl.sids[a]} {cl.nodes[b]}"
@@ -435,7 +538,7 @@ class EngineCRM:
             svc[0, i, k.F_CFG_STATE] = cl.cfg_state[i]
             svc[0, i, k.F_TYPE] = k.TYPE_VM if sid.startswith("vm:") else k.TYPE_CT
             svc[0, i, k.F_MAX_RELOCATE] = cl.max_relocate[i]
-            svc[0, i, k.F_FAILBACK] = cl.failback[i]
+        svc[0, :, k.F_FAILBACK] = er.group_failback(cl.rules, cl.sids, cl.failback)
         self.svc = svc
         self.nodes = np.zeros((1, nn, k.N_NODE_FIELDS), dtype=np.int64)
         self.last_online = np.full((1, nn + 1), np.nan)
@@ -448,6 +551,17 @@ class EngineCRM:
         self.now = np.zeros(1)
         self.deferred = np.zeros((1, ns), dtype=np.bool_)
         self.events: np.ndarray = self.evbuf[0, :0]
+        self.rx = er.rx_arrays(1, ns, nn)
+        self.rules = er.RulesHost(cl.rules, tuple(cl.sids), tuple(cl.nodes), tuple(cl.failback))
+        self.rx["rk"][0, k.RK_CRS_MODE] = cl.crs_mode
+        self.rules.init_arrays(self.rx, 0)
+        self.rx["rnode"][0, :, k.RN_VERSION] = cl.node_versions or 0
+        if cl.crs_mode != k.CRS_BASIC:
+            fsvc, fnode = self.rx["fsvc"][0], self.rx["fnode"][0]
+            fsvc[:, k.FS_MAXCPU] = cl.svc_maxcpu
+            fsvc[:, k.FS_MAXMEM] = cl.svc_maxmem
+            fnode[:, k.FN_MAXCPU] = cl.node_maxcpu
+            fnode[:, k.FN_MAXMEM] = cl.node_maxmem
 
     def step(self, inp: RoundInput) -> None:
         """The round (:meth:`load`, :meth:`call`), without the snapshot."""
@@ -486,6 +600,15 @@ class EngineCRM:
         self.ncmd[0] = q0 + len(inp.commands)
         motion = inp.motion or (k.NONE, k.NONE, 0, 0)
         self.clu[0, k.K_MOTION_SID : k.K_MOTION_AFTER + 1] = motion
+        self.rules.before_round(self.rx, 0, nodes[:, k.N_STATE], inp.online)
+        self.rx["rk"][0, k.RK_QUORATE] = 1 if inp.online[0] else 0
+        self.rx["rnode"][0, :, k.RN_LRM_STATE] = inp.lrm_states or k.LRM_STATE_NONE
+        if self.cl.crs_mode == k.CRS_DYNAMIC:
+            fsvc, fnode = self.rx["fsvc"][0], self.rx["fnode"][0]
+            for i, (cpu, mem) in enumerate(inp.svc_usage):
+                fsvc[i, k.FS_CPU], fsvc[i, k.FS_MEM] = cpu, mem
+            for i, (cpu, mem) in enumerate(inp.node_usage):
+                fnode[i, k.FN_CPU], fnode[i, k.FN_MEM] = cpu, mem
 
     def call(self) -> None:
         """The kernel call over the loaded inputs."""
@@ -499,7 +622,9 @@ class EngineCRM:
             self.ncmd,
             self.now,
             self.deferred,
+            *(self.rx[name] for name in k.RX_ARRAYS),
         )
+        self.rules.after_round(self.rx, 0)
         err = int(self.clu[0, k.K_ERROR])
         if err:
             raise RuntimeError(f"HA engine: {k.ENGINE_ERRORS[err]}")
@@ -557,7 +682,7 @@ class EngineCRM:
             disarm=(k.DISARM_MODES[dm], k.DISARM_STATES[int(self.clu[0, k.K_DISARM_STATE])])
             if dm
             else ("", ""),
-            log=format_events(self.events, cl.sids, cl.nodes),
+            log=format_events(self.events, cl.sids, cl.nodes, self.rules.messages),
         )
 
 
@@ -571,7 +696,7 @@ def random_cluster(rng: np.random.Generator) -> Cluster:
     sids = sorted(f"{'vm' if rng.random() < 0.7 else 'ct'}:{i}" for i in ids)
     nodes = [f"node{i + 1}" for i in range(nn)]
     cfg_state = [int(rng.choice(4, p=[0.8, 0.08, 0.08, 0.04])) for _ in range(ns)]
-    return Cluster(
+    cl = Cluster(
         nodes=nodes,
         sids=sids,
         cfg_node=[int(rng.integers(nn)) for _ in range(ns)],
@@ -580,6 +705,83 @@ def random_cluster(rng: np.random.Generator) -> Cluster:
         failback=[int(rng.random() < 0.7) for _ in range(ns)],
         rebalance_on_start=bool(rng.random() < 0.4),
     )
+    cl.rules = random_rules(rng, sids, nodes)
+    cl.crs_mode = int(rng.integers(0, 3))
+    cl.svc_maxcpu = [float(rng.choice([0, 0.5, 1, 2, 4, 8])) for _ in range(ns)]
+    cl.svc_maxmem = [int(rng.integers(1, 33)) * 2**29 for _ in range(ns)]
+    cl.node_maxcpu = [int(rng.choice([8, 16, 32, 64])) for _ in range(nn)]
+    cl.node_maxmem = [int(rng.choice([32, 64, 128])) * 2**30 for _ in range(nn)]
+    cl.node_versions = [int(rng.choice([0, 0, 0, 0, 1, 2, 3, 4, -1])) for _ in range(nn)]
+    if rng.random() < 0.8:  # all on a version with rules: the groups migration can succeed
+        cl.node_versions = [0] * nn
+    cl.rules = random_groups(rng, cl.rules, sids, nodes)
+    return cl
+
+
+def random_groups(
+    rng: np.random.Generator, rules: er.RulesConfig, sids: list[str], nodes: list[str]
+) -> er.RulesConfig:
+    """Up to three HA groups (restricted, nofailback, one or several priorities, now and then a
+    node the cluster does not have or no member), each service in one with some probability."""
+    if rng.random() < 0.5:
+        return rules
+    npool = [*nodes, "node99"]
+    groups = []
+    for i in range(int(rng.integers(1, 4))):
+        nds = _pick(rng, npool, int(rng.integers(1, len(npool) + 1)))
+        multi = rng.random() < 0.6
+        groups.append(
+            er.Group(
+                id=f"group{i}",
+                nodes=tuple((n, int(rng.integers(0, 4)) if multi else 0) for n in nds),
+                restricted=bool(rng.random() < 0.5),
+                nofailback=bool(rng.random() < 0.4),
+            )
+        )
+    share = float(rng.uniform(0.1, 0.6))
+    members = tuple(
+        (sid, groups[int(rng.integers(len(groups)))].id) for sid in sids if rng.random() < share
+    )
+    return er.RulesConfig(rules=rules.rules, groups=tuple(groups), service_groups=members)
+
+
+def _pick(rng: np.random.Generator, pool: list[str], size: int) -> tuple[str, ...]:
+    return tuple(str(x) for x in rng.choice(pool, size=min(size, len(pool)), replace=False))
+
+
+def random_rules(rng: np.random.Generator, sids: list[str], nodes: list[str]) -> er.RulesConfig:
+    """Node-affinity rules (strict or not, one or several priorities, now and then a node or a
+    resource the cluster does not have), positive and negative resource-affinity rules, some
+    disabled; overlapping at random, so that the checks drop some (as the port's
+    ``Rules::transform``)."""
+    if rng.random() < 0.15:
+        return er.RulesConfig()
+    pool = [*sids, "vm:9999"]
+    npool = [*nodes, "node99"]
+    rules: list[er.Rule] = []
+    for i in range(int(rng.poisson(1.6))):
+        nds = _pick(rng, npool, int(rng.integers(1, len(npool) + 1)))
+        multi = rng.random() < 0.5
+        rules.append(
+            er.NodeAffinityRule(
+                id=f"na{i}",
+                resources=_pick(rng, pool, 1 + int(rng.poisson(3))),
+                nodes=tuple((n, int(rng.integers(0, 4)) if multi else 0) for n in nds),
+                strict=bool(rng.random() < 0.5),
+                disabled=bool(rng.random() < 0.08),
+            )
+        )
+    for i in range(int(rng.poisson(1.8))):
+        rules.append(
+            er.ResourceAffinityRule(
+                id=f"ra{i}",
+                resources=_pick(rng, pool, 1 + int(rng.poisson(1.5))),
+                positive=bool(rng.random() < 0.5),
+                disabled=bool(rng.random() < 0.08),
+            )
+        )
+    order = rng.permutation(len(rules))
+    return er.RulesConfig(rules=tuple(rules[i] for i in order))
 
 
 class History:
@@ -656,17 +858,34 @@ class History:
         if rng.random() < 0.05:
             cmds.append((k.Q_STOP, int(rng.integers(ns)), int(rng.choice([0, 30]))))
         results: list[int | None] = []
-        for _ in range(ns):
-            u = rng.random()
+        us = rng.random(ns).tolist()
+        codes = rng.choice(5, size=ns, p=_EXIT_WEIGHTS).tolist()  # drawn at once: it is the
+        for u, code in zip(us, codes, strict=True):  # hot loop of the check's input
             if u < 0.45:
                 results.append(None)
             elif u < 0.55:
                 results.append(-2)
             else:
-                results.append(int(EXIT_CODES[int(rng.choice(5, p=_EXIT_WEIGHTS))]))
+                results.append(EXIT_CODES[code])
         changes = []
         for _ in range(int(rng.poisson(0.3))):
             changes.append((int(rng.integers(ns)), int(rng.choice(4, p=[0.55, 0.15, 0.2, 0.1]))))
+        ul = rng.random(nn).tolist()
+        lrm_states = [
+            (k.LRM_STATE_ACTIVE if u < 0.85 else k.LRM_STATE_WAIT if u < 0.95 else k.LRM_STATE_NONE)
+            if self.online[n]
+            else (k.LRM_STATE_LOST if u < 0.5 else k.LRM_STATE_ACTIVE)
+            for n, u in enumerate(ul)
+        ]
+        node_usage: list[tuple[float, int]] = []
+        svc_usage: list[tuple[float, int]] = []
+        if cl.crs_mode == k.CRS_DYNAMIC:
+            ncpu = rng.uniform(0.0, cl.node_maxcpu).tolist()
+            nmem = (rng.random(nn) * np.array(cl.node_maxmem)).astype(np.int64).tolist()
+            node_usage = list(zip(ncpu, nmem, strict=True))
+            scpu = rng.uniform(0.0, np.maximum(cl.svc_maxcpu, 1.0)).tolist()
+            smem = (rng.random(ns) * np.array(cl.svc_maxmem)).astype(np.int64).tolist()
+            svc_usage = list(zip(scpu, smem, strict=True))
         self.round_no += 1
         return RoundInput(
             now=self.round_no * ROUND_S,
@@ -677,6 +896,9 @@ class History:
             commands=cmds,
             cfg_changes=changes,
             motion=motion,
+            node_usage=node_usage,
+            svc_usage=svc_usage,
+            lrm_states=lrm_states,
         )
 
 
@@ -734,6 +956,16 @@ def run_example(seed: int, rounds: int = 60, crm: ModuleType | None = None) -> O
             out.difference = f"seed {seed} round {r + 1}: {diff}"
             return out
         _count(out.features, engine.events, b)
+    rk = engine.rx["rk"][0]
+    mode = k.CRS_MODES[cl.crs_mode]
+    for name, field_ in (
+        (f"{mode} score decided a placement", k.RK_N_SCORED),
+        (f"{mode} score not basic's choice", k.RK_N_NOT_BASIC),
+        ("strict rule restricted a placement", k.RK_N_STRICT),
+        ("non-strict fallback", k.RK_N_FALLBACK),
+        ("failback", k.RK_N_FAILBACK),
+    ):
+        out.features[name] += int(rk[field_])
     return out
 
 
@@ -747,6 +979,12 @@ def _count(features: Counter[str], events: np.ndarray, snap: Snapshot) -> None:
             features[f"state {k.SERVICE_STATES[int(row[3])]}"] += 1
         elif kind == ev.E_NODE_STATE:
             features[f"node {k.NODE_STATES[int(row[4])]}"] += 1
+        elif kind == ev.E_GROUP_MIGRATION:
+            step = int(row[2])
+            if step == ev.GM_SUCCESS:
+                features["groups migrated"] += 1
+            elif step >= ev.GM_ABORT:
+                features["groups migration aborted"] += 1
 
 
 # ---------------------------------------------------------------------------- CRM + LRM

@@ -68,6 +68,13 @@ E_REBALANCE_SELECTED = 48  # sid [new?, node]
 E_RECOVER = 49  # sid [fenced node, recovery node]
 E_RECOVER_FAILED = 50  # sid [fenced node]
 E_AUTO_REBALANCE = 51  # sid [qkind, node, imbalance before, after (hundredths)]
+# rules, groups and CRS modes (pvegym.sim.engine.rules; a range of their own)
+E_DROP_RULE = 101  # [index of the line in the compile's drop messages]
+E_NEGATIVE_REFUSED = 102  # sid [qkind, node, the negative partner]
+E_POSITIVE_PARTNER = 103  # sid [qkind, node, the positive partner moved with it]
+E_CRS_MODE = 104  # [CRS mode]
+E_USAGE_SAME_NODE = 105  # sid
+E_GROUP_MIGRATION = 106  # [step GM_*, node, c] (the persistent HA groups migration)
 
 #: every kind's name (the differential check counts them)
 EVENT_NAMES = {v: n[2:].lower() for n, v in globals().items() if n.startswith("E_")}
@@ -179,6 +186,21 @@ _MESSAGES: dict[int, tuple[str, str]] = {
         "err",
         "recovering service '{sid}' from fenced node '{na}' failed, no recovery node found",
     ),
+    E_NEGATIVE_REFUSED: (
+        "err",
+        "crm command '{cmd}' error - service '{sc}' on node '{nb}' in negative affinity with"
+        " service '{sid}'",
+    ),
+    E_POSITIVE_PARTNER: (
+        "info",
+        "crm command '{cmd}' - {qa} service '{sc}' to node '{nb}' (service '{sc}' in positive"
+        " affinity with service '{sid}')",
+    ),
+    E_CRS_MODE: ("info", "using scheduler mode '{crsa}'"),
+    E_USAGE_SAME_NODE: (
+        "warning",
+        "unable to add service '{sid}' - resource '{sid}' has the same current and target node",
+    ),
 }
 
 
@@ -231,10 +253,75 @@ def _special(
     if kind == E_AUTO_REBALANCE:
         change = f"expected change for imbalance from {c / 100:.2f} to {d / 100:.2f}"
         return "info", f"auto rebalance - {_QKIND[a]} {sid} to {nd(b)} ({change})"
+    if kind == E_GROUP_MIGRATION:
+        return _group_migration_line(a, nd(b), row[0])
     raise ValueError(f"unknown engine event kind {kind}")
 
 
-def _row_fields(kind: int, sid: str, a: int, b: int, c: int, nodes: Sequence[str]) -> _Fields:
+# steps of E_GROUP_MIGRATION (pvegym.sim.engine.rules.try_group_migration)
+GM_START = 0
+GM_NODE_STATE = 1  # [node, node state]
+GM_LRM = 2  # [node, LRM state * 8 + mode]
+GM_VERSION = 3  # [node, version index]
+GM_SUCCESS = 4
+GM_RULES_OK = 5
+GM_RESOURCES_OK = 6
+GM_DELETED = 7
+GM_FAILED = 8
+GM_RETRY = 9
+GM_ABORT = 10  # GM_ABORT + reason: [node]
+GM_NOT_QUORATE = 0
+GM_NO_NODES = 1
+GM_NOT_ONLINE = 2
+GM_NO_LRM_STATE = 3
+GM_NOT_ACTIVE_IDLE = 4
+GM_NOT_MODE_ACTIVE = 5
+GM_NO_VERSION = 6
+GM_OLD_VERSION = 7
+_GM_ABORTS = (
+    "cluster is not quorate",
+    "node list is empty",
+    "node '{n}' is not online",
+    "could not retrieve state for lrm '{n}'",
+    "lrm '{n}' is not in state 'active' or 'idle'",
+    "lrm '{n}' is not in mode 'active'",
+    "could not retrieve version from node '{n}'",
+    "node '{n}' needs at least pve-manager version '" + k.HA_RULES_MINVERSION + "'",
+)
+
+
+def _group_migration_line(step: int, node: str, c: int) -> tuple[str, str]:
+    if step == GM_START:
+        return "notice", "start ha group migration..."
+    if step == GM_NODE_STATE:
+        return "notice", f"ha groups migration: node '{node}' is in state '{k.NODE_STATES[c]}'"
+    if step == GM_LRM:
+        state, mode = k.LRM_STATES[c // 8], k.LRM_MODES[c % 8]
+        return (
+            "notice",
+            f"ha groups migration: lrm '{node}' is in state '{state}' and mode '{mode}'",
+        )
+    if step == GM_VERSION:
+        return "notice", f"ha groups migration: node '{node}' has version '{k.NODE_VERSIONS[c]}'"
+    fixed = {
+        GM_SUCCESS: ("notice", "ha groups migration successful"),
+        GM_RULES_OK: ("notice", "ha groups migration: migration to rules config successful"),
+        GM_RESOURCES_OK: (
+            "notice",
+            "ha groups migration: migration to resources config successful",
+        ),
+        GM_DELETED: ("notice", "ha groups migration: group config deletion successful"),
+        GM_FAILED: ("err", "ha groups migration failed"),
+        GM_RETRY: ("notice", "retry ha groups migration in 6 rounds (~ 60 seconds)"),
+    }
+    if step in fixed:
+        return fixed[step]
+    return "err", f"abort ha groups migration: {_GM_ABORTS[step - GM_ABORT].format(n=node)}"
+
+
+def _row_fields(
+    kind: int, sid: str, a: int, b: int, c: int, nodes: Sequence[str], sids: Sequence[str] = ()
+) -> _Fields:
     """The template fields of one event row (:data:`_MESSAGES`)."""
 
     def nd(i: int) -> str:
@@ -259,14 +346,20 @@ def _row_fields(kind: int, sid: str, a: int, b: int, c: int, nodes: Sequence[str
             "cfa": lambda: k.CONFIG_STATES[a],
             "failed": lambda: failed(b, c) if kind == E_RELOCATION_OK else failed(a, b),
             "cmd": lambda: f"{_QKIND[a]} {sid} {b if a == k.Q_STOP else nd(b)}",
+            "sc": lambda: sids[c],
+            "crsa": lambda: k.CRS_MODES[a],
         }
     )
 
 
 def format_events(
-    rows: np.ndarray, sids: Sequence[str], nodes: Sequence[str]
+    rows: np.ndarray,
+    sids: Sequence[str],
+    nodes: Sequence[str],
+    rule_messages: Sequence[str] = (),
 ) -> list[tuple[str, str]]:
-    """``(level, message)`` of each event row, as the port logs it."""
+    """``(level, message)`` of each event row, as the port logs it (``rule_messages``: the drop
+    lines of the rules compile the round took over, :class:`~pvegym.sim.engine.rules.RulesHost`)."""
     out: list[tuple[str, str]] = []
 
     def nd(i: int) -> str:
@@ -275,10 +368,13 @@ def format_events(
     for row in rows:
         kind, s, a, b, c, d, e, f = (int(x) for x in row)
         sid = sids[s] if s >= 0 else ""
+        if kind == E_DROP_RULE:
+            out.append(("info", rule_messages[a]))
+            continue
         if kind not in _MESSAGES:
             out.append(_special(kind, sid, a, b, (c, d, e, f), nd))
             continue
         level, template = _MESSAGES[kind]
-        fields = _row_fields(kind, sid, a, b, c, nodes)
+        fields = _row_fields(kind, sid, a, b, c, nodes, sids)
         out.append((level, template.format_map(fields)))
     return out

@@ -64,6 +64,16 @@ def test_sample_identical_and_features_exercised() -> None:
         "rebalance_selected",
         "master_offline",
         "remove_stale",
+        # rules, groups, CRS modes (tests/sim/engine/test_engine_rules.py for their mutants)
+        "drop_rule",
+        "negative_refused",
+        "positive_partner",
+        "crs_mode",
+        "groups migration aborted",
+        "strict rule restricted a placement",
+        "failback",
+        "static score not basic's choice",
+        "dynamic score not basic's choice",
         *tuple(f"state {s}" for s in differential.k.SERVICE_STATES[1:]),
     ):
         assert features[name] > 0, name
@@ -94,11 +104,7 @@ def test_plain_python_engine_is_the_compiled_one() -> None:
         ),
         # the fence delay
         ("FENCE_DELAY = 60.0", "FENCE_DELAY = 50.0"),
-        # placement ties break by node name
-        (
-            "nodes[nodes[j - 1, N_ORDER], N_COUNT] > nodes[n, N_COUNT]",
-            "nodes[nodes[j - 1, N_ORDER], N_COUNT] >= nodes[n, N_COUNT]",
-        ),
+        # (placement, rules and scores: tests/sim/engine/test_engine_rules.py)
     ],
 )
 def test_mutated_transition_is_reported(original: str, mutant: str) -> None:
@@ -133,6 +139,10 @@ def test_two_clusters_in_one_call() -> None:
     alone = [differential.EngineCRM(cl) for _ in hists]
     both = [differential.EngineCRM(cl) for _ in hists]
     names = ("svc", "nodes", "last_online", "clu", "evbuf", "cmds", "ncmd", "now", "deferred")
+
+    def arrays(e: differential.EngineCRM) -> list[np.ndarray]:
+        return [getattr(e, n) for n in names] + [e.rx[n] for n in differential.k.RX_ARRAYS]
+
     for _ in range(40):
         inputs = [h.next() for h in hists]
         logs = [e.round(i).log for e, i in zip(alone, inputs, strict=True)]
@@ -140,12 +150,13 @@ def test_two_clusters_in_one_call() -> None:
         for e, i in zip(both, inputs, strict=True):
             e.crm = types.SimpleNamespace(manage=lambda *a: None)
             e.round(i)
-        stacked = {n: np.concatenate([getattr(e, n) for e in both]) for n in names}
-        crm.manage(*(stacked[n] for n in names))
+        stacked = [np.concatenate(group) for group in zip(*map(arrays, both), strict=True)]
+        crm.manage(*stacked)
         for c, e in enumerate(both):
-            for n in names:
-                getattr(e, n)[...] = stacked[n][c : c + 1]
+            for mine, all_ in zip(arrays(e), stacked, strict=True):
+                mine[...] = all_[c : c + 1]
+            e.rules.after_round(e.rx, 0)
             rows = e.evbuf[0, : int(e.clu[0, differential.k.K_N_EVENTS])]
-            assert ev.format_events(rows, cl.sids, cl.nodes) == logs[c]
+            assert ev.format_events(rows, cl.sids, cl.nodes, e.rules.messages) == logs[c]
         for a, b in zip(alone, both, strict=True):
             assert np.array_equal(a.svc, b.svc) and np.array_equal(a.nodes, b.nodes)
