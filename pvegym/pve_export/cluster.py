@@ -146,6 +146,11 @@ class ClusterExport:
     def major(self) -> int:
         return int(self.version.split(".", 1)[0])
 
+    @property
+    def version_numbers(self) -> tuple[int, ...]:
+        """pve-manager's version as numbers, ``"9.2.5"`` → ``(9, 2, 5)``."""
+        return _version_tuple(self.version)
+
 
 def read_export(path: Path) -> ClusterExport:
     """Read and cross-check an export directory or tarball (errors name the file and field)."""
