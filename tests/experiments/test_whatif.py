@@ -292,3 +292,32 @@ def test_bad_workers_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--workers" in err[0]
+
+
+def test_a_guest_moved_back_and_forth_gets_auto_rebalance_off() -> None:
+    """A loop (a replay returns the guest to a node it left) is fixed with the per-resource flag;
+    a guest with the flag already off, a stopped one or a non-HA one needs no fix."""
+    from types import SimpleNamespace
+
+    from pvegym.experiments.whatif_fixes import find_fixes, overrides
+
+    def mv(sid: str, src: str, dst: str) -> dict[str, Any]:
+        return {"guest": sid, "source": src, "target": dst, "outcome": "succeeded"}
+
+    scenario = {
+        "guests": [
+            {"sid": "vm:1"},
+            {"sid": "vm:2", "auto_rebalance": False},
+            {"sid": "vm:3", "state": "stopped"},
+            {"sid": "vm:4", "ha": False},
+            {"sid": "vm:5"},
+        ]
+    }
+    loop = [mv(s, "a", "b") for s in ("vm:1", "vm:2", "vm:3", "vm:4")]
+    loop += [mv(s, "b", "a") for s in ("vm:1", "vm:2", "vm:3", "vm:4")] + [mv("vm:5", "a", "b")]
+    export = SimpleNamespace(guests={}, storages={}, pci_live_capable=None)
+    (fix,) = find_fixes(export, scenario, {"upstream": loop})  # type: ignore[arg-type]
+    assert fix.sid == "vm:1" and fix.problem == "loops" and "1×" in fix.reason
+    assert "ha-manager set vm:1 --auto-rebalance 0" in fix.as_json()["fix"]
+    assert overrides([fix]) == {"guests[0].auto_rebalance": False}
+    assert fix.attempts == {"upstream": 2}
