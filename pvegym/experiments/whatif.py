@@ -5,7 +5,7 @@ Read top to bottom, :func:`run_whatif` is the whole experiment:
 1. **import** the export (:mod:`pvegym.pve_export`) into ``DIR/scenario.toml`` and
    ``DIR/validation.toml`` with their traces, and load both through the scenario lookup
    (:func:`pvegym.sim.catalog.resolve`) like any scenario file.
-2. **validate** (step 4 below) first: what the fit measures about the cluster — the PSI blend —
+2. **validate** (step 6 below) first: what the fit measures about the cluster — the PSI blend —
    is written into ``DIR/scenario.toml`` (:func:`calibrate`), so the replays use it.
 3. **replay** the window under each policy — ``noop``, ``upstream`` (with the cluster's configured
    CRS constants), ``patched`` (the field report's defaults), ``patched-tuned`` (a study's best
@@ -14,18 +14,26 @@ Read top to bottom, :func:`run_whatif` is the whole experiment:
    Where no guest is HA-managed and more than one node is online, the window is replayed once
    more with the busiest guests made HA (:func:`hypothetical_ha`, ``DIR/hypothetical-ha.toml``):
    labelled hypothetical in the report.
-4. **validate** without circularity: the validation scenario's host load was fitted on the first
+4. **recommend** what PVE has: ``ha-auto-rebalance`` off, or on with its four knobs, swept over
+   seeds, chosen on the fit part and held out (:mod:`pvegym.experiments.whatif_sweep`) — only on
+   a version that has the balancer and a cluster where a guest can move (:func:`recommend`), in
+   the units the import proved (``CrsSettings.percent_units``).
+5. **fix**: the guests whose migrations would fail or loop, with the fix from their config
+   (:mod:`pvegym.experiments.whatif_fixes`); the window replayed after every fix, and the
+   recommendation recomputed on it. Replays, sweep and fixes all run on the calibrated scenario.
+6. **validate** without circularity: the validation scenario's host load was fitted on the first
    part of the window only; replayed under ``noop`` with every real migration, its node CPU, memory
    and (PVE 9) PSI are compared with the export's series on the held-out rest (mean absolute error
    in percentage points), next to a naive baseline (each node's own mean over the fit part). Where
    PVE 9 recorded PSI, the contention model's ``psi.cpu_blend`` is fitted on the fit part too
    (:data:`BLEND_GRID`) and its held-out error reported beside the default's, and apart for the
    rows in which a node was under pressure (:data:`PRESSURE_PCT`).
-5. **report** into ``DIR/report.md`` with plots, ``DIR/whatif.json`` (everything the report says,
+7. **report** into ``DIR/report.md`` with plots, ``DIR/whatif.json`` (everything the report says,
    machine-readable): :func:`pvegym.experiments.whatif_report.write_report` on the result.
 
-The replay is deterministic for a seed (the traces carry the workload; the seed draws only the
-LRM's start offsets).
+Every replay is deterministic for a seed (the traces carry the workload; the seed draws the
+LRM's start offsets and the model's noise). Everything is scored by the benchmark's cost,
+:data:`pvegym.sim.cost.BALANCER_COST`.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +52,16 @@ from pvegym.errors import ConfigError
 from pvegym.experiments.files import write_json_atomic
 from pvegym.experiments.record import play
 from pvegym.experiments.runner import Trace
+from pvegym.experiments.stats import Estimate
+from pvegym.experiments.whatif_fixes import GuestFix, find_fixes, overrides
+from pvegym.experiments.whatif_sweep import BLOCKS, Sweep, run_sweep
 from pvegym.policies import make_policy
 from pvegym.pve_export.cluster import ClusterExport, read_export
 from pvegym.pve_export.notes import Note
 from pvegym.pve_export.to_scenario import Import, build_import
 from pvegym.pve_export.write import write_import, write_scenario
 from pvegym.sim import catalog
+from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.move_ledger import CHURN_PRESSURE_PCT
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.simulation import Simulation
@@ -143,27 +155,76 @@ class Hypothetical:
 
 
 @dataclass
+class Recommendation:
+    """What PVE's own options should be: ``sweep`` None with ``reason`` when there is nothing to
+    decide (``hypothetical``: the sweep as if the version had the balancer)."""
+
+    version: str
+    has_balancer: bool
+    percent: bool  # the version's threshold/margin unit
+    units_why: str  # what proves ``percent`` (the import's ``CrsSettings.units_why``)
+    movable: int  # guests a balancer may move (HA-managed, started, auto-rebalance on)
+    current: dict[str, Any] | None  # the cluster's crs options when ha-auto-rebalance is on
+    reason: str | None
+    sweep: Sweep | None
+    hypothetical: bool = False
+
+    def options(self) -> dict[str, Any] | None:
+        """The recommended ``datacenter.cfg`` crs options (None: nothing to decide)."""
+        if self.sweep is None or self.hypothetical:
+            return None
+        if self.sweep.chosen is None:
+            return {"ha-auto-rebalance": 0}
+        return self.sweep.chosen.pve(self.percent)
+
+
+@dataclass
+class AfterFix:
+    """The window replayed with every fix applied, and the recommendation recomputed on it."""
+
+    overrides: dict[str, Any]
+    runs: list[PolicyRun]
+    recommendation: Recommendation
+
+
+@dataclass
 class WhatIf:
     imp: Import
     export: ClusterExport
     runs: list[PolicyRun]
     validation: Validation
+    recommendation: Recommendation
+    fixes: list[GuestFix]
+    after: AfterFix | None
     local_disk_bytes: dict[str, float] = field(default_factory=dict)
     hypothetical: Hypothetical | None = None
 
     @property
     def ha_guests(self) -> list[str]:
         """The scenario's HA-managed guests."""
-        return [g["sid"] for g in self.imp.scenario["guests"] if g.get("ha", True)]
+        return ha_guests(self.imp.scenario)
 
     @property
     def online_nodes(self) -> list[str]:
-        return [n["name"] for n in self.imp.scenario["nodes"] if n.get("online", True)]
+        return online_nodes(self.imp.scenario)
+
+
+def ha_guests(scenario: dict[str, Any]) -> list[str]:
+    """The HA-managed guests of a scenario dict (``ha`` defaults to true)."""
+    return [g["sid"] for g in scenario["guests"] if g.get("ha", True)]
+
+
+def online_nodes(scenario: dict[str, Any]) -> list[str]:
+    """The online nodes of a scenario dict (``online`` defaults to true)."""
+    return [n["name"] for n in scenario["nodes"] if n.get("online", True)]
 
 
 # ------------------------------------------------------------------------------------------ policies
-def policy_entries(imp: Import, study: Path | None) -> list[PolicyEntry]:
-    """The policies the what-if replays, in report order."""
+def policy_entries(
+    imp: Import, study: Path | None, agents: tuple[str, ...] = ()
+) -> list[PolicyEntry]:
+    """The policies the what-if replays, in report order (``agents``: learned models by run
+    name or path, ``learned:<name>``)."""
     up = dict(imp.policy_params.get("upstream", {}))
     entries = [
         PolicyEntry(
@@ -196,6 +257,15 @@ def policy_entries(imp: Import, study: Path | None) -> list[PolicyEntry]:
             "contention-driven, migratability and migration cost first",
         )
     )
+    for agent in agents:
+        entries.append(
+            PolicyEntry(
+                f"learned:{Path(agent).name}",
+                "learned",
+                {"model": agent},
+                f"the learned agent {agent} (pvegym train)",
+            )
+        )
     for e in entries:  # unknown constants are a one-line error before anything runs
         make_policy(e.policy, f"policies.{e.label}", **e.params)
     return entries
@@ -216,24 +286,6 @@ def _study_params(study: Path) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise ConfigError("--study", "best.policy.params must be a table")
     return dict(params)
-
-
-def cost_weights(study: Path | None) -> tuple[dict[str, float], str]:
-    """The cost the recommendation ranks by: the study's objective when one is given, else the
-    project's tuning objective (``experiments/tune-patched.toml``, its one owner)."""
-    if study is not None:
-        f = study / "best_params.json" if study.is_dir() else study
-        doc = json.loads(f.read_text())
-        for obj in doc.get("objectives", []):
-            if obj.get("weights"):
-                return {
-                    str(k): float(v) for k, v in obj["weights"].items()
-                }, f"the objective of {f}"
-    from pvegym.tuning.study_config import load_study_config
-
-    path = Path(__file__).resolve().parents[2] / "experiments" / "tune-patched.toml"
-    cfg = load_study_config(path)
-    return dict(cfg.objectives[0].terms()), "the cost of experiments/tune-patched.toml"
 
 
 # ------------------------------------------------------------------------------------------ replay
@@ -424,6 +476,104 @@ def validate(imp: Import, path: Path, seed: int) -> Validation:
     )
 
 
+# ------------------------------------------------------------------------------------------ recommend
+#: the first pve-manager with ``ha-auto-rebalance``: pve-ha-manager 5.2.0's balancer (f0f21bc) came
+#: in PVE 9.1's updates (pve-manager 9.1.13/9.1.14 changelog entries on its options;
+#: the spec's pve-ha-manager reference, §10); PVE 8.4 has CRS placement at start and recovery only
+BALANCER_SINCE = (9, 1)
+
+
+def has_balancer(export: ClusterExport) -> bool:
+    """The version has ``ha-auto-rebalance``: by its number, or because the export sets it."""
+    crs = export.crs
+    configured = crs.auto_rebalance or any(
+        v is not None for v in (crs.threshold, crs.margin, crs.hold_duration, crs.method)
+    )
+    return configured or export.version_numbers[:2] >= BALANCER_SINCE
+
+
+def movable_guests(scenario: dict[str, Any]) -> int:
+    """Guests a balancer may pick: HA-managed, started, ``auto-rebalance`` not off."""
+    return sum(
+        1
+        for g in scenario["guests"]
+        if g.get("ha", True)
+        and g.get("auto_rebalance", True) is not False
+        and g.get("state", "started") == "started"
+    )
+
+
+def recommend(
+    imp: Import,
+    export: ClusterExport,
+    path: Path,
+    sets: dict[str, Any],
+    seed: int,
+    workers: int,
+    name: str,
+    say: Any,
+) -> Recommendation:
+    """Step 4 of the module docstring on the scenario at ``path`` with ``sets`` applied: nothing
+    to decide (``reason``) where no guest can move — one online node, no HA-managed guest, or none
+    started with auto-rebalance on — else the sweep, hypothetical on a version without the
+    balancer. Units: those the import proved (``CrsSettings.percent_units``, ``units_why``);
+    without the balancer, the percent units every version that has it reads."""
+    scenario = _with_sets(imp.scenario, sets)
+    crs = export.crs
+    has = has_balancer(export)
+    percent, units_why = (
+        (crs.percent_units, crs.units_why)
+        if has
+        else (True, "a version with ha-auto-rebalance (pve-cluster ≥ 9.1.5) reads percent")
+    )
+    up = imp.policy_params.get("upstream", {})
+    current = dict(up) if crs.auto_rebalance else None
+    movable = movable_guests(scenario)
+    online, ha = len(online_nodes(scenario)), len(ha_guests(scenario))
+    base: dict[str, Any] = dict(version=export.version, has_balancer=has, percent=percent,
+                                units_why=units_why, movable=movable, current=current)  # fmt: skip
+    reason = None
+    if online < 2:
+        reason = (
+            f"nothing to decide: the cluster has {online} online node"
+            f"{'' if online == 1 else 's'}, so no guest can move"
+        )
+    elif ha == 0:
+        reason = (
+            "nothing to decide: no guest is HA-managed (the HA manager moves only HA "
+            "resources), so no balancer can move anything"
+        )
+    elif movable == 0:
+        reason = (
+            "nothing to decide: no HA-managed guest is started with auto-rebalance on, "
+            "so no balancer can move anything"
+        )
+    if reason is not None:
+        return Recommendation(**base, reason=reason, sweep=None)
+    sweep = run_sweep(path, sets, current, seed, workers, name, say)
+    if not has:
+        reason = (
+            f"nothing to decide on PVE {export.version}: it has no automatic rebalancing "
+            "(ha-auto-rebalance came with pve-ha-manager 5.2.0, PVE 9.1); its CRS options "
+            f"(ha = {crs.mode}, ha-rebalance-on-start = {int(crs.rebalance_on_start)}) choose a "
+            "node only when a guest starts or recovers, which the replayed window does not do"
+        )
+        return Recommendation(**base, reason=reason, sweep=sweep, hypothetical=True)
+    return Recommendation(**base, reason=None, sweep=sweep)
+
+
+def _with_sets(scenario: dict[str, Any], sets: dict[str, Any]) -> dict[str, Any]:
+    """The import's scenario dict with ``guests[i].key`` overrides applied (a copy)."""
+    import copy
+
+    from pvegym.config import set_path
+
+    out = copy.deepcopy(scenario)
+    for key, value in sets.items():
+        set_path(out, key, value)
+    return out
+
+
 # ------------------------------------------------------------------------------------------ experiment
 def run_whatif(
     export_path: Path,
@@ -435,26 +585,61 @@ def run_whatif(
     seed: int = 0,
     crs_units: str | None = None,
     progress: Any = None,
+    workers: int = 1,
+    agents: tuple[str, ...] = (),
 ) -> WhatIf:
-    """Steps 1–3 of the module docstring (the scenario files land in ``out``); the report is
+    """Steps 1–6 of the module docstring (the scenario files land in ``out``); the report is
     :func:`pvegym.experiments.whatif_report.write_report` of the result."""
     say = progress or (lambda msg: None)
     out.mkdir(parents=True, exist_ok=True)
     export = read_export(export_path, crs_units)
     imp = build_import(export, window, "scenario", fit_fraction, dirty_rate)
     write_import(imp, out / "scenario.toml", validation_out=out / "validation.toml")
-    entries = policy_entries(imp, study)
+    path = out / "scenario.toml"
+    entries = policy_entries(imp, study, agents)
     say("validation runs (fitted host load and PSI blend, held-out comparison) …")
     val = validate(imp, out / "validation.toml", seed)
-    calibrate(imp, val, out / "scenario.toml")
-    scn = catalog.resolve(str(out / "scenario.toml")).scenario
+    calibrate(imp, val, path)
+    scn = catalog.resolve(str(path)).scenario
     say(f"window: {imp.window.describe()}; {imp.window.duration // 10} rounds per policy")
     runs = _replay_all(scn, entries, seed, say)
-    result = WhatIf(imp, export, runs, val, _local_disks(export))
+    say("recommendation: ha-auto-rebalance off vs on over its knobs …")
+    rec = recommend(imp, export, path, {}, seed, workers, "before", say)
+    fixes = find_fixes(export, imp.scenario, {r.entry.label: r.moves for r in runs})
+    after = _after_fixes(imp, export, path, fixes, entries, rec, seed, workers, say)
+    result = WhatIf(imp, export, runs, val, rec, fixes, after, _local_disks(export))
     if not result.ha_guests and len(result.online_nodes) > 1:
         say("no guest is HA-managed: replaying with the busiest guests made HA (hypothetical) …")
         result.hypothetical = hypothetical_ha(imp, out / "hypothetical-ha.toml", entries, seed, say)
     return result
+
+
+def _after_fixes(
+    imp: Import,
+    export: ClusterExport,
+    path: Path,
+    fixes: list[GuestFix],
+    entries: list[PolicyEntry],
+    rec: Recommendation,
+    seed: int,
+    workers: int,
+    say: Any,
+) -> AfterFix | None:
+    """Step 5: the calibrated scenario at ``path`` with every fix applied, replayed under noop and
+    upstream, and the recommendation recomputed on it (None without fixes)."""
+    if not fixes:
+        return None
+    sets = overrides(fixes)
+    say(f"after the fixes ({', '.join(f.sid for f in fixes)}): replays and recommendation …")
+    fixed = catalog.resolve(str(path), overrides=sets).scenario
+    after_runs = [replay(fixed, e, seed) for e in entries[:2]]  # noop, upstream
+    # without the balancer in the version, the hypothetical sweep is not run twice
+    after_rec = (
+        recommend(imp, export, path, sets, seed, workers, "after", say)
+        if rec.has_balancer
+        else replace(rec, sweep=None)
+    )
+    return AfterFix(sets, after_runs, after_rec)
 
 
 def _replay_all(scn: Scenario, entries: list[PolicyEntry], seed: int, say: Any) -> list[PolicyRun]:
@@ -549,21 +734,98 @@ def _local_disks(export: ClusterExport) -> dict[str, float]:
     return out
 
 
+def _runs_json(runs: list[PolicyRun]) -> dict[str, Any]:
+    return {
+        r.entry.label: {
+            "policy": r.entry.policy,
+            "params": r.entry.params,
+            "about": r.entry.about,
+            "cost": weighted_cost(BALANCER_COST, r.metrics),
+            "metrics": r.metrics,
+            "moves": r.moves,
+            "wall_s": round(r.wall_s, 3),
+        }
+        for r in runs
+    }
+
+
+def estimate_json(e: Estimate | None) -> dict[str, Any] | None:
+    return None if e is None else {"mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n, "p": e.p}
+
+
+def sweep_json(rec: Recommendation) -> dict[str, Any] | None:
+    sw = rec.sweep
+    if sw is None:
+        return None
+    rows: list[dict[str, Any]] = [{"setting": "off", "options": {"ha-auto-rebalance": 0}}] + [
+        {"setting": sw.key(st), "options": st.pve(rec.percent), "params": st.params}
+        for st in sw.settings
+    ]
+    for row in rows:
+        row["fit_cost"] = sw.fit_cost[row["setting"]]
+        row["metrics"] = sw.metrics[row["setting"]]
+        row["tie"] = row["setting"] in sw.tie
+    return {
+        "cost": "BALANCER_COST",
+        "weights": BALANCER_COST,
+        "blocks": BLOCKS,
+        "fit_part": "even blocks",
+        "held_out_part": "odd blocks",
+        "fit_seeds": sw.fit_seeds,
+        "held_seeds": sw.held_seeds,
+        "settings": rows,
+        "chosen": sw.key(sw.chosen),
+        "why": sw.why,
+        "tie": sw.tie,
+        "compared": None if sw.compared is None else sw.key(sw.compared),
+        "held_out_gain_vs_off": estimate_json(sw.held_gain),
+        "held_out_cost": sw.held_cost,
+        "held_out_metrics": sw.held_metrics,
+        "churned_or_failed": [sw.key(st) for st, _ in sw.churned_or_failed()],
+        "ci_covers": "the model's randomness over fresh seeds, not the one recorded window",
+    }
+
+
+def recommendation_json(rec: Recommendation) -> dict[str, Any] | None:
+    """The recommended PVE options with their evidence; None where there is nothing to decide."""
+    opts = rec.options()
+    if opts is None:
+        return None
+    sw = rec.sweep
+    assert sw is not None
+    return {
+        "pve_version": rec.version,
+        "units": "percent" if rec.percent else "fraction",
+        "units_why": rec.units_why,
+        "options": opts,
+        "current": None if sw.current is None else sw.current.pve(rec.percent),
+        "why": sw.why,
+        "held_out": {
+            "compared": sw.key(sw.compared),
+            "gain_vs_off": estimate_json(sw.held_gain),
+        },
+    }
+
+
 def save_json(result: WhatIf, path: Path, extra: dict[str, Any]) -> None:
+    rec, after = result.recommendation, result.after
     doc = {
         "format": WHATIF_FORMAT,
         "import": result.imp.meta,
-        "policies": [
-            {
-                "label": r.entry.label,
-                "policy": r.entry.policy,
-                "params": r.entry.params,
-                "metrics": r.metrics,
-                "moves": r.moves,
-                "wall_s": round(r.wall_s, 3),
-            }
-            for r in result.runs
-        ],
+        "recommendation": recommendation_json(rec),
+        "reason": rec.reason,
+        "sweep": sweep_json(rec),
+        "fixes": [f.as_json() for f in result.fixes],
+        "after_fixes": None
+        if after is None
+        else {
+            "overrides": after.overrides,
+            "policies": _runs_json(after.runs),
+            "recommendation": recommendation_json(after.recommendation),
+            "reason": after.recommendation.reason,
+            "sweep": sweep_json(after.recommendation),
+        },
+        "policies": _runs_json(result.runs),
         "validation": {
             "fit_rows": result.validation.fit_rows,
             "rows": result.validation.rows,
@@ -587,7 +849,7 @@ def _hypothetical_doc(hyp: Hypothetical | None) -> dict[str, Any] | None:
         "guests_made_ha": hyp.sids,
         "cpu_share": hyp.share,
         "scenario": hyp.scenario.name,
-        "policies": [{"label": r.entry.label, "metrics": r.metrics} for r in hyp.runs],
+        "policies": _runs_json(hyp.runs),  # keyed by label, as the real replay's
     }
 
 

@@ -1,9 +1,15 @@
 """The what-if report: ``report.md`` an operator reads in two minutes, its plots and JSON.
 
-Order of ``report.md``: the window and resolution it replayed; the recommendation with its
-evidence; a table of every policy's numbers; per policy the motions it would have made (repeats
-grouped: "vm:101 → node2, 246×, all failed: local resource, every 40 s"); what the real cluster
-did (its task log); the model-vs-reality panel (held-out errors); what the scenario leaves out.
+Order of ``report.md`` (:func:`write_report`): under the title, that no guest is HA-managed
+(where none is); the window and resolution it replayed; a node whose guests exceed it, flagged; the
+recommendation in the PVE version's own option names and units, before and after the fixes, with
+its held-out CI against "off" ("nothing to decide" with its reason where no guest can move, and the
+busiest guests made HA replayed, labelled hypothetical, where none is HA-managed); the fixes the operator can make and the window simulated after
+them; the sweep (and the settings that would have failed or churned); what PVE would gain from
+balancers it does not have; a table of every policy's numbers; per policy the motions it would
+have made (repeats grouped: "vm:101 → node2, 246×, all failed: local resource, every 40 s"); what
+the real cluster did (its task log); the model-vs-reality panel (held-out errors); what the
+scenario leaves out. Everything is scored by :data:`pvegym.sim.cost.BALANCER_COST`.
 Plots: ``plots/timeline-<policy>.png`` (:func:`pvegym.experiments.plots.timeline`),
 ``plots/model-vs-reality.png`` and ``plots/compare.png``.
 """
@@ -21,8 +27,11 @@ from matplotlib.figure import Figure
 
 from pvegym.experiments import plots
 from pvegym.experiments.report import fmt
-from pvegym.experiments.whatif import PRESSURE_PCT, PolicyRun, WhatIf, cost_weights, save_json
+from pvegym.experiments.stats import Estimate, verdict
+from pvegym.experiments.whatif import PRESSURE_PCT, PolicyRun, Recommendation, WhatIf, save_json
+from pvegym.experiments.whatif_sweep import BLOCKS, FIT_SEEDS
 from pvegym.provenance import git_commit, package_versions
+from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.metrics import GLANCE, metric_spec, metrics_in
 from pvegym.units import GiB
 
@@ -30,6 +39,7 @@ from pvegym.units import GiB
 WHATIF_EXTRA = ("failed_repeats", "migration_bytes", "cpu_shortfall_core_s")
 MOTIONS_LISTED = 12  # individual motions listed per policy (all are in whatif.json)
 MOTIONS_MARKED = 150  # motions marked on a timeline at most
+SWEEP_LISTED = 10  # sweep settings listed per table (all are in whatif.json)
 
 
 def _utc(t: float) -> str:
@@ -47,45 +57,239 @@ def _metric(run: PolicyRun, key: str) -> str:
     return "—" if v is None else fmt(float(v) * metric_spec(key).report_scale)
 
 
-def cost(run: PolicyRun, weights: dict[str, float]) -> float:
-    return float(sum(w * float(run.metrics.get(m) or 0.0) for m, w in weights.items()))
+def cost(run: PolicyRun) -> float:
+    """The benchmark's cost of a replay (:data:`pvegym.sim.cost.BALANCER_COST`)."""
+    return weighted_cost(BALANCER_COST, run.metrics)
 
 
-def recommendation(result: WhatIf, weights: dict[str, float], source: str) -> list[str]:
-    """The policy with the lowest cost, and why — with the numbers behind it."""
-    runs = {r.entry.label: r for r in result.runs}
-    noop = runs["noop"]
-    costs = {label: cost(r, weights) for label, r in runs.items()}
-    best = min(costs, key=lambda k: (costs[k], k != "noop"))
-    terms = " + ".join(f"{w:g}·{m}" for m, w in weights.items())
-    lines = [f"Ranked by {source}: cost = {terms} (lower is better).", ""]
-    lines += ["| policy | cost | vs noop |", "|---|---:|---:|"]
-    for label, c in sorted(costs.items(), key=lambda kv: kv[1]):
-        rel = (c - costs["noop"]) / costs["noop"] * 100 if costs["noop"] else math.nan
-        lines.append(f"| {label} | {fmt(c)} | {'—' if label == 'noop' else f'{rel:+.1f} %'} |")
-    lines.append("")
-    b = runs[best]
-    if best == "noop":
-        lines.append(
-            "**Recommendation: keep `ha-auto-rebalance` off** — no balancer would have made this "
-            "window cheaper than leaving the guests where they were."
-        )
-        others = sorted((c, k) for k, c in costs.items() if k != "noop")
-        if others:
-            c, k = others[0]
-            lines.append(
-                f"If you switch it on anyway, `{k}` costs least of the balancers "
-                f"({fmt(c)} vs {fmt(costs['noop'])} for noop: {runs[k].metrics['moves']} motions, "
-                f"{runs[k].metrics['moves_failed']} failed)."
-            )
+COST_TERMS = " + ".join(f"{w:g}·{m}" for m, w in BALANCER_COST.items())
+
+
+def _crs_line(mode: str, options: dict[str, Any]) -> str:
+    """``datacenter.cfg``'s ``crs`` property string with ``options``."""
+    return "crs: " + ",".join([f"ha={mode}", *(f"{k}={v}" for k, v in options.items())])
+
+
+def _n(x: float) -> str:
+    """A mean count: whole numbers as such, else one decimal."""
+    return f"{x:.0f}" if x == int(x) else f"{x:.1f}"
+
+
+def _gain(e: Estimate | None) -> str:
+    if e is None:
+        return "no value"
+    return f"{e.mean:+,.0f} [{e.lo:+,.0f}, {e.hi:+,.0f}]"
+
+
+def _choice_lines(rec: Recommendation, mode: str, when: str) -> list[str]:
+    """One recommendation (before or after the fixes) in the version's option names and units."""
+    sw = rec.sweep
+    if sw is None or rec.hypothetical:
+        # "nothing to decide[ on …]: why" → the verdict in bold, then why
+        verdict_, _, why = (rec.reason or "nothing to decide: ").partition(": ")
+        lines = [f"**{when}: {verdict_}.** {why[:1].upper() + why[1:]}."]
+        if sw is not None:
+            pick = "off" if sw.chosen is None else sw.chosen.label(True)
+            lines += [
+                "",
+                "Hypothetically, on a PVE with `ha-auto-rebalance` (9.1 or later, percent units), "
+                f"the sweep below would choose **{pick}** ({sw.why}).",
+                *_held_lines(rec),
+            ]
+        return lines
+    opts = rec.options()
+    assert opts is not None
+    units = "percent" if rec.percent else "fractions"
+    if sw.chosen is None:
+        head = f"**{when}: keep `ha-auto-rebalance` off** (`{_crs_line(mode, opts)}`)"
     else:
-        d_stall = float(b.metrics["guest_stall_s"]) - float(noop.metrics["guest_stall_s"])
+        head = f"**{when}: switch `ha-auto-rebalance` on with these values** (`{_crs_line(mode, opts)}`; threshold and margin in {units}, as PVE {rec.version} reads them: {rec.units_why})"
+    lines = [f"{head} — {sw.why}."]
+    if rec.current is not None:
+        cur = sw.key(sw.current)
         lines.append(
-            f"**Recommendation: `{best}`** ({b.entry.about}): {b.metrics['moves']} motions "
-            f"({b.metrics['moves_failed']} failed), guest stall {fmt(float(b.metrics['guest_stall_s']))} s "
-            f"({d_stall:+,.0f} s vs noop), {b.metrics['oscillations']} oscillations, "
-            f"{b.metrics['churn_moves']} churn moves."
+            f"The cluster runs {sw.current.label(rec.percent) if sw.current else 'off'}: "
+            f"fit-part cost {np.mean(sw.fit_cost[cur]):,.0f} against {np.mean(sw.fit_cost['off']):,.0f} off."
         )
+    return [*lines, *_held_lines(rec)]
+
+
+def _held_lines(rec: Recommendation) -> list[str]:
+    sw = rec.sweep
+    assert sw is not None
+    if sw.compared is None or sw.held_gain is None:
+        return []
+    on = sw.compared.label(rec.percent)
+    g = sw.held_gain
+    word = verdict(g, "higher")
+    return [
+        "",
+        f"Held out (the other {BLOCKS // 2} blocks, {len(sw.held_seeds)} fresh seeds): "
+        f"{on} against off gains **{_gain(g)}** cost units (mean, 95 % CI; positive: cheaper "
+        f"than off; {word}). The CI covers the model's randomness, not the one recorded "
+        "window: another window would have other loads.",
+    ]
+
+
+def recommendation(result: WhatIf) -> list[str]:
+    """The report's first section: what PVE's own options should be, before and after the fixes."""
+    rec, after = result.recommendation, result.after
+    mode = result.export.crs.mode
+    how = (
+        f"by the benchmark's cost ({COST_TERMS}, docs/benchmark.md; lower is better), on "
+        f"alternate blocks of the window (the *fit* part: {BLOCKS // 2} of {BLOCKS} blocks, "
+        f"{FIT_SEEDS} seeds), then held out"
+    )
+    if rec.sweep is None:  # no guest can move: nothing was swept
+        lines = []
+    elif rec.has_balancer:
+        lines = [f"Chosen among the settings PVE {rec.version} has, {how}.", ""]
+    else:
+        lines = [
+            f"PVE {rec.version} has no automatic balancer; the sweep below is scored {how}.",
+            "",
+        ]
+    lines += [
+        *_choice_lines(rec, mode, "As it is" if after is not None else "Recommendation"),
+        *hypothetical_lines(result),
+    ]
+    if after is not None:
+        lines += [
+            "",
+            *_choice_lines(after.recommendation, mode, "After the fixes below"),
+            "",
+            "The second applies once the fixes of the next section are made (the window is "
+            "replayed with them).",
+        ]
+    return lines
+
+
+def _fixes_section(result: WhatIf) -> list[str]:
+    lines = ["## Fixes you can make", ""]
+    if not result.fixes:
+        return [*lines, "No HA-managed guest's migration would fail or loop.", ""]
+    lines += [
+        "Guests whose migrations would fail or loop (reason from the guest's config), the fix, and "
+        "how often each balancer's replay tried them:",
+        "",
+        "| guest | problem | reason | fix | motions in the replays |",
+        "|---|---|---|---|---|",
+    ]
+    for f in result.fixes:
+        tried = ", ".join(f"{k} {n}" for k, n in f.attempts.items()) or "—"
+        lines.append(
+            f"| {f.sid} | {f.problem} | {f.reason} | {'; '.join(x.fix for x in f.fixes)} | {tried} |"
+        )
+    after = result.after
+    assert after is not None
+    sets = ", ".join(f"`{k} = {str(v).lower()}`" for k, v in after.overrides.items())
+    lines += [
+        "",
+        f"### The window after the fixes (simulated: {sets})",
+        "",
+        "| policy | | moves | failed | churn | oscillations | guest stall (s) | cost |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    before = {r.entry.label: r for r in result.runs}
+    for r in after.runs:
+        for tag, run in (("as it is", before[r.entry.label]), ("after the fixes", r)):
+            m = run.metrics
+            lines.append(
+                f"| {r.entry.label} | {tag} | {m['moves']} | {m['moves_failed']} | {m['churn_moves']} | "
+                f"{m['oscillations']} | {float(m['guest_stall_s']):,.0f} | {cost(run):,.0f} |"
+            )
+    return [*lines, ""]
+
+
+def _sweep_section(result: WhatIf) -> list[str]:
+    lines = ["## The sweep: every setting tried", ""]
+    recs = [("as it is", result.recommendation)]
+    if result.after is not None:
+        recs.append(("after the fixes", result.after.recommendation))
+    for tag, rec in recs:
+        sw = rec.sweep
+        if sw is None:
+            continue
+        mean = {k: float(np.mean(v)) for k, v in sw.fit_cost.items()}
+        order = sorted(mean, key=lambda k: (mean[k], k))
+        shown = order[:SWEEP_LISTED]
+        for k in ("off", *([sw.key(sw.current)] if sw.current else [])):
+            if k not in shown:
+                shown.append(k)
+        by = {sw.key(st): st for st in sw.settings}
+        lines += [
+            f"### {tag}: the {SWEEP_LISTED} cheapest settings on the fit part, with off and the "
+            f"current setting (of {len(sw.settings)} + off; all in `whatif.json`)",
+            "",
+            "| setting | fit cost (mean of seeds) | moves | failed | churn | oscillations | tie with the cheapest |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for k in shown:
+            m = sw.metrics[k]
+            name = "off" if k == "off" else by[k].label(rec.percent)
+            lines.append(
+                f"| {name} | {mean[k]:,.0f} | {_n(m['moves'])} | {_n(m['moves_failed'])} | "
+                f"{_n(m['churn_moves'])} | {_n(m['oscillations'])} | {'yes' if k in sw.tie else ''} |"
+            )
+        bad = sw.churned_or_failed()
+        lines.append("")
+        if bad:
+            fails = sum(1 for _, m in bad if m["moves_failed"])
+            churn = sum(1 for _, m in bad if m["churn_moves"])
+            osc = sum(1 for _, m in bad if m["oscillations"])
+            lines.append(
+                f"Settings that would have failed or churned ({len(bad)} of {len(sw.settings)}): "
+                f"{fails} with failed migrations, {churn} with churn moves, {osc} with oscillations "
+                "(means over the fit seeds, whole window):"
+            )
+            lines.append("")
+            for st, m in bad[:SWEEP_LISTED]:
+                lines.append(
+                    f"- {st.label(rec.percent)}: {_n(m['moves_failed'])} failed, "
+                    f"{_n(m['churn_moves'])} churn, {_n(m['oscillations'])} oscillations"
+                )
+            if len(bad) > SWEEP_LISTED:
+                lines.append(
+                    f"- … {len(bad) - SWEEP_LISTED} more in `whatif.json` (`sweep.churned_or_failed`)"
+                )
+        else:
+            lines.append("No setting would have failed, churned or oscillated.")
+        lines.append("")
+    return lines if len(lines) > 2 else []
+
+
+def _others_section(result: WhatIf) -> list[str]:
+    """Balancers PVE does not have, against the replays of what it has (one seed each)."""
+    runs = {r.entry.label: r for r in result.runs}
+    costs = {label: cost(r) for label, r in runs.items()}
+    lines = [
+        "## What PVE would gain if it had them (not in PVE)",
+        "",
+        "The field report's patched balancer, guest-centric (with `--study`, patched with a "
+        "study's constants; with `--agent RUN`, learned agents) are not options of any PVE "
+        "release. One replay each, same cost; `noop` is `ha-auto-rebalance` off, `upstream` "
+        "PVE's balancer with this cluster's settings."
+        + (
+            ""
+            if any(r.entry.policy == "learned" for r in result.runs)
+            else " No learned agent was named (`--agent`)."
+        ),
+        "",
+        "| policy | in PVE | cost | vs noop | vs upstream |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for label, c in sorted(costs.items(), key=lambda kv: (kv[1], kv[0])):
+        in_pve = "yes" if label in ("noop", "upstream") else "no"
+        lines.append(
+            f"| {label} | {in_pve} | {fmt(c)} | {c - costs['noop']:+,.0f} | {c - costs['upstream']:+,.0f} |"
+        )
+    lowest = min(costs.values())
+    best = sorted(k for k, c in costs.items() if c == lowest)
+    lines.append("")
+    if len(best) > 1:
+        lines.append(f"{', '.join(f'`{k}`' for k in best)} cost the same: no winner among them.")
+    else:
+        lines.append(f"`{best[0]}` costs least in this one replay.")
     for label, r in runs.items():
         if r.metrics["failed_repeats"]:
             fails = _groups(r.moves)[0] if r.moves else None
@@ -107,7 +311,7 @@ def recommendation(result: WhatIf, weights: dict[str, float], source: str) -> li
                 f"- `{label}` moves guests while no node is under pressure: "
                 f"{r.metrics['churn_moves']} churn moves."
             )
-    return lines
+    return [*lines, ""]
 
 
 def _groups(moves: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -284,10 +488,20 @@ def ha_lines(result: WhatIf) -> list[str]:
         "untouched).",
         "",
     ]
+    return lines
+
+
+def hypothetical_lines(result: WhatIf) -> list[str]:
+    """In the recommendation when no guest is HA-managed on more than one node: what the busiest
+    guests made HA would have seen (:func:`pvegym.experiments.whatif.hypothetical_ha`), labelled
+    hypothetical."""
+    if result.ha_guests or len(result.online_nodes) <= 1:
+        return []
     hyp = result.hypothetical
     if hyp is None:
-        return [*lines, "No guest ran in the window: no hypothetical replay.", ""]
-    lines += [
+        return ["", "No guest ran in the window: no hypothetical replay."]
+    lines = [
+        "",
         f"*Hypothetical* — if the busiest guests ({', '.join(f'`{s}`' for s in hyp.sids)}, "
         f"{hyp.share * 100:.0f} % of the guests' mean CPU) had been HA-managed "
         f"(`ha-manager add <sid>`; `{hyp.scenario.name}`):",
@@ -303,7 +517,7 @@ def ha_lines(result: WhatIf) -> list[str]:
         )
     if not any(r.metrics["moves"] for r in hyp.runs):
         lines += ["", "Even then no balancer would have moved anything in this window."]
-    return [*lines, ""]
+    return lines
 
 
 def excess_lines(result: WhatIf) -> list[str]:
@@ -369,20 +583,35 @@ def _resolution_caveat(result: WhatIf) -> str:
 
 
 def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Path:
-    imp, w = result.imp, result.imp.window
-    weights, source = cost_weights(study)
+    """``report.md``, its plots and ``whatif.json`` (both written atomically).
+
+    The sections in order (each a function; insert new ones here): the title and the header
+    (:func:`_title_lines` with :func:`ha_lines`, :func:`_header_lines`: window, resolution,
+    cluster, export, :func:`excess_lines`), the recommendation (:func:`recommendation`), the fixes and the window after them, the sweep, what
+    PVE would gain from balancers it does not have, the at-a-glance table, each balancer's motions,
+    the real cluster's task log, the trust panel (:func:`_validation_section`) and what the
+    scenario leaves out."""
+    w = result.imp.window
     plots_dir = out / "plots"
     for run in result.runs:
         trace, title = _thinned(run.trace)
         plots.timeline(
             trace,
             f"{run.entry.label} on the imported cluster (time 0 = {_utc(w.start)}){title}",
-            plots_dir / f"timeline-{run.entry.label}.png",
+            plots_dir / _timeline_file(run.entry.label),
         )
     _model_vs_reality_plot(result, plots_dir / "model-vs-reality.png")
     _compare_plot(result, plots_dir / "compare.png")
     lines = [
-        *_head_lines(result, weights, source),
+        *_title_lines(result),
+        *_header_lines(result),
+        "## Recommendation",
+        "",
+        *recommendation(result),
+        "",
+        *_fixes_section(result),
+        *_sweep_section(result),
+        *_others_section(result),
         *_glance_lines(result),
         "",
         "## The motions each balancer would have made",
@@ -390,21 +619,19 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
     ]
     for run in result.runs:
         lines += _motion_section(result, run)
-        lines += [f"![{run.entry.label}](plots/timeline-{run.entry.label}.png)", ""]
+        lines += [f"![{run.entry.label}](plots/{_timeline_file(run.entry.label)})", ""]
     lines += _reality_section(result)
     lines += _validation_section(result)
-    lines += ["## What the scenario leaves out or assumes", ""]
-    lines += [f"- **{n.kind}** {n.subject}: {n.text}" for n in imp.notes if n.kind != "info"]
-    lines += ["", "Other facts of the import:", ""]
-    lines += [f"- {n.subject}: {n.text}" for n in imp.notes if n.kind == "info"]
+    lines += _leaves_out_lines(result)
     commit, dirty = git_commit()
     lines += [
         "",
         "## Files",
         "",
         "`scenario.toml` (the imported cluster; `pvegym simulate --scenario scenario.toml` runs it), "
-        "`validation.toml`, `scenario-traces/`, `scenario.import.json`, `whatif.json` (every motion "
-        f"and metric), `plots/`. pvegym {package_versions(('pvegym',))['pvegym']} at {commit}"
+        "`validation.toml`, `scenario-traces/`, `scenario.import.json`, `whatif.json` (the "
+        "recommendation, the sweep, the fixes, every motion and metric), `plots/`. pvegym "
+        f"{package_versions(('pvegym',))['pvegym']} at {commit}"
         + (" (dirty)" if dirty else "")
         + f", seed {seed}.",
     ]
@@ -419,9 +646,8 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
             "seed": seed,
             "study": None if study is None else str(study),
             "cost": {
-                "source": source,
-                "weights": weights,
-                "values": {r.entry.label: cost(r, weights) for r in result.runs},
+                "source": "BALANCER_COST (pvegym/sim/cost.py, docs/benchmark.md)",
+                "weights": BALANCER_COST,
             },
             "commit": commit,
             "dirty": dirty,
@@ -431,13 +657,28 @@ def write_report(result: WhatIf, out: Path, study: Path | None, seed: int) -> Pa
     return report
 
 
-def _head_lines(result: WhatIf, weights: dict[str, float], source: str) -> list[str]:
-    """The report's header (window, resolution, cluster, export), its caveat and recommendation."""
+def _timeline_file(label: str) -> str:
+    """``timeline-<label>.png``, a learned agent's ``learned:<run>`` as ``learned-<run>``."""
+    return f"timeline-{label.replace(':', '-')}.png"
+
+
+def _leaves_out_lines(result: WhatIf) -> list[str]:
+    notes = result.imp.notes
+    lines = ["## What the scenario leaves out or assumes", ""]
+    lines += [f"- **{n.kind}** {n.subject}: {n.text}" for n in notes if n.kind != "info"]
+    lines += ["", "Other facts of the import:", ""]
+    return lines + [f"- {n.subject}: {n.text}" for n in notes if n.kind == "info"]
+
+
+def _title_lines(result: WhatIf) -> list[str]:
+    """The title and, right under it, that no guest is HA-managed (:func:`ha_lines`)."""
+    return ["# What each balancer would have done on this cluster", "", *ha_lines(result)]
+
+
+def _header_lines(result: WhatIf) -> list[str]:
+    """Window, resolution, cluster and export, and the resolution's caveat."""
     w, ex = result.imp.window, result.export
     return [
-        "# What each balancer would have done on this cluster",
-        "",
-        *ha_lines(result),
         f"**Window:** {_utc(w.start)} → {_utc(w.end)} ({w.duration / 3600:g} h).  ",
         f"**Resolution:** the `{w.timeframe}` RRD series, one row every {w.step} s ({w.cf}), "
         f"replayed in 10 s HA rounds.  ",
@@ -449,10 +690,6 @@ def _head_lines(result: WhatIf, weights: dict[str, float], source: str) -> list[
         _resolution_caveat(result),
         "",
         *excess_lines(result),
-        "## Recommendation",
-        "",
-        *recommendation(result, weights, source),
-        "",
     ]
 
 
@@ -475,7 +712,7 @@ def _glance_lines(result: WhatIf) -> list[str]:
         "",
     ]
     for run in result.runs[1:]:
-        rel = []
+        rel: list[str] = []
         for key in ("stall_cpu_s", "stall_mem_s", "guest_stall_s"):
             a, b = float(run.metrics[key]), float(noop.metrics[key])
             rel.append(f"{key} {a - b:+,.0f} s" + (f" ({(a - b) / b * 100:+.1f} %)" if b else ""))

@@ -198,3 +198,64 @@ def ct_migratability(config: dict[str, str], shared: dict[str, bool]) -> Migrata
     if config.get("lock"):
         out.notes.append(f"config locked ({config['lock']}) at export: migrations fail while it is")
     return out
+
+
+# ------------------------------------------------------------------------------------------ fixes
+@dataclass(frozen=True)
+class Fix:
+    """What the operator can change so a blocked guest stops costing failed migrations.
+
+    ``frees``: after ``fix`` the migration succeeds (the guest's ``local_resources`` becomes
+    false in the model); otherwise the fix is the HA resource's ``auto-rebalance: 0`` (the guest
+    stays where it is and the balancer stops trying: ``auto_rebalance = false``)."""
+
+    key: str
+    reason: str
+    fix: str
+    frees: bool
+
+
+def auto_rebalance_off(sid: str) -> str:
+    """The per-resource flag's command (pve-manager 9.2.11's ``auto-rebalance``, default on)."""
+    return f"set `auto-rebalance: 0` on its HA resource (`ha-manager set {sid} --auto-rebalance 0`)"
+
+
+def fix_for(sid: str, key: str, reason: str) -> Fix:
+    """The fix of one blocker ``(key, reason)`` of :func:`vm_migratability` /
+    :func:`ct_migratability`: eject a CD-ROM, move a host-path volume to shared storage, pin a
+    machine version; a device that ties the guest to its host can only be kept out of the
+    balancer."""
+    vmid = sid.split(":", 1)[1]
+    if reason in ("local cdrom image", "can't migrate local cdrom drive"):
+        return Fix(
+            key, reason, f"eject the CD-ROM (`qm set {vmid} --{key} none,media=cdrom`)", True
+        )
+    if reason == "local file/device":
+        return Fix(
+            key,
+            reason,
+            f"move {key} to a shared storage (`qm disk move {vmid} {key} <storage>`), or add "
+            "`shared=1` to it if every node sees the same path",
+            True,
+        )
+    if key == "vga":
+        return Fix(
+            key, reason, f"pin a machine version ≥ 10.1 (`qm set {vmid} --machine …-10.1`)", True
+        )
+    if "mount point" in reason:
+        return Fix(
+            key,
+            reason,
+            f"add `shared=1` to {key} if every node has that path; otherwise "
+            + auto_rebalance_off(sid),
+            False,
+        )
+    if "mapped" in reason:
+        return Fix(
+            key,
+            reason,
+            "mark the PCI mapping `live-migration-capable` if the device supports it; otherwise "
+            + auto_rebalance_off(sid),
+            False,
+        )
+    return Fix(key, reason, f"the device ties it to its node: {auto_rebalance_off(sid)}", False)

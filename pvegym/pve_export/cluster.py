@@ -151,6 +151,11 @@ class ClusterExport:
     def major(self) -> int:
         return int(self.version.split(".", 1)[0])
 
+    @property
+    def version_numbers(self) -> tuple[int, ...]:
+        """pve-manager's version as numbers, ``"9.2.5"`` → ``(9, 2, 5)``."""
+        return _version_tuple(self.version)
+
 
 def read_export(path: Path, crs_units: str | None = None) -> ClusterExport:
     """Read and cross-check an export directory or tarball (errors name the file and field);
@@ -721,7 +726,9 @@ def crs_units(
     """Whether the configured threshold and margin are percent, and what proves it: the nodes'
     libpve-cluster-perl (or pve-cluster) version, a pve-manager that depends on ≥ 9.1.5, or a
     value above 100 (only the fraction schema allows it); else ``flag`` (``--crs-units``). Neither:
-    a :class:`~pvegym.pve_export.files.ExportError` naming the value and the flag."""
+    a :class:`~pvegym.pve_export.files.ExportError` naming the value and the flag — or, with no
+    value configured (nothing to misread), fraction with a ``why`` saying the units are unproven
+    (what-if's recommendation shows it beside the values it recommends)."""
     values = [
         (key, v)
         for key, v in (
@@ -731,8 +738,6 @@ def crs_units(
         if v is not None
     ]
     percent, why = _units_proof(manager_version, nodes, master)
-    if not values:
-        return bool(percent), "no threshold or margin configured (upstream's defaults)"
     if percent is None:
         big = [(k, v) for k, v in values if v > PERCENT_MAX]
         if big:
@@ -749,6 +754,12 @@ def crs_units(
         return percent, why
     if flag is not None:
         return flag == "percent", "--crs-units " + flag
+    if not values:
+        # nothing configured to misread; the units still matter for a value recommended to set
+        return False, (
+            f"no threshold or margin configured, and the units of a value to set are not proven "
+            f"({why}): state them with --crs-units percent|fraction"
+        )
     key, v = values[0]
     raise ExportError(
         "cluster/options.json",

@@ -42,15 +42,24 @@ def test_the_busiest_guests_made_ha_are_a_labelled_hypothetical(
     hyp = doc["hypothetical_ha"]
     # vm:103 (3 cores busy at peak) and vm:100 (2.5) carry at least half of the guests' CPU
     assert hyp["guests_made_ha"][:2] == ["vm:103", "vm:100"] and hyp["cpu_share"] >= 0.5
-    assert [p["label"] for p in hyp["policies"]] == [p["label"] for p in doc["policies"]]
+    assert list(hyp["policies"]) == list(doc["policies"])
     data = tomllib.loads((out / "hypothetical-ha.toml").read_text())
     made = [g["sid"] for g in data["guests"] if g.get("ha", True)]
     assert made == sorted(hyp["guests_made_ha"])
     # the real scenario is untouched: still no HA guest
     real = tomllib.loads((out / "scenario.toml").read_text())
     assert not any(g.get("ha", True) for g in real["guests"])
-    head = "\n".join(lines[: lines.index("## Recommendation")])
-    assert "*Hypothetical*" in head and "| policy (hypothetical HA) |" in head
+    # the recommendation is the first section: nothing to decide, with the reason, and the
+    # hypothetical replay in it, labelled
+    sections = [x for x in lines if x.startswith("## ")]
+    assert sections[0] == "## Recommendation"
+    start = lines.index("## Recommendation")
+    rec = "\n".join(lines[start : lines.index(sections[1])])
+    assert doc["recommendation"] is None and doc["sweep"] is None
+    assert doc["reason"].startswith("nothing to decide: no guest is HA-managed")
+    assert "**Recommendation: nothing to decide.** No guest is HA-managed" in rec
+    assert "*Hypothetical*" in rec and "| policy (hypothetical HA) |" in rec
+    assert "*Hypothetical*" not in "\n".join(lines[:start])
 
 
 def test_a_node_its_guests_exceed_is_flagged_at_the_top(
@@ -68,4 +77,6 @@ def test_one_node_nothing_can_move(tmp_path: Path) -> None:
     assert lines[2].startswith("**No guest is HA-managed**, and the cluster has 1 online node")
     assert "nothing can move" in lines[2]
     assert doc["hypothetical_ha"] is None and not (tmp_path / "hypothetical-ha.toml").exists()
-    assert all(p["metrics"]["moves"] == 0 for p in doc["policies"])
+    assert doc["recommendation"] is None
+    assert doc["reason"] == "nothing to decide: the cluster has 1 online node, so no guest can move"
+    assert all(p["metrics"]["moves"] == 0 for p in doc["policies"].values())

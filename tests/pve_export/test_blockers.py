@@ -6,6 +6,7 @@ import pytest
 
 from pvegym.pve_export.blockers import (
     ct_migratability,
+    fix_for,
     parse_size,
     property_string,
     vm_migratability,
@@ -93,3 +94,33 @@ def test_property_strings_and_sizes() -> None:
     assert parse_size("512M") == 512 * 2**20
     assert parse_size("4096") == 4096
     assert parse_size("") == 0
+
+
+@pytest.mark.parametrize(
+    ("sid", "config", "fix", "frees"),
+    [
+        (
+            "vm:101",
+            {"ide2": "local:iso/x.iso,media=cdrom"},
+            "qm set 101 --ide2 none,media=cdrom",
+            True,
+        ),
+        ("vm:102", {"ide2": "cdrom,media=cdrom"}, "eject the CD-ROM", True),
+        ("vm:103", {"scsi1": "/dev/sdb"}, "qm disk move 103 scsi1", True),
+        ("vm:104", {"hostpci0": "0000:01:00.0"}, "ha-manager set vm:104 --auto-rebalance 0", False),
+        ("vm:105", {"usb0": "host=1234:5678"}, "auto-rebalance: 0", False),
+    ],
+)
+def test_each_vm_blocker_has_its_fix(
+    sid: str, config: dict[str, str], fix: str, frees: bool
+) -> None:
+    (blocker,) = vm_migratability(config, SHARED, {}).blockers
+    f = fix_for(sid, *blocker)
+    assert fix in f.fix and f.frees is frees and f.key == blocker[0]
+
+
+def test_a_bind_mount_is_kept_out_of_the_balancer() -> None:
+    (blocker,) = ct_migratability({"mp0": "/srv/cache,mp=/var/cache"}, SHARED).blockers
+    f = fix_for("ct:200", *blocker)
+    assert "shared=1" in f.fix and "ha-manager set ct:200 --auto-rebalance 0" in f.fix
+    assert not f.frees
