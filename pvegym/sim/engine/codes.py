@@ -219,7 +219,8 @@ L_SS_READ = 14  # the service status the daemon read last was not empty (it is t
 L_CLOCK = 15  # the daemon's clock (s): the iteration's start (input), then its sleeps
 L_STATE_TIME = 16  # ``state_change_time`` (s)
 L_EXITED = 17  # the daemon exited this round (output; it runs no more)
-N_LRM_NODE_FIELDS = 18
+L_W_STATE = 18  # the state in the LRM status last written (-1: never written)
+N_LRM_NODE_FIELDS = 19
 
 # ---------------------------------------------------------------- worker fields (lwork[c, n, s, W])
 W_NONE = 0
@@ -316,7 +317,15 @@ LRM_STATE_WAIT = 1
 LRM_STATE_ACTIVE = 2
 LRM_STATE_LOST = 3
 LRM_STATE_MAINTENANCE = 4
-LRM_STATES = ("", "wait_for_agent_lock", "active", "lost_agent_lock", "maintenance")
+RN_LRM_STATES = ("", "wait_for_agent_lock", "active", "lost_agent_lock", "maintenance")
+#: the compiled LRM's written state (``L_W_STATE``, LS_*) as an RN_LRM_STATE input
+LS_TO_RN_LRM_STATE = (
+    LRM_STATE_WAIT,
+    LRM_STATE_ACTIVE,
+    LRM_STATE_LOST,
+    LRM_STATE_MAINTENANCE,
+    LRM_STATE_NONE,
+)
 
 #: the pve-manager versions a node can report (``RN_VERSION`` indexes this) and the minimum the
 #: groups migration needs (``Manager.pm`` ``$ha_rules_minversion``)

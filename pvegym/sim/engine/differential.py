@@ -242,7 +242,7 @@ class _CrmEnv(HAEnv):
         i = self.cl.nodes.index(node)
         status = {"mode": _MODE_NAMES[self.modes[i]], "results": self.lrm_results[node]}
         if self.usage.lrm_states and self.usage.lrm_states[i] != k.LRM_STATE_NONE:
-            status["state"] = k.LRM_STATES[self.usage.lrm_states[i]]
+            status["state"] = k.RN_LRM_STATES[self.usage.lrm_states[i]]
         return status
 
     def write_lrm_status(self, status: dict[str, Any]) -> None:
@@ -1309,6 +1309,11 @@ class EngineHA:
         e, cl = self.crm, self.cl
         svc, ln, lr = e.svc[0], self.lnodes[0], self.lres[0]
         e.load(inp.crm)
+        # the groups migration reads the LRM status files: the compiled LRMs' written states
+        ws = self.lnodes[0, :, k.L_W_STATE]
+        e.rx["rnode"][0, :, k.RN_LRM_STATE] = np.where(
+            ws < 0, k.LRM_STATE_NONE, np.array(k.LS_TO_RN_LRM_STATE)[np.maximum(ws, 0)]
+        )
         tl = self._targetless()  # _drop_targetless_results
         hit = tl[None, :] & (lr[:, :, k.R_W_UID] == svc[None, :, k.F_UID])
         lr[:, :, k.R_W_CODE][hit] = k.NO_RESULT

@@ -296,7 +296,7 @@ def _group_migration_line(step: int, node: str, c: int) -> tuple[str, str]:
     if step == GM_NODE_STATE:
         return "notice", f"ha groups migration: node '{node}' is in state '{k.NODE_STATES[c]}'"
     if step == GM_LRM:
-        state, mode = k.LRM_STATES[c // 8], k.LRM_MODES[c % 8]
+        state, mode = k.RN_LRM_STATES[c // 8], k.LRM_MODE_NAMES[c % 8]
         return (
             "notice",
             f"ha groups migration: lrm '{node}' is in state '{state}' and mode '{mode}'",

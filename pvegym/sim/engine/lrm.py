@@ -64,6 +64,7 @@ from pvegym.sim.engine.codes import (
     L_STATE,
     L_STATE_TIME,
     L_W_MODE,
+    L_W_STATE,
     L_WD,
     LK_ERROR,
     LK_N_EVENTS,
@@ -168,6 +169,7 @@ def _update_lrm_status(ln: np.ndarray, lr: np.ndarray) -> bool:
     if not ln[L_QUORATE]:
         return False
     ln[L_W_MODE] = ln[L_MODE]
+    ln[L_W_STATE] = ln[L_STATE]
     for s in range(lr.shape[0]):
         lr[s, R_W_UID] = lr[s, R_UID]
         lr[s, R_W_CODE] = lr[s, R_CODE]
@@ -697,6 +699,7 @@ def new_state(
     default, ``Config.pm``); the inputs are the caller's."""
     lnodes = np.zeros((n_clusters, n_nodes, N_LRM_NODE_FIELDS), dtype=np.int64)
     lnodes[:, :, L_W_MODE] = MODE_UNKNOWN
+    lnodes[:, :, L_W_STATE] = -1
     lnodes[:, :, L_MAX_WORKERS] = 4
     lwork = np.zeros((n_clusters, n_nodes, n_services, N_WORKER_FIELDS), dtype=np.int64)
     lres = np.zeros((n_clusters, n_nodes, n_services, N_RESULT_FIELDS), dtype=np.int64)

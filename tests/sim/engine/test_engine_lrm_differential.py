@@ -66,15 +66,19 @@ POLICY_EVENTS = {
 
 
 def test_shutdown_sample_identical_for_every_policy() -> None:
-    """A sample tilted towards shutdown requests (one per 20 daemon rounds), two examples for
-    each shutdown policy."""
+    """A sample tilted towards shutdown requests (one per 20 daemon rounds): for each shutdown
+    policy, examples from seed 0 on until its events were all exercised (at most 8), each
+    identical."""
     total: Counter[str] = Counter()
     for policy, name in enumerate(differential.k.SHUTDOWN_POLICIES):
         features: Counter[str] = Counter()
-        for seed in range(2):
+        wanted = [f"lrm shutdown policy {name}", *POLICY_EVENTS[name]]
+        for seed in range(8):
             out = differential.run_lrm_example(seed, p_shutdown=0.05, shutdown_policy=policy)
             assert out.identical, out.difference
             features.update(out.features)
+            if seed >= 1 and all(features[e] > 0 for e in wanted):
+                break
         assert features[f"lrm shutdown policy {name}"] > 0, name
         for event in POLICY_EVENTS[name]:
             assert features[event] > 0, (name, event)
