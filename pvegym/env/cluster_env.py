@@ -21,7 +21,7 @@ from pvegym.sim.kernel import entry_point
 from pvegym.sim.metrics import METRIC_KEYS
 from pvegym.sim.scenario import TELEMETRY_FIELDS, Scenario
 from pvegym.sim.simulation import Simulation
-from pvegym.sim.view import ClusterView, Motion
+from pvegym.sim.view import ClusterView, Motion, guest_cpu_cap
 from pvegym.units import GiB
 
 #: The reward's default cost weights, by metric name (``docs/reward.md``; :data:`pvegym.sim.cost.BALANCER_COST`:
@@ -530,13 +530,14 @@ class ClusterEnv(gymnasium.Env[NDArray[np.float32], np.int64]):
         nf["maxcpu"][:n] = view.node_maxcpu / CORES_SCALE
         nf["maxmem"][:n] = view.node_maxmem / NODE_MEM_SCALE
         gf["present"][:g] = 1.0
-        gf["maxcpu"][:g] = view.guest_maxcpu / GUEST_CPU_SCALE
+        cap = guest_cpu_cap(view)  # a guest without a CPU limit: its node's CPUs at the start
+        gf["maxcpu"][:g] = cap / GUEST_CPU_SCALE
         gf["maxmem"][:g] = view.guest_maxmem / GUEST_MEM_SCALE
         gf["migratable"][:g] = view.guest_migratable
         self._glob[GLOBAL_FEATURES.index("nodes_frac")] = n / self.max_nodes
         self._glob[GLOBAL_FEATURES.index("guests_frac")] = g / self.max_guests
         self._inv_node = np.stack([1.0 / view.node_maxcpu, 1.0 / view.node_maxmem])
-        self._inv_guest = np.stack([1.0 / view.guest_maxcpu, 1.0 / view.guest_maxmem])
+        self._inv_guest = np.stack([1.0 / cap, 1.0 / view.guest_maxmem])
         # the kernels' arguments bound for the episode: the simulation updates these arrays in
         # place, and binding saves a step dozens of attribute lookups and slices
         self._enc_args = (

@@ -43,7 +43,7 @@ from pvegym.env.cluster_env import (
 )
 from pvegym.sim.affinity import allowed_targets, rebalance_movable
 from pvegym.sim.scenario import TELEMETRY_FIELDS
-from pvegym.sim.view import STARTED, ClusterView
+from pvegym.sim.view import STARTED, ClusterView, guest_cpu_cap
 
 _N_GL, _N_NF, _N_GF = len(GLOBAL_FEATURES), len(NODE_FEATURES), len(GUEST_FEATURES)
 _G = {name: i for i, name in enumerate(GLOBAL_FEATURES)}
@@ -133,10 +133,11 @@ def encode_view(
         guestf[_GF["started"], :g] = [s == STARTED for s in view.guest_state]
         guestf[_GF["moving"], :g] = moving
         guestf[_GF["running"], :g] = view.guest_running
-        guestf[_GF["maxcpu"], :g] = view.guest_maxcpu / GUEST_CPU_SCALE
+        cap = guest_cpu_cap(view)  # no CPU limit: its node's CPUs
+        guestf[_GF["maxcpu"], :g] = cap / GUEST_CPU_SCALE
         guestf[_GF["maxmem"], :g] = view.guest_maxmem / GUEST_MEM_SCALE
         inv_mem = 1.0 / view.guest_maxmem
-        guestf[_GF["cpu"], :g] = _unit(view.guest_cpu * (1.0 / view.guest_maxcpu))
+        guestf[_GF["cpu"], :g] = _unit(view.guest_cpu * (1.0 / cap))
         guestf[_GF["mem"], :g] = _unit(view.guest_mem * inv_mem)  # see the module docstring
         guestf[_GF["memhost"], :g] = _unit(view.guest_memhost * inv_mem)
         guestf[_GF["cpu_some"], :g] = _unit(view.guest_cpu_some * 0.01)

@@ -85,7 +85,7 @@ from pvegym.sim.migration import (
     MigrationParams,
     params_array,
 )
-from pvegym.sim.view import STARTED, ClusterView, Motion
+from pvegym.sim.view import STARTED, ClusterView, Motion, guest_cpu_cap
 from pvegym.units import GiB, MiB
 
 FloatArray = NDArray[np.float64]
@@ -480,7 +480,7 @@ class GuestCentricPolicy:
         received / (1 − cpu full), each node's adds its unattributed residual."""
         n = len(view.node_names)
         gcpu = np.nan_to_num(np.asarray(view.guest_cpu, dtype=np.float64), nan=0.0)
-        gmaxcpu = np.asarray(view.guest_maxcpu, dtype=np.float64)
+        gmaxcpu = guest_cpu_cap(view)
         demand = np.minimum(gcpu / np.maximum(1.0 - gcf / 100.0, 0.05), np.maximum(gmaxcpu, gcpu))
         demand = np.where(here, demand, 0.0)
         node_cpu = np.asarray(view.node_cpu, dtype=np.float64)

@@ -255,7 +255,7 @@ class PlannerPolicy:
                 {
                     "sid": sid,
                     "node": view.node_names[max(int(view.guest_node[i]), 0)],
-                    "maxcpu": max(1, round(float(view.guest_maxcpu[i]))),
+                    "maxcpu": _vcpus(float(view.guest_maxcpu[i])),
                     "maxmem": maxmem,
                     "cpu": cpu_sig,
                     "memhost": mem,
@@ -358,3 +358,9 @@ def _check(value: float, key: str, lo: float, hi: float) -> None:
         raise ConfigError(f"planner.{key}", f"must be a number in [{lo:g}, {hi:g}]")
     if not (math.isfinite(value) and lo <= value <= hi):
         raise ConfigError(f"planner.{key}", f"must be in [{lo:g}, {hi:g}], not {value!r}")
+
+
+def _vcpus(maxcpu: float) -> int:
+    """A guest's scenario ``maxcpu`` from the view's: whole vCPUs, at least 1, except 0 (no CPU
+    limit, a container) which stays 0."""
+    return 0 if maxcpu == 0 else max(1, round(maxcpu))

@@ -274,7 +274,7 @@ class HeuristicProposer:
             left = self._left.get((m.sid, m.target))
             row = [
                 1.0,
-                _ratio(gcpu, view.guest_maxcpu[g]),
+                _ratio(gcpu, view.guest_maxcpu[g] or maxcpu[s]),  # 0: no limit
                 _ratio(gcpu, maxcpu[s]),
                 _ratio(gmem, maxmem[d]),
                 _num(view.guest_cpu_some[g]) / 100.0,

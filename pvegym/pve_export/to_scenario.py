@@ -300,7 +300,9 @@ def _guest(
 ) -> tuple[dict[str, Any], FloatArray, FloatArray]:
     """The guest's scenario entry and its CPU (cores) and host memory (bytes) on the grid."""
     sid = g.sid
-    maxcpu = max(1, math.ceil(_static_cpu(export, g, notes) - 1e-9))
+    static = _static_cpu(export, g, notes)
+    maxcpu = 0 if static == 0 else max(1, math.ceil(static - 1e-9))
+    cap = maxcpu or export.nodes[g.node].maxcpu  # the vCPUs it can use (0: its node's CPUs)
     if g.kind == "qemu" and g.maxcpu != maxcpu:
         notes.append(
             Note(
@@ -310,7 +312,7 @@ def _guest(
             )
         )
     maxmem = g.maxmem if g.maxmem > 0 else GiB
-    cpu, mem, memhost, running_rows = _guest_series(g, window, maxcpu, notes)
+    cpu, mem, memhost, running_rows = _guest_series(g, window, cap, notes)
     entry: dict[str, Any] = {
         "sid": sid,
         "node": node,
@@ -328,7 +330,7 @@ def _guest(
         entry["state"] = "stopped"
     if running_rows.any():
         name = _trace_name("guest", sid.replace(":", "-"))
-        traces[name] = TraceData(cpu / maxcpu, memhost / maxmem, float(maxcpu), float(maxmem))
+        traces[name] = TraceData(cpu / cap, memhost / maxmem, float(cap), float(maxmem))
         entry["cpu"] = [_trace_component(name, "cpu", window)]
         entry["memhost"] = [_trace_component(name, "mem", window)]
         total_host = float(np.sum(memhost))
@@ -359,8 +361,8 @@ def _static_cpu(export: ClusterExport, g: GuestExport, notes: list[Note]) -> flo
     gives as ``cores || cpulimit || the host's CPU count``. Without either, static usage counts
     ``max-cpu`` 0, charged as the whole node (proxmox-resource-scheduling
     ``add_started_resource``), and dynamic usage its measured cores out of the node's CPUs
-    (pve-ha-manager ``PVE2::get_dynamic_service_stats``: the RRD's ``maxcpu``): the node's CPU
-    count, said in a note (the model has no unlimited size: a move frees it as well)."""
+    (pve-ha-manager ``PVE2::get_dynamic_service_stats``: the RRD's ``maxcpu``, the node's CPU
+    count); then 0, the scenario's "no CPU limit", which the model counts the same way (noted)."""
     if g.kind == "qemu":
         return g.maxcpu
     cfg = g.config
@@ -383,17 +385,16 @@ def _static_cpu(export: ClusterExport, g: GuestExport, notes: list[Note]) -> flo
                     )
                 )
             return value
-    cpus = float(export.nodes[g.node].maxcpu)
     notes.append(
         Note(
-            "dropped",
+            "info",
             g.sid,
-            f"no cores or cpulimit: PVE's static usage counts max-cpu 0 (the whole node while "
-            f"it runs there, nothing freed when it moves), its dynamic usage the measured cores "
-            f"of the node's {cpus:g}: sized as {cpus:g} vCPUs, its load the measured cores",
+            "no cores or cpulimit: maxcpu 0 (no CPU limit), as PVE's static usage reads it — "
+            "the whole node while it runs there, nothing freed when it moves; its dynamic usage "
+            f"the measured cores of the node's {export.nodes[g.node].maxcpu:g} CPUs",
         )
     )
-    return cpus
+    return 0.0
 
 
 def _guest_series(

@@ -176,7 +176,7 @@ class ClusterState:
     def _init_guest_rows(self, g: int) -> None:
         """The per-guest float arrays, rows of :attr:`guest_rows`, for ``g`` guests."""
         rows = self.guest_rows = np.zeros((L.GUEST_MATRIX_ROWS, g))
-        self.guest_maxcpu = rows[L.G_MAXCPU]  # vCPUs
+        self.guest_maxcpu = rows[L.G_MAXCPU]  # vCPUs it can use (no limit: its node's CPUs)
         self.guest_maxmem = rows[L.G_MAXMEM]  # bytes
         self.mem_ratio = rows[L.G_MEM_RATIO]  # guest-reported mem / memhost (0–1)
         self.run_fraction = rows[L.G_RUN_FRACTION]  # in: fraction of the round it runs (0–1)
@@ -194,7 +194,13 @@ class ClusterState:
         self.balloon = rows[L.G_BALLOON]
         self.ksm_frac = rows[L.G_KSM_FRAC]
         self.guest_inv_maxcpu = rows[L.G_INV_MAXCPU]  # 1 / vCPUs (the round's guest PSI)
-        self.guest_maxcpu[:] = [float(x.maxcpu) for x in self.guests]
+        #: configured vCPUs as PVE's static usage reads them (0 = no CPU limit, containers)
+        self.guest_cfg_maxcpu = np.array([float(x.maxcpu) for x in self.guests])
+        self.guest_cfg_maxcpu.flags.writeable = False
+        #: the guests without a CPU limit: their vCPUs are their node's CPUs (:meth:`advance`)
+        self._unlimited = np.flatnonzero(self.guest_cfg_maxcpu == 0)
+        self.guest_maxcpu[:] = self.guest_cfg_maxcpu
+        self.guest_maxcpu[self._unlimited] = self.node_maxcpu[self.home[self._unlimited]]
         self.guest_inv_maxcpu[:] = 1.0 / self.guest_maxcpu
         self.guest_maxmem[:] = [x.maxmem for x in self.guests]
         self.mem_ratio[:] = [x.mem_ratio for x in self.guests]
@@ -233,6 +239,10 @@ class ClusterState:
             self._decay_dt = dt
             self._decay[:] = decay_factors(round(dt / PERIOD_S))
         self.bank.draw(dt)
+        if self._unlimited.size:  # no CPU limit: the CPUs of the node each runs on now
+            u = self._unlimited
+            self.guest_maxcpu[u] = self.node_maxcpu[self.node[u]]
+            self.guest_inv_maxcpu[u] = 1.0 / self.guest_maxcpu[u]
         self._round(t - dt, dt, *self._round_args)  # workloads at the round's start, physics
 
     # avg10 views (percent) -------------------------------------------------------------------

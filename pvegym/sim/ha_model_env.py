@@ -60,7 +60,7 @@ from pvegym.sim.ha.rules import Rules
 from pvegym.sim.ha_control import SimulationPort as Simulation
 from pvegym.sim.motions import MIGRATE, RELOCATE
 from pvegym.sim.motions import Job as MotionJob
-from pvegym.sim.view import Balancer, ClusterView, Motion
+from pvegym.sim.view import Balancer, ClusterView, Motion, guest_cpu_cap
 
 if TYPE_CHECKING:
     from pvegym.sim.scenario import Scenario
@@ -415,12 +415,15 @@ class ModelHAEnv(HAEnv):
 
     def get_dynamic_service_stats(self) -> dict[str, dict[str, Any]]:
         """The view's guest cpu (cores) and mem (bytes): pvestatd's samples (a field the scenario
-        disables reads 0)."""
+        disables reads 0). A guest without a CPU limit has the RRD's ``maxcpu``, its node's CPUs
+        (pve-container ``vmstatus``, read by ``PVE2.pm`` ``get_dynamic_service_stats``)."""
         stats = self.get_static_service_stats()
         view = self.sim.view
         cpu, mem = view.guest_cpu.tolist(), view.guest_mem.tolist()
         for i, sid in enumerate(view.sids):
             stats[sid]["usage"].update(cpu=_cores(cpu[i]), mem=_bytes(mem[i]))
+            if stats[sid]["usage"]["maxcpu"] == 0:
+                stats[sid]["usage"]["maxcpu"] = float(guest_cpu_cap(view)[i])
         return stats
 
     def get_static_node_stats(self) -> dict[str, dict[str, Any]]:

@@ -87,6 +87,10 @@ class NodeSpec:
 class GuestSpec:
     """A guest (``vm:101`` live-migrates; ``ct:200`` relocates: stop, move, start).
 
+    ``maxcpu`` is its vCPUs; 0, only for a container, is PVE's "no CPU limit" (neither ``cores``
+    nor ``cpulimit``): it may use every CPU of the node it runs on, PVE's static usage charges it
+    as that whole node (proxmox-resource-scheduling ``add_started_resource``) and its dynamic
+    usage is its measured cores.
     ``cpu`` is its CPU demand signal (cores, clipped to ``[0, maxcpu]``); ``memhost`` its host-side
     memory footprint (bytes; demand above ``maxmem`` becomes guest memory pressure, never memory);
     ``mem_ratio`` is the balloon-reported guest view ``mem`` as a fraction of ``memhost`` (1 = no
@@ -104,7 +108,7 @@ class GuestSpec:
 
     sid: str
     node: str
-    maxcpu: int = field(ge=1, le=MAX_CORES)
+    maxcpu: int = field(ge=0, le=MAX_CORES)
     maxmem: float = field(gt=0, le=MAX_MEMORY_BYTES, unit="size")
     cpu: tuple[Component, ...] = field((), parse=_cpu_signal)
     memhost: tuple[Component, ...] = field((), parse=_mem_signal)
@@ -126,6 +130,11 @@ class GuestSpec:
         if not _SID.match(self.sid):
             raise ConfigError(
                 f"{path}.sid", f"{show(self.sid)} is not a guest id (allowed: vm:<n> or ct:<n>)"
+            )
+        if self.maxcpu == 0 and not self.sid.startswith("ct:"):
+            raise ConfigError(
+                f"{path}.maxcpu",
+                "0 (no CPU limit) is only for a container (ct:<n>); a VM has 1 or more vCPUs",
             )
         if self.wws is not None and self.wws > self.maxmem:
             raise ConfigError(f"{path}.wws", "the writable working set cannot exceed maxmem")

@@ -125,8 +125,8 @@ class TelemetryView:
             np.empty(self._guest_shape),
         )
         # constant facts every view of the episode shares (read-only: a view is a snapshot)
-        #: the HA guests' vCPUs and memory (bytes), in view order
-        self.guest_maxcpu = cl.guest_maxcpu[idx]
+        #: the HA guests' configured vCPUs (0 = no CPU limit) and memory (bytes), in view order
+        self.guest_maxcpu = cl.guest_cfg_maxcpu[idx]
         self.guest_maxmem = cl.guest_maxmem[idx]
         self._view_migratable = migratable[idx]
         for shared in (self.guest_maxcpu, self.guest_maxmem):
@@ -139,7 +139,7 @@ class TelemetryView:
         # size 0: nothing a policy could change in them, so every view may share them
         self._empty_other = (
             cl.node[:0].copy(),
-            cl.guest_maxcpu[:0].copy(),
+            cl.guest_cfg_maxcpu[:0].copy(),
             cl.guest_maxmem[:0].copy(),
         )
         # the HA manager's node states and the guests that run, as the views show them
@@ -299,4 +299,4 @@ class TelemetryView:
         other = self._other_idx[self._other_running]  # non-HA guests that run
         if killed:  # the OOM killer's victims do not
             other = np.array([g for g in other.tolist() if g not in killed], dtype=np.int64)
-        return cl.node[other], cl.guest_maxcpu[other], cl.guest_maxmem[other]
+        return cl.node[other], cl.guest_cfg_maxcpu[other], cl.guest_maxmem[other]

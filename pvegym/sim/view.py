@@ -113,7 +113,10 @@ class ClusterView:
     guest_target: IntArray  # index of the motion target while migrate/relocate, else -1
     guest_state: tuple[str, ...]  # HA state (started, migrate, relocate, stopped, ...)
     guest_running: BoolArray
-    guest_maxcpu: FloatArray  # configured vCPUs
+    # configured vCPUs as PVE's static usage reads them; 0 = no CPU limit (a container with
+    # neither ``cores`` nor ``cpulimit``: it may use every CPU of the node it runs on), see
+    # :func:`guest_cpu_cap`
+    guest_maxcpu: FloatArray
     guest_maxmem: FloatArray  # configured memory, bytes
     guest_cpu: FloatArray  # cores (RRD point sample)
     guest_mem: FloatArray  # balloon-reported guest view, bytes
@@ -133,7 +136,7 @@ class ClusterView:
     # to the usage from Env/PVE2.pm's cluster-wide guest list): where they run and their
     # configured size; never moved by the HA manager
     other_node: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    other_maxcpu: FloatArray = field(default_factory=lambda: np.zeros(0))  # vCPUs
+    other_maxcpu: FloatArray = field(default_factory=lambda: np.zeros(0))  # vCPUs, 0 = no limit
     other_maxmem: FloatArray = field(default_factory=lambda: np.zeros(0))  # bytes
     # the HA manager's node states beyond ``node_online`` (its ``online``: a node a motion may
     # target), when the full HA stack runs (``None``: every node online or off as configured):
@@ -150,6 +153,18 @@ class ClusterView:
 
     def sid_index(self, sid: str) -> int:
         return self.sids.index(sid)
+
+
+def guest_cpu_cap(view: ClusterView) -> FloatArray:
+    """The vCPUs each HA guest of ``view`` can use: its ``guest_maxcpu``, or where that is 0 (no
+    CPU limit) the CPUs of the node it is on — what pve-container's ``vmstatus`` reports as its
+    ``maxcpu`` (``cores || cpulimit || the host's CPU count``) and the RRD carries."""
+    gmax = np.asarray(view.guest_maxcpu, dtype=np.float64)
+    if not (gmax == 0).any():
+        return gmax
+    nodes = np.asarray(view.node_maxcpu, dtype=np.float64)
+    where = np.clip(np.asarray(view.guest_node, dtype=np.int64), 0, max(nodes.size - 1, 0))
+    return np.where(gmax == 0, nodes[where], gmax)
 
 
 @runtime_checkable

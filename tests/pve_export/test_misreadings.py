@@ -14,6 +14,7 @@ import pytest
 
 from pvegym.pve_export.cluster import read_export
 from pvegym.pve_export.to_scenario import build_import
+from pvegym.sim import catalog
 from tests.conftest import RunCli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "pve-exports"
@@ -158,16 +159,23 @@ def test_the_version_is_named_as_exported(cli: RunCli, tmp_path: Path) -> None:
     assert "PVE 7.4-17's pve2 RRD format has no memhost" in out
 
 
-def test_a_container_without_a_cpu_limit(tmp_path: Path) -> None:
+def test_a_container_without_a_cpu_limit(cli: RunCli, tmp_path: Path) -> None:
     """ct:200 has no cores: the API's maxcpu is the host's 72 CPUs. PVE's static usage counts
-    ``cpulimit || cores`` (0: the whole node), its dynamic usage the measured cores."""
+    ``cpulimit || cores`` (0: the whole node), its dynamic usage the measured cores: the import
+    writes maxcpu 0 (no CPU limit), which the scenario validates and the model counts so."""
     imp = build_import(read_export(PVE7), "day")
     ct = next(g for g in imp.scenario["guests"] if g["sid"] == "ct:200")
-    assert ct["maxcpu"] == 72  # the node it runs on, as both usages count an unlimited one
-    note = next(n for n in imp.notes if n.subject == "ct:200" and n.kind == "dropped")
-    assert "static usage counts max-cpu 0" in note.text
+    assert ct["maxcpu"] == 0
+    note = next(n for n in imp.notes if n.subject == "ct:200" and "no cores or cpulimit" in n.text)
+    assert "maxcpu 0 (no CPU limit)" in note.text and "node's 72 CPUs" in note.text
+    out = tmp_path / "s.toml"
+    code, _, err = cli("import", str(PVE7), "--out", str(out), "--window", "day")
+    assert code == 0, err
+    scn = catalog.resolve(str(out)).scenario  # the written scenario validates and loads
+    assert next(g for g in scn.guests if g.sid == "ct:200").maxcpu == 0
     # its load is the measured cores, not a fraction of 72 taken as a core count
     tr = imp.traces["guest-ct-200"]
+    assert tr.cpu_capacity == 72.0
     assert 0.2 < float(np.mean(tr.cpu * tr.cpu_capacity)) < 2.0
     # with a cpulimit (and still no cores) it is sized by it, not by the API's maxcpu
     copy = tmp_path / "p7"
