@@ -15,9 +15,11 @@ Read top to bottom, :func:`run_whatif` is the whole experiment:
    more with the busiest guests made HA (:func:`hypothetical_ha`, ``DIR/hypothetical-ha.toml``):
    labelled hypothetical in the report.
 4. **recommend** what PVE has: ``ha-auto-rebalance`` off, or on with its four knobs, swept over
-   seeds, chosen on the fit part and held out (:mod:`pvegym.experiments.whatif_sweep`) — only on
-   a version that has the balancer and a cluster where a guest can move (:func:`recommend`), in
-   the units the import proved (``CrsSettings.percent_units``).
+   seeds, chosen on the fit part and held out (:mod:`pvegym.experiments.whatif_sweep`), in the
+   units the import proved (``CrsSettings.percent_units``); on a version without the balancer
+   (PVE < 9.1), its own ``crs`` options (``ha=basic|static``, ``ha-rebalance-on-start``) the same
+   way against the cluster's current setting, with the 9.x sweep beside it as a labelled
+   hypothetical upgrade — wherever a guest can move (:func:`recommend`).
 5. **fix**: the guests whose migrations would fail or loop, with the fix from their config
    (:mod:`pvegym.experiments.whatif_fixes`); the window replayed after every fix, and the
    recommendation recomputed on it. Replays, sweep and fixes all run on the calibrated scenario.
@@ -41,7 +43,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +56,14 @@ from pvegym.experiments.record import play
 from pvegym.experiments.runner import Trace
 from pvegym.experiments.stats import Estimate
 from pvegym.experiments.whatif_fixes import GuestFix, find_fixes, overrides
-from pvegym.experiments.whatif_sweep import BLOCKS, Sweep, run_sweep
+from pvegym.experiments.whatif_sweep import (
+    BLOCKS,
+    CrsSetting,
+    Sweep,
+    crs_settings,
+    run_crs_sweep,
+    run_sweep,
+)
 from pvegym.policies import make_policy
 from pvegym.pve_export.cluster import ClusterExport, read_export
 from pvegym.pve_export.notes import Note
@@ -157,7 +166,9 @@ class Hypothetical:
 @dataclass
 class Recommendation:
     """What PVE's own options should be: ``sweep`` None with ``reason`` when there is nothing to
-    decide (``hypothetical``: the sweep as if the version had the balancer)."""
+    decide. On a version without the balancer ``sweep`` is over its ``crs`` options
+    (:class:`CrsSetting`) and ``upgrade`` the 9.x sweep as if it had the balancer (hypothetical);
+    ``hypothetical``: ``sweep`` itself is such a hypothetical (no ``crs`` option to choose)."""
 
     version: str
     has_balancer: bool
@@ -168,6 +179,11 @@ class Recommendation:
     reason: str | None
     sweep: Sweep | None
     hypothetical: bool = False
+    upgrade: Sweep | None = None
+    #: what would make the version's scheduler choose a node (without the balancer), and which
+    #: of those the window has
+    scheduler_acts_on: tuple[str, ...] = ()
+    scheduler_events: tuple[str, ...] = ()
 
     def options(self) -> dict[str, Any] | None:
         """The recommended ``datacenter.cfg`` crs options (None: nothing to decide)."""
@@ -512,12 +528,14 @@ def recommend(
     workers: int,
     name: str,
     say: Any,
+    hypothetical: bool = True,
 ) -> Recommendation:
     """Step 4 of the module docstring on the scenario at ``path`` with ``sets`` applied: nothing
     to decide (``reason``) where no guest can move — one online node, no HA-managed guest, or none
-    started with auto-rebalance on — else the sweep, hypothetical on a version without the
-    balancer. Units: those the import proved (``CrsSettings.percent_units``, ``units_why``);
-    without the balancer, the percent units every version that has it reads."""
+    started with auto-rebalance on — else the sweep. On a version without the balancer the sweep
+    is over its ``crs`` options and the 9.x sweep (``hypothetical``: run it) is the upgrade's.
+    Units: those the import proved (``CrsSettings.percent_units``, ``units_why``); without the
+    balancer, the percent units every version that has it reads."""
     scenario = _with_sets(imp.scenario, sets)
     crs = export.crs
     has = has_balancer(export)
@@ -550,16 +568,71 @@ def recommend(
         )
     if reason is not None:
         return Recommendation(**base, reason=reason, sweep=None)
-    sweep = run_sweep(path, sets, current, seed, workers, name, say)
-    if not has:
+    if has:
+        sweep = run_sweep(path, sets, current, seed, workers, name, say)
+        return Recommendation(**base, reason=None, sweep=sweep)
+    # without the balancer: the version's own crs options, and the 9.x sweep as a hypothetical
+    upgrade = run_sweep(path, sets, current, seed, workers, name, say) if hypothetical else None
+    settings = crs_settings(export.version_numbers)
+    if not settings:
         reason = (
-            f"nothing to decide on PVE {export.version}: it has no automatic rebalancing "
-            "(ha-auto-rebalance came with pve-ha-manager 5.2.0, PVE 9.1); its CRS options "
-            f"(ha = {crs.mode}, ha-rebalance-on-start = {int(crs.rebalance_on_start)}) choose a "
-            "node only when a guest starts or recovers, which the replayed window does not do"
+            f"nothing to decide on PVE {export.version}: it has no CRS option (`crs` came with "
+            "PVE 7.3) and no automatic rebalancing (`ha-auto-rebalance`, PVE 9.1)"
         )
-        return Recommendation(**base, reason=reason, sweep=sweep, hypothetical=True)
-    return Recommendation(**base, reason=None, sweep=sweep)
+        return Recommendation(**base, reason=reason, sweep=upgrade, hypothetical=True)
+    cur = CrsSetting(crs.mode, crs.rebalance_on_start)
+    say(f"  PVE {export.version}'s own crs options ({len(settings)} settings) …")
+    sweep = run_crs_sweep(path, sets, cur, settings, seed, workers, name, say)
+    events = tuple(scheduler_events(scenario))
+    if sweep.all_tie() and not events:
+        sweep.why += (
+            ": nothing in the window starts or recovers a guest, so the scheduler never "
+            "chooses a node"
+        )
+    return Recommendation(
+        **base,
+        reason=None,
+        sweep=sweep,
+        upgrade=upgrade,
+        scheduler_acts_on=SCHEDULER_ACTS_ON,
+        scheduler_events=events,
+    )
+
+
+#: what makes a PVE 7.3–9.0 HA manager's scheduler (``select_service_node`` with the ``crs``
+#: mode; pve-ha-manager 4.0's ``Manager.pm``) choose a node: recovery of a fenced node's guests
+#: (``next_state_recovery``), a start request with ``ha-rebalance-on-start``
+#: (``next_state_request_start``), and a started guest whose node is not (or no longer) among
+#: its group's or rule's best — maintenance, a node back online with failback, a failed start
+#: (``next_state_started``)
+SCHEDULER_ACTS_ON = (
+    "a node failure (its HA guests are recovered to the node the `ha` mode picks)",
+    "a start of a stopped HA guest (with `ha-rebalance-on-start=1` it starts where the "
+    "scheduler picks)",
+    "a node entering maintenance, or coming back with failback on (its guests move to the "
+    "picked node)",
+)
+#: the scenario events that reach those code paths
+SCHEDULER_EVENT_TYPES = (
+    "power-off",
+    "network-off",
+    "power-on",
+    "network-on",
+    "set-state",
+    "maintenance-enable",
+    "maintenance-disable",
+)
+
+
+def scheduler_events(scenario: dict[str, Any]) -> list[str]:
+    """The events of a scenario dict that make the scheduler choose a node
+    (:data:`SCHEDULER_EVENT_TYPES`), as ``"<type> <node or sid> at <t> s"``."""
+    out = []
+    for ev in scenario.get("events", []):
+        kind = ev.get("type", "migrate")
+        if kind in SCHEDULER_EVENT_TYPES:
+            out.append(f"{kind} {ev.get('node') or ev.get('sid', '')} at {float(ev['t']):g} s")
+    return out
 
 
 def _with_sets(scenario: dict[str, Any], sets: dict[str, Any]) -> dict[str, Any]:
@@ -633,11 +706,9 @@ def _after_fixes(
     say(f"after the fixes ({', '.join(f.sid for f in fixes)}): replays and recommendation …")
     fixed = catalog.resolve(str(path), overrides=sets).scenario
     after_runs = [replay(fixed, e, seed) for e in entries[:2]]  # noop, upstream
-    # without the balancer in the version, the hypothetical sweep is not run twice
-    after_rec = (
-        recommend(imp, export, path, sets, seed, workers, "after", say)
-        if rec.has_balancer
-        else replace(rec, sweep=None)
+    # without the balancer in the version, the hypothetical upgrade's sweep is not run twice
+    after_rec = recommend(
+        imp, export, path, sets, seed, workers, "after", say, hypothetical=rec.has_balancer
     )
     return AfterFix(sets, after_runs, after_rec)
 
@@ -753,12 +824,18 @@ def estimate_json(e: Estimate | None) -> dict[str, Any] | None:
     return None if e is None else {"mean": e.mean, "lo": e.lo, "hi": e.hi, "n": e.n, "p": e.p}
 
 
-def sweep_json(rec: Recommendation) -> dict[str, Any] | None:
-    sw = rec.sweep
+def sweep_json(rec: Recommendation, upgrade: bool = False) -> dict[str, Any] | None:
+    """The sweep's evidence (``upgrade``: the hypothetical 9.x sweep of a version without the
+    balancer, in percent units)."""
+    sw = rec.upgrade if upgrade else rec.sweep
     if sw is None:
         return None
-    rows: list[dict[str, Any]] = [{"setting": "off", "options": {"ha-auto-rebalance": 0}}] + [
-        {"setting": sw.key(st), "options": st.pve(rec.percent), "params": st.params}
+    percent = True if upgrade or sw.crs else rec.percent
+    rows: list[dict[str, Any]] = (
+        [] if sw.crs else [{"setting": "off", "options": {"ha-auto-rebalance": 0}}]
+    )
+    rows += [
+        {"setting": sw.key(st), "options": st.pve(percent), "params": st.params}
         for st in sw.settings
     ]
     for row in rows:
@@ -778,33 +855,53 @@ def sweep_json(rec: Recommendation) -> dict[str, Any] | None:
         "why": sw.why,
         "tie": sw.tie,
         "compared": None if sw.compared is None else sw.key(sw.compared),
+        "baseline": sw.baseline,
         "held_out_gain_vs_off": estimate_json(sw.held_gain),
         "held_out_cost": sw.held_cost,
         "held_out_metrics": sw.held_metrics,
         "churned_or_failed": [sw.key(st) for st, _ in sw.churned_or_failed()],
         "ci_covers": "the model's randomness over fresh seeds, not the one recorded window",
+        **(
+            {
+                "replayed_as": "noop (no balancer) with the scenario's crs_mode from params; "
+                "ha-rebalance-on-start acts only on a start request, which the replay has none of"
+            }
+            if sw.crs
+            else {}
+        ),
     }
 
 
 def recommendation_json(rec: Recommendation) -> dict[str, Any] | None:
-    """The recommended PVE options with their evidence; None where there is nothing to decide."""
+    """The recommended PVE options with their evidence; None where there is nothing to decide.
+    Without the balancer ``off`` is the cluster's current ``crs`` setting (``baseline``), and
+    ``every_setting_ties``/``would_matter_on``/``scheduler_events`` say when none matters."""
     opts = rec.options()
     if opts is None:
         return None
     sw = rec.sweep
     assert sw is not None
-    return {
+    doc: dict[str, Any] = {
         "pve_version": rec.version,
-        "units": "percent" if rec.percent else "fraction",
-        "units_why": rec.units_why,
+        "units": None if sw.crs else "percent" if rec.percent else "fraction",
+        "units_why": "the crs options ha and ha-rebalance-on-start have no units"
+        if sw.crs
+        else rec.units_why,
         "options": opts,
         "current": None if sw.current is None else sw.current.pve(rec.percent),
         "why": sw.why,
+        "baseline": "off" if not sw.crs else sw.baseline,
         "held_out": {
-            "compared": sw.key(sw.compared),
+            "compared": None if sw.compared is None else sw.key(sw.compared),
+            "baseline": sw.baseline,
             "gain_vs_off": estimate_json(sw.held_gain),
         },
     }
+    if sw.crs:
+        doc["every_setting_ties"] = sw.all_tie()
+        doc["would_matter_on"] = list(rec.scheduler_acts_on)
+        doc["scheduler_events"] = list(rec.scheduler_events)
+    return doc
 
 
 def save_json(result: WhatIf, path: Path, extra: dict[str, Any]) -> None:
@@ -815,6 +912,7 @@ def save_json(result: WhatIf, path: Path, extra: dict[str, Any]) -> None:
         "recommendation": recommendation_json(rec),
         "reason": rec.reason,
         "sweep": sweep_json(rec),
+        "hypothetical_upgrade": _upgrade_doc(rec),
         "fixes": [f.as_json() for f in result.fixes],
         "after_fixes": None
         if after is None
@@ -840,6 +938,19 @@ def save_json(result: WhatIf, path: Path, extra: dict[str, Any]) -> None:
         **extra,
     }
     write_json_atomic(path, _finite(doc))
+
+
+def _upgrade_doc(rec: Recommendation) -> dict[str, Any] | None:
+    """The 9.x sweep of a version without the balancer: what PVE 9.1's ``ha-auto-rebalance``
+    would choose (hypothetical; percent units)."""
+    sw = rec.upgrade
+    if sw is None:
+        return None
+    return {
+        "hypothetical": "as if this cluster ran a PVE with ha-auto-rebalance (9.1 or later)",
+        "would_choose": {"ha-auto-rebalance": 0} if sw.chosen is None else sw.chosen.pve(True),
+        "sweep": sweep_json(rec, upgrade=True),
+    }
 
 
 def _hypothetical_doc(hyp: Hypothetical | None) -> dict[str, Any] | None:

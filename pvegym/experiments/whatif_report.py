@@ -29,7 +29,7 @@ from pvegym.experiments import plots
 from pvegym.experiments.report import fmt
 from pvegym.experiments.stats import Estimate, verdict
 from pvegym.experiments.whatif import PRESSURE_PCT, PolicyRun, Recommendation, WhatIf, save_json
-from pvegym.experiments.whatif_sweep import BLOCKS, FIT_SEEDS
+from pvegym.experiments.whatif_sweep import BLOCKS, FIT_SEEDS, Sweep
 from pvegym.provenance import git_commit, package_versions
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
 from pvegym.sim.metrics import GLANCE, metric_spec, metrics_in
@@ -87,16 +87,9 @@ def _choice_lines(rec: Recommendation, mode: str, when: str) -> list[str]:
     if sw is None or rec.hypothetical:
         # "nothing to decide[ on …]: why" → the verdict in bold, then why
         verdict_, _, why = (rec.reason or "nothing to decide: ").partition(": ")
-        lines = [f"**{when}: {verdict_}.** {why[:1].upper() + why[1:]}."]
-        if sw is not None:
-            pick = "off" if sw.chosen is None else sw.chosen.label(True)
-            lines += [
-                "",
-                "Hypothetically, on a PVE with `ha-auto-rebalance` (9.1 or later, percent units), "
-                f"the sweep below would choose **{pick}** ({sw.why}).",
-                *_held_lines(rec),
-            ]
-        return lines
+        return [f"**{when}: {verdict_}.** {why[:1].upper() + why[1:]}.", *_upgrade_lines(rec)]
+    if sw.crs:
+        return [*_crs_choice_lines(rec, when), *_upgrade_lines(rec)]
     opts = rec.options()
     assert opts is not None
     units = "percent" if rec.percent else "fractions"
@@ -111,23 +104,69 @@ def _choice_lines(rec: Recommendation, mode: str, when: str) -> list[str]:
             f"The cluster runs {sw.current.label(rec.percent) if sw.current else 'off'}: "
             f"fit-part cost {np.mean(sw.fit_cost[cur]):,.0f} against {np.mean(sw.fit_cost['off']):,.0f} off."
         )
-    return [*lines, *_held_lines(rec)]
+    return [*lines, *_held_lines(sw, rec.percent, "off")]
 
 
-def _held_lines(rec: Recommendation) -> list[str]:
+def _crs_line_of(options: dict[str, Any]) -> str:
+    """``crs: ha=…,ha-rebalance-on-start=…`` of a pre-9.1 setting's options."""
+    return "crs: " + ",".join(f"{k}={v}" for k, v in options.items())
+
+
+def _crs_choice_lines(rec: Recommendation, when: str) -> list[str]:
+    """A version without the balancer: its ``crs`` setting, held out against the current one."""
     sw = rec.sweep
-    assert sw is not None
+    assert sw is not None and sw.current is not None and sw.chosen is not None
+    chosen = _crs_line_of(sw.chosen.pve(False))
+    current = _crs_line_of(sw.current.pve(False))
+    g = sw.held_gain
+    none_matters = sw.chosen == sw.current and sw.all_tie() and (g is None or g.lo <= 0.0 <= g.hi)
+    if none_matters:
+        head = (
+            f"**{when}: keep `{current}` — no setting of this version changes this window's "
+            f"cost.** {sw.why[:1].upper() + sw.why[1:]}."
+        )
+    elif sw.chosen == sw.current:
+        head = f"**{when}: keep `{current}`** — {sw.why}."
+    else:
+        head = f"**{when}: change to `{chosen}`** (the cluster runs `{current}`) — {sw.why}."
+    lines = [head, *_held_lines(sw, False, f"the current `{current}`")]
+    acts = "; ".join(rec.scheduler_acts_on)
+    if rec.scheduler_events:
+        lines += ["", f"In this window the scheduler acts on: {', '.join(rec.scheduler_events)}."]
+    else:
+        lines += [
+            "",
+            f"The setting would matter on an event this window does not have: {acts}.",
+        ]
+    return lines
+
+
+def _upgrade_lines(rec: Recommendation) -> list[str]:
+    """The 9.x sweep of a version without the balancer, labelled hypothetical."""
+    sw = rec.sweep if rec.hypothetical else rec.upgrade
+    if sw is None or sw.crs:
+        return []
+    pick = "off" if sw.chosen is None else sw.chosen.label(True)
+    return [
+        "",
+        f"*Hypothetical upgrade* — on a PVE with `ha-auto-rebalance` (9.1 or later, percent "
+        f"units), the sweep below would choose **{pick}** ({sw.why}).",
+        *_held_lines(sw, True, "off"),
+    ]
+
+
+def _held_lines(sw: Sweep, percent: bool, against: str) -> list[str]:
     if sw.compared is None or sw.held_gain is None:
         return []
-    on = sw.compared.label(rec.percent)
+    on = sw.compared.label(percent)
     g = sw.held_gain
     word = verdict(g, "higher")
     return [
         "",
         f"Held out (the other {BLOCKS // 2} blocks, {len(sw.held_seeds)} fresh seeds): "
-        f"{on} against off gains **{_gain(g)}** cost units (mean, 95 % CI; positive: cheaper "
-        f"than off; {word}). The CI covers the model's randomness, not the one recorded "
-        "window: another window would have other loads.",
+        f"{on} against {against} gains **{_gain(g)}** cost units (mean, 95 % CI; positive: "
+        f"cheaper than {against}; {word}). The CI covers the model's randomness, not the one "
+        "recorded window: another window would have other loads.",
     ]
 
 
@@ -144,6 +183,18 @@ def recommendation(result: WhatIf) -> list[str]:
         lines = []
     elif rec.has_balancer:
         lines = [f"Chosen among the settings PVE {rec.version} has, {how}.", ""]
+    elif rec.sweep.crs:
+        names = sorted({k for st in rec.sweep.settings for k in st.pve(False)})
+        lines = [
+            f"PVE {rec.version} has no automatic balancer (`ha-auto-rebalance` came with "
+            "pve-ha-manager 5.2.0, PVE 9.1); its CRS options "
+            f"({', '.join(f'`{n}`' for n in names)}: `ha=basic|static` since PVE 7.3, "
+            "`ha-rebalance-on-start` since 7.4) only choose the node a guest starts or recovers "
+            f"on. Chosen among them, {how} against the cluster's current setting. Each is "
+            "replayed with nothing balancing; the model has no `basic` mode (it is replayed as "
+            "the import's stand-in) and `ha-rebalance-on-start` acts only on a start request.",
+            "",
+        ]
     else:
         lines = [
             f"PVE {rec.version} has no automatic balancer; the sweep below is scored {how}.",
@@ -203,30 +254,41 @@ def _fixes_section(result: WhatIf) -> list[str]:
 
 def _sweep_section(result: WhatIf) -> list[str]:
     lines = ["## The sweep: every setting tried", ""]
-    recs = [("as it is", result.recommendation)]
+    recs = [("as it is", result.recommendation.sweep, result.recommendation)]
+    if result.recommendation.upgrade is not None:
+        recs.append(
+            (
+                "hypothetical upgrade to PVE ≥ 9.1 (`ha-auto-rebalance`, percent units)",
+                result.recommendation.upgrade,
+                result.recommendation,
+            )
+        )
     if result.after is not None:
-        recs.append(("after the fixes", result.after.recommendation))
-    for tag, rec in recs:
-        sw = rec.sweep
+        recs.append(
+            ("after the fixes", result.after.recommendation.sweep, result.after.recommendation)
+        )
+    for tag, sw, rec in recs:
         if sw is None:
             continue
+        percent = True if sw is rec.upgrade or rec.hypothetical else rec.percent
         mean = {k: float(np.mean(v)) for k, v in sw.fit_cost.items()}
         order = sorted(mean, key=lambda k: (mean[k], k))
         shown = order[:SWEEP_LISTED]
-        for k in ("off", *([sw.key(sw.current)] if sw.current else [])):
+        for k in dict.fromkeys([sw.baseline, *([sw.key(sw.current)] if sw.current else [])]):
             if k not in shown:
                 shown.append(k)
         by = {sw.key(st): st for st in sw.settings}
+        what = "off and the current setting" if not sw.crs else "the current setting"
         lines += [
-            f"### {tag}: the {SWEEP_LISTED} cheapest settings on the fit part, with off and the "
-            f"current setting (of {len(sw.settings)} + off; all in `whatif.json`)",
+            f"### {tag}: the {min(SWEEP_LISTED, len(mean))} cheapest settings on the fit part, with {what} "
+            f"(of {len(sw.settings)}{'' if sw.crs else ' + off'}; all in `whatif.json`)",
             "",
             "| setting | fit cost (mean of seeds) | moves | failed | churn | oscillations | tie with the cheapest |",
             "|---|---:|---:|---:|---:|---:|---|",
         ]
         for k in shown:
             m = sw.metrics[k]
-            name = "off" if k == "off" else by[k].label(rec.percent)
+            name = "off" if k == "off" else by[k].label(percent)
             lines.append(
                 f"| {name} | {mean[k]:,.0f} | {_n(m['moves'])} | {_n(m['moves_failed'])} | "
                 f"{_n(m['churn_moves'])} | {_n(m['oscillations'])} | {'yes' if k in sw.tie else ''} |"
@@ -245,7 +307,7 @@ def _sweep_section(result: WhatIf) -> list[str]:
             lines.append("")
             for st, m in bad[:SWEEP_LISTED]:
                 lines.append(
-                    f"- {st.label(rec.percent)}: {_n(m['moves_failed'])} failed, "
+                    f"- {st.label(percent)}: {_n(m['moves_failed'])} failed, "
                     f"{_n(m['churn_moves'])} churn, {_n(m['oscillations'])} oscillations"
                 )
             if len(bad) > SWEEP_LISTED:

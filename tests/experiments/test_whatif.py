@@ -117,26 +117,6 @@ def test_held_out_validation_beats_the_naive_prediction(pve9: tuple[Path, dict[s
     assert v["cpu_blend"] in BLEND_GRID and v["default_cpu_blend"] == 0.2
 
 
-def test_pve8_export_replays_without_psi(tmp_path: Path) -> None:
-    doc = _whatif(tmp_path, "pve8-groups", "12h")
-    assert doc["import"]["rrd_format"] == "pve2"
-    assert doc["import"]["window"]["resolution_s"] == 1800
-    assert all(n["psi_cpu_mae_pp"] is None for n in doc["validation"]["nodes"])
-    report = (tmp_path / "report.md").read_text()
-    assert "records no pressure (PVE 8.4.1, pve2 format): not compared" in report
-    # PVE 8.4 has no ha-auto-rebalance: nothing to recommend in its options, and the reason
-    assert doc["recommendation"] is None
-    assert "no automatic rebalancing" in doc["reason"]
-    first = report.split("## Recommendation", 1)[1].split("\n## ", 1)[0]
-    assert "nothing to decide" in first and "ha-auto-rebalance-threshold" not in first
-    # the sweep ran as a hypothetical upgrade, with its held-out CI
-    assert doc["sweep"]["held_out_gain_vs_off"] is not None
-    assert "Hypothetically, on a PVE with `ha-auto-rebalance`" in first
-    # the legacy VM with the host's CD-ROM drive can never move; upstream in static mode tries
-    up = _moves(doc, "upstream")
-    assert all(m["outcome"] == "failed" for m in up if m["guest"] == "vm:203")
-
-
 def test_a_study_and_an_agent_add_their_policies(tmp_path: Path) -> None:
     study = tmp_path / "study"
     study.mkdir()
