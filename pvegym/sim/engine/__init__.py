@@ -78,6 +78,14 @@ still uses the port's LRMs); rules and HA groups,
 static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
 path (the port's steady state; the engine has none yet, so there is nothing to check on and off).
+Without it every round gives each ``started`` service whose LRM result it read a new uid, as
+upstream's ``next_state_started`` does ("ensure service gets started again if it went unexpected
+down") and as the port does in every round that is not quiet (the differential check's port has
+no quiescence token, so it renews in the same rounds, and its LRM comparison marks each result
+current or stale by uid); so its LRMs check every service again every round. In the engine stack
+that is what costs the port's LRMs their own quiet path (their memo keys on the manager status's
+serial, new with every uid): ``tests/sim/test_engine_stack.py`` pins that the engine renews in
+exactly the rounds the full stack without its quiescence token does.
 
 Extending it
 ------------
