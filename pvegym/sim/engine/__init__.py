@@ -60,8 +60,10 @@ example, as random ones of 60 rounds do not reach it), the LRM
 status it writes (mode and results, read by the CRM's next round), ``manage_resources`` in the
 service status's order, the worker table (a request not queued twice, ``stopped`` always,
 ``max_workers`` forked at once, the most tried first, every call of ``run_workers`` with its nine
-polls), the results pruned to the uids the manager knows, the restart policy (``max_restart``,
-then the CRM's relocation with ``max_relocate``), and shutdown requests — an LRM restart, a node
+polls), each event stamped with the daemon's clock (the time of the port's line: the
+iteration's start plus its polls and lock retries), the results pruned to the uids the manager
+knows, the restart policy (``max_restart``, then the CRM's relocation with ``max_relocate``), and
+shutdown requests — an LRM restart, a node
 reboot or shutdown — under each shutdown policy (conditional, freeze, failover, migrate): the
 ``restart``/``shutdown``/``maintenance`` modes they set, a node shutdown's stop jobs, the
 daemon's exit from each state (with the 90 s a lost lock may last under an LRM restart).
@@ -74,7 +76,11 @@ Not yet: in the LRM, ``max_workers = 0`` (jobs run in place), a failing fork, a 
 signal or failing to execute (exit status -1; it would read as ``NO_RESULT``), an unknown
 shutdown policy; outside the differential check nothing runs the compiled CRM and LRMs together
 yet (a round is ``lrm.publish``, ``crm.manage``, ``lrm.lrm_round`` in turn; the engine stack
-still uses the port's LRMs); rules and HA groups,
+still uses the port's LRMs: on the model's hardware a job can end within the very
+``run_workers`` call that forked it — a start or stop at once, a short motion within the polls,
+its end known only once the fork queued it — which the per-call input ``W_DONE`` cannot say yet,
+nor does the kernel report when it forked a job or took and released the agent lock, which the
+lock table, the watchdog and the job's log lines need); rules and HA groups,
 static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
 path (the port's steady state; the engine has none yet, so there is nothing to check on and off).

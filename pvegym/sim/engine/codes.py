@@ -256,4 +256,5 @@ LK_SS_SEQ = 0
 LK_N_EVENTS = 1
 LK_ERROR = 2  # 1: the event buffer is full
 LK_POLICY = 3  # the shutdown policy, POLICY_*
-N_LRM_CLU_FIELDS = 4
+LK_CLOCK = 4  # the clock (s) of the daemon iterating now (its L_CLOCK), stamped on its events
+N_LRM_CLU_FIELDS = 5

@@ -31,7 +31,7 @@ import numpy as np
 
 from pvegym.sim.engine import codes as k
 from pvegym.sim.engine.events import EV_WIDTH, EVENT_NAMES, format_events, unpack_failed
-from pvegym.sim.engine.lrm_events import LRM_EVENT_NAMES, format_lrm_events
+from pvegym.sim.engine.lrm_events import LE_CLOCK, LRM_EVENT_NAMES, format_lrm_events
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.lrm import LRM
@@ -784,7 +784,8 @@ class HASnapshot:
     #: table order, results, restart tries, written mode, written results, shutting down, failed
     #: stop jobs, exited this round)
     lrms: list[tuple[Any, ...] | None]
-    lrm_log: list[tuple[str, str, str]]
+    #: (node, level, message, the daemon's clock s)
+    lrm_log: list[tuple[str, str, str, float]]
 
 
 def random_lrm_cluster(rng: np.random.Generator) -> Cluster:
@@ -867,7 +868,7 @@ class _HaCrmEnv(_CrmEnv):
     def __init__(self, cl: Cluster) -> None:
         super().__init__(cl)
         self.lrm_status: dict[str, dict[str, Any]] = {}
-        self.lrm_logs: list[tuple[str, str, str]] = []
+        self.lrm_logs: list[tuple[str, str, str, float]] = []
 
     def read_lrm_status(self, node: str | None = None) -> dict[str, Any]:
         assert node is not None
@@ -908,7 +909,7 @@ class _LrmEnv(_CrmEnv):
         self.t, self.delay = t, 0.0
 
     def write_log(self, level: str, msg: str) -> None:
-        self.fs.lrm_logs.append((self.node, level, msg.rstrip("\n")))
+        self.fs.lrm_logs.append((self.node, level, msg.rstrip("\n"), self.get_time()))
 
     def read_manager_status(self) -> dict[str, Any]:
         return self.fs.ms
@@ -1106,7 +1107,14 @@ class EngineHA:
         return HASnapshot(
             e.snapshot(),
             self._lrm_snapshot(),
-            format_lrm_events(self.lrm_events, cl.sids, cl.nodes),
+            [
+                (*line, float(t))
+                for line, t in zip(
+                    format_lrm_events(self.lrm_events, cl.sids, cl.nodes),
+                    self.lrm_events[:, LE_CLOCK].tolist(),
+                    strict=True,
+                )
+            ],
         )
 
     def _targetless(self) -> np.ndarray:
