@@ -76,11 +76,13 @@ Not yet: in the LRM, ``max_workers = 0`` (jobs run in place), a failing fork, a 
 signal or failing to execute (exit status -1; it would read as ``NO_RESULT``), an unknown
 shutdown policy; outside the differential check nothing runs the compiled CRM and LRMs together
 yet (a round is ``lrm.publish``, ``crm.manage``, ``lrm.lrm_round`` in turn; the engine stack
-still uses the port's LRMs: on the model's hardware a job can end within the very
-``run_workers`` call that forked it — a start or stop at once, a short motion within the polls,
-its end known only once the fork queued it — which the per-call input ``W_DONE`` cannot say yet,
-nor does the kernel report when it forked a job or took and released the agent lock, which the
-lock table, the watchdog and the job's log lines need); rules and HA groups,
+still uses the port's LRMs. A job's end may fall on any poll (``W_DONE_AT``) and the kernel
+reports each fork's time (``W_FORKED_AT``), but on the model's hardware a job can end within the
+very ``run_workers`` call that forked it — a start or stop at once, a short motion within the
+polls — and a motion's end is known only once its fork queued it at its time, so the driver must
+re-run the iteration from its saved state with each end learnt (or the kernel stop at a fork);
+and the kernel does not yet report when it took and released the agent lock, which the lock
+table, the watchdog and the ``got lock`` line need); rules and HA groups,
 static/dynamic CRS modes (and so the views and scores a balancer needs), nodes leaving the
 membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
 path (the port's steady state; the engine has none yet, so there is nothing to check on and off).

@@ -233,7 +233,9 @@ W_TIMEOUT = 4
 W_TRIES = 5  # ``start_tries``
 W_SEQ = 6  # insertion number (dict order)
 W_DONE = 7  # the job's exit code if it ends this round (input, consumed), else NO_RESULT
-N_WORKER_FIELDS = 8
+W_DONE_AT = 8  # the daemon's clock (s) from which a poll sees that end (input; 0: any poll)
+W_FORKED_AT = 9  # the daemon's clock (s) when the job was forked (output)
+N_WORKER_FIELDS = 10
 POLLS = 9  # polls of one ``run_workers`` call: every second for 8 s (LRM.pm ``run_workers``)
 
 # ---------------------------------------------------------------- result fields (lres[c, n, s, R])

@@ -13,8 +13,9 @@ service status, node states, maintenance requests, disarm); what it writes is it
 (``N_MODE``, ``F_RES_*``). The hardware's part stays an input, as the port's LRM gets it from its
 ``Env``: whether the node runs, is quorate and can take its agent lock (``L_RUNS``, ``L_QUORATE``,
 ``L_LOCK``), ``max_workers``, and a worker's job — a forked job ends when its ``W_DONE`` says so
-(its exit code, consumed by the first poll that sees it), which is ``waitpid``'s answer; what the
-job itself does (``exec_resource_agent`` and the resource agent) is the hardware's.
+(its exit code, consumed by the first poll at or after the clock ``W_DONE_AT``), which is
+``waitpid``'s answer; what the job itself does (``exec_resource_agent`` and the resource agent)
+is the hardware's, and ``W_FORKED_AT`` tells it when the fork was.
 
 Shutdown requests (``L_SHUTDOWN_REQ``: an LRM restart, a node reboot or shutdown, as the daemon's
 signal handler calls ``shutdown_request`` before an iteration) are covered with the four policies
@@ -118,7 +119,9 @@ from pvegym.sim.engine.codes import (
     SUCCESS,
     W_CMD,
     W_DONE,
+    W_DONE_AT,
     W_FORKED,
+    W_FORKED_AT,
     W_NONE,
     W_QUEUED,
     W_SEQ,
@@ -329,7 +332,7 @@ def _check_active_workers(svc, lw, lr, lcfg, lclu, levbuf, n, order, ln_errors) 
         if lw[s, W_STATE] != W_FORKED:
             continue
         code = lw[s, W_DONE]
-        if code == NO_RESULT:
+        if code == NO_RESULT or lclu[LK_CLOCK] < lw[s, W_DONE_AT]:
             count += 1
         elif lw[s, W_UID] != NONE:
             lw[s, W_DONE] = NO_RESULT
@@ -368,6 +371,7 @@ def _run_workers(svc, ln, lw, lr, lcfg, lclu, levbuf, n, order) -> int:
             if count >= max_workers:
                 continue
             lw[s, W_STATE] = W_FORKED
+            lw[s, W_FORKED_AT] = ln[L_CLOCK]
             count += 1
         if count == 0:
             break

@@ -134,6 +134,13 @@ def test_plain_python_lrm_is_the_compiled_one() -> None:
             "        ln[L_CLOCK] += 1\n        lclu[LK_CLOCK] = ln[L_CLOCK]\n",
             "        ln[L_CLOCK] += 1\n",
         ),
+        # a poll sees a job's end from its time on, not before
+        (
+            "if code == NO_RESULT or lclu[LK_CLOCK] < lw[s, W_DONE_AT]:",
+            "if code == NO_RESULT:",
+        ),
+        # the fork's time is the poll's
+        ("            lw[s, W_FORKED_AT] = ln[L_CLOCK]\n", "            lw[s, W_FORKED_AT] = 0\n"),
         # a shutdown with failed stop jobs keeps its lock and watchdog
         ("            if ln[L_ERRORS] == 0:\n", "            if True:\n"),
     ],
