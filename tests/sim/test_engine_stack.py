@@ -14,8 +14,10 @@ import pytest
 
 import pvegym.sim.ha.manager as ha_manager
 from pvegym.experiments.engine_check import compare, first_difference, run
+from pvegym.policies import make_policy
 from pvegym.sim import catalog
 from pvegym.sim.engine_stack import EngineStack
+from pvegym.sim.ha_model_env import ModelHAEnv
 from pvegym.sim.simulation import Simulation
 
 #: scenarios whose HA manager runs with failures, maintenance and operator commands
@@ -114,3 +116,49 @@ def test_engine_stack_on_event_histories(history: str, tmp_path: Path) -> None:
     path.write_text(scenario_toml(HISTORIES[history]))
     for seed in (0, 1):
         assert compare(str(path), "patched", seed, basic=True) == "", (history, seed)
+
+
+def _uid_renewals(
+    scenario: str, stack: str, seed: int, rounds: int
+) -> tuple[list[dict[str, bool]], dict[str, Any]]:
+    """Per round after the first, per service of the manager status: whether its uid is new;
+    and the episode's metrics."""
+    scn = catalog.scenario(scenario, seed, {"ha_stack": stack})
+    sim = Simulation(scn, seed)
+    assert sim.ha_stack is not None
+    sim.ha_stack.cfs.datacenter["crs"]["ha"] = "basic"
+    pol = make_policy("patched", "--policy")
+    pol.reset(seed)
+    sim.advance()
+    view = sim.observe()
+    last: dict[str, str] = {}
+    out: list[dict[str, bool]] = []
+    for _ in range(rounds):
+        view = sim.step(pol.decide(view))
+        ss = sim.ha_stack.cfs.manager_status.get("service_status") or {}
+        uids = {sid: str(sd["uid"]) for sid, sd in ss.items()}
+        if last:
+            out.append({sid: uids[sid] != last.get(sid) for sid in sorted(uids)})
+        last = uids
+    return out, sim.result()["metrics"]
+
+
+def test_the_engine_renews_uids_as_the_port_without_its_quiet_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every CRM round gives a started service whose LRM result it read a new uid (upstream's
+    ``next_state_started``: "ensure service gets started again if it went unexpected down"), so
+    its LRM checks it again. The port skips that only in a quiet round (its steady-state fast
+    path, keyed on :meth:`~pvegym.sim.ha.env.HAEnv.quiescence_token`); without the token the
+    port renews in the very rounds the engine does — the engine has no quiet path yet."""
+    rounds = 40
+    quiet, quiet_metrics = _uid_renewals("contended-3node", "full", 3, rounds)
+    engine, engine_metrics = _uid_renewals("contended-3node", "engine", 3, rounds)
+    monkeypatch.setattr(ModelHAEnv, "quiescence_token", lambda self: None)
+    full, full_metrics = _uid_renewals("contended-3node", "full", 3, rounds)
+    assert engine == full
+    assert engine_metrics == full_metrics == quiet_metrics  # the quiet path changes no outcome
+    # settled (no motion since round 15): the engine renews every service every round, the
+    # port's quiet rounds none
+    assert all(all(r.values()) for r in engine[-20:])
+    assert not any(any(r.values()) for r in quiet[-20:])

@@ -64,8 +64,10 @@ example, as random ones of 60 rounds do not reach it), the LRM
 status it writes (mode and results, read by the CRM's next round), ``manage_resources`` in the
 service status's order, the worker table (a request not queued twice, ``stopped`` always,
 ``max_workers`` forked at once, the most tried first, every call of ``run_workers`` with its nine
-polls), the results pruned to the uids the manager knows, the restart policy (``max_restart``,
-then the CRM's relocation with ``max_relocate``), and shutdown requests — an LRM restart, a node
+polls), each event stamped with the daemon's clock (the time of the port's line: the
+iteration's start plus its polls and lock retries), the results pruned to the uids the manager
+knows, the restart policy (``max_restart``, then the CRM's relocation with ``max_relocate``), and
+shutdown requests — an LRM restart, a node
 reboot or shutdown — under each shutdown policy (conditional, freeze, failover, migrate): the
 ``restart``/``shutdown``/``maintenance`` modes they set, a node shutdown's stop jobs, the
 daemon's exit from each state (with the 90 s a lost lock may last under an LRM restart).
@@ -91,22 +93,37 @@ the CRM master's, with the port's LRMs and CRM daemon around it on the model's h
 ``scripts/engine_diff.py --scenarios`` compares whole episodes with the full stack.
 
 Not yet: in the LRM, ``max_workers = 0`` (jobs run in place), a failing fork, a job killed by a
-signal or failing to execute (exit status -1; it would read as ``NO_RESULT``), an unknown
-shutdown policy; outside the differential check nothing runs the compiled CRM and LRMs together
-yet (a round is ``lrm.publish``, ``crm.manage``, ``lrm.lrm_round`` in turn; the engine stack
-still uses the port's LRMs, and places by the basic scheduler without rules: it does not pass the
-rules and CRS arrays yet); the groups migration's LRM states (``RN_LRM_STATE``) are an input
-even with the compiled LRM; nodes leaving the
-membership (``gone``), CRM master failover, a failing cluster file system, the quiet-round fast
-path (the port's steady state; the engine has none yet, so there is nothing to check on and off);
-of the CRS: a change of mode at run time (``switching scheduler mode``), the usage of guests that
-are not HA resources, the scheduler's failures (missing stats: the host must give every
-guest's and node's; the port falls back to basic with a warning), the views and scores a
-balancer needs (imbalance, migration candidates); of the rules: a group a service names but the
-groups config lacks (refused by :meth:`~pvegym.sim.engine.rules.RulesConfig.validate`), rule ids
-colliding with a group's ``ha-group-<id>``, priorities ≥ 2**62. The host must raise
-``RK_CONFIG_CHANGED`` when the rules, groups or service config change (the port recompiles on a
-changed digest: the model's environment gives the service config one).
+signal or failing to execute (exit status -1; it would read as ``NO_RESULT``), an unknown shutdown
+policy; outside the differential check nothing runs the compiled CRM and LRMs together yet (a round
+is ``lrm.publish``, ``crm.manage``, ``lrm.lrm_round`` in turn; the engine stack still uses the
+port's LRMs, and places by the basic scheduler without rules: it does not pass the rules and CRS
+arrays yet. A job's end may fall on any poll (``W_DONE_AT``) and the kernel reports each fork's
+time (``W_FORKED_AT``), but on the model's hardware a job can end within the very ``run_workers``
+call that forked it — a start or stop at once, a short motion within the polls — and a motion's end
+is known only once its fork queued it at its time, so the driver must re-run the iteration from its
+saved state with each end learnt (or the kernel stop at a fork); and the kernel does not yet report
+when it took and released the agent lock, which the lock table, the watchdog and the ``got lock``
+line need); the groups migration's LRM states (``RN_LRM_STATE``) are an input even with the
+compiled LRM; nodes leaving the membership (``gone``), CRM master failover, a failing cluster file
+system, the quiet-round fast path (the port's steady state; the engine has none yet, so there is
+nothing to check on and off); of the CRS: a change of mode at run time (``switching scheduler
+mode``), the usage of guests that are not HA resources, the scheduler's failures (missing stats:
+the host must give every guest's and node's; the port falls back to basic with a warning), the
+views and scores a balancer needs (imbalance, migration candidates); of the rules: a group a
+service names but the groups config lacks (refused by
+:meth:`~pvegym.sim.engine.rules.RulesConfig.validate`), rule ids colliding with a group's
+``ha-group-<id>``, priorities ≥ 2**62. The host must raise ``RK_CONFIG_CHANGED`` when the rules,
+groups or service config change (the port recompiles on a changed digest: the model's environment
+gives the service config one).
+
+Without a quiet-round path every round gives each ``started`` service whose LRM result it read a
+new uid, as upstream's ``next_state_started`` does ("ensure service gets started again if it went
+unexpected down") and as the port does in every round that is not quiet (the differential check's
+port has no quiescence token, so it renews in the same rounds, and its LRM comparison marks each
+result current or stale by uid); so its LRMs check every service again every round. In the engine
+stack that is what costs the port's LRMs their own quiet path (their memo keys on the manager
+status's serial, new with every uid): ``tests/sim/test_engine_stack.py`` pins that the engine
+renews in exactly the rounds the full stack without its quiescence token does.
 
 Extending it
 ------------

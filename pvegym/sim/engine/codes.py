@@ -234,7 +234,9 @@ W_TIMEOUT = 4
 W_TRIES = 5  # ``start_tries``
 W_SEQ = 6  # insertion number (dict order)
 W_DONE = 7  # the job's exit code if it ends this round (input, consumed), else NO_RESULT
-N_WORKER_FIELDS = 8
+W_DONE_AT = 8  # the daemon's clock (s) from which a poll sees that end (input; 0: any poll)
+W_FORKED_AT = 9  # the daemon's clock (s) when the job was forked (output)
+N_WORKER_FIELDS = 10
 POLLS = 9  # polls of one ``run_workers`` call: every second for 8 s (LRM.pm ``run_workers``)
 
 # ---------------------------------------------------------------- result fields (lres[c, n, s, R])
@@ -257,7 +259,8 @@ LK_SS_SEQ = 0
 LK_N_EVENTS = 1
 LK_ERROR = 2  # 1: the event buffer is full
 LK_POLICY = 3  # the shutdown policy, POLICY_*
-N_LRM_CLU_FIELDS = 4
+LK_CLOCK = 4  # the clock (s) of the daemon iterating now (its L_CLOCK), stamped on its events
+N_LRM_CLU_FIELDS = 5
 
 # ================================================================ rules, groups and CRS modes
 # (:mod:`pvegym.sim.engine.rules`, :mod:`pvegym.sim.engine.crs`): arrays of their own, per cluster

@@ -36,7 +36,7 @@ import numpy as np
 from pvegym.sim.engine import codes as k
 from pvegym.sim.engine import rules as er
 from pvegym.sim.engine.events import EV_WIDTH, EVENT_NAMES, format_events, unpack_failed
-from pvegym.sim.engine.lrm_events import LRM_EVENT_NAMES, format_lrm_events
+from pvegym.sim.engine.lrm_events import LE_CLOCK, LRM_EVENT_NAMES, format_lrm_events
 from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.lrm import LRM
@@ -1013,6 +1013,8 @@ class LrmInput:
     done: np.ndarray
     #: per node: a shutdown request (codes.SD_*) this round; empty: none
     shutdown: list[int] = field(default_factory=list)
+    #: done_at[n][s]: s after the iteration's start from which a poll sees that end; empty: 0
+    done_at: np.ndarray | None = None
 
 
 @dataclass
@@ -1022,7 +1024,8 @@ class HASnapshot:
     #: table order, results, restart tries, written mode, written results, shutting down, failed
     #: stop jobs, exited this round)
     lrms: list[tuple[Any, ...] | None]
-    lrm_log: list[tuple[str, str, str]]
+    #: (node, level, message, the daemon's clock s)
+    lrm_log: list[tuple[str, str, str, float]]
 
 
 def random_lrm_cluster(rng: np.random.Generator) -> Cluster:
@@ -1038,7 +1041,8 @@ class LrmHistory(History):
     (its LRM runs without quorum) or powered off, either half the time; a cut node whose agent
     lock the master could take was reset by its watchdog (off until it comes back); an LRM
     sometimes fails to renew its lock for a few rounds; a forked job ends in a round with
-    probability 0.45. A running daemon of an online node is sometimes asked to shut down (an LRM
+    probability 0.45, seen by a poll from the iteration's start on or from a second 1–8 after it
+    (half each: within the polls, which go on while a job runs). A running daemon of an online node is sometimes asked to shut down (an LRM
     restart, a node reboot or shutdown); when it exits, a restarted LRM runs again at once and a
     node that shuts down goes off (its agent lock released: the master may take it at once)."""
 
@@ -1046,6 +1050,9 @@ class LrmHistory(History):
         super().__init__(cl, rng)
         nn = len(cl.nodes)
         self.p_shutdown = p_shutdown  # per running daemon and round
+        #: the jobs' end times within the polls, from a stream of their own (the rest of the
+        #: history is drawn as before they were added)
+        self.at_rng = rng.spawn(1)[0]
         self.cut = [False] * nn
         self.lock_loss = [0] * nn
         self.stopping = [k.SD_NONE] * nn  # a shutdown requested, not yet exited
@@ -1078,6 +1085,8 @@ class LrmHistory(History):
             locks.append(self.online[n] and self.lock_loss[n] == 0)
         codes = np.array(JOB_CODES)[rng.choice(len(JOB_CODES), size=(nn, ns), p=_JOB_WEIGHTS)]
         done = np.where(rng.random((nn, ns)) < 0.45, codes, k.NO_RESULT)
+        at_rng = self.at_rng
+        done_at = np.where(at_rng.random((nn, ns)) < 0.5, 0, at_rng.integers(1, 9, size=(nn, ns)))
         shutdown = [k.SD_NONE] * nn
         for n in range(nn):
             if not runs[n]:  # the daemon is gone (node off)
@@ -1091,7 +1100,7 @@ class LrmHistory(History):
             ):
                 shutdown[n] = self.stopping[n] = int(rng.integers(1, 4))
             self.alive[n] = runs[n]
-        return LrmInput(crm, runs, list(self.online), locks, done, shutdown)
+        return LrmInput(crm, runs, list(self.online), locks, done, shutdown, done_at)
 
 
 def _job_code(code: int, state: str | None, has_target: bool) -> int:
@@ -1105,7 +1114,7 @@ class _HaCrmEnv(_CrmEnv):
     def __init__(self, cl: Cluster) -> None:
         super().__init__(cl)
         self.lrm_status: dict[str, dict[str, Any]] = {}
-        self.lrm_logs: list[tuple[str, str, str]] = []
+        self.lrm_logs: list[tuple[str, str, str, float]] = []
 
     def read_lrm_status(self, node: str | None = None) -> dict[str, Any]:
         assert node is not None
@@ -1113,7 +1122,10 @@ class _HaCrmEnv(_CrmEnv):
 
 
 class _Handle:
-    """A forked job (its sid is found in the LRM's worker table)."""
+    """A forked job (its sid is found in the LRM's worker table) and when it was forked (s)."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
 
 
 class _LrmEnv(_CrmEnv):
@@ -1126,7 +1138,8 @@ class _LrmEnv(_CrmEnv):
         self.delay = 0.0
         self.is_quorate = False
         self.lock = False
-        self.done: dict[str, int] = {}
+        #: sid → (exit code, the time from which a poll sees it)
+        self.done: dict[str, tuple[int, float]] = {}
         self.sd_kind = k.SD_NONE
         self.lrm: LRM | None = None
 
@@ -1146,7 +1159,7 @@ class _LrmEnv(_CrmEnv):
         self.t, self.delay = t, 0.0
 
     def write_log(self, level: str, msg: str) -> None:
-        self.fs.lrm_logs.append((self.node, level, msg.rstrip("\n")))
+        self.fs.lrm_logs.append((self.node, level, msg.rstrip("\n"), self.get_time()))
 
     def read_manager_status(self) -> dict[str, Any]:
         return self.fs.ms
@@ -1179,13 +1192,16 @@ class _LrmEnv(_CrmEnv):
 
     def fork_worker(self, job: Job[int]) -> Any:
         job.close()  # the job is the hardware's: its end is an input (waitpid)
-        return _Handle()
+        return _Handle(self.get_time())
 
     def waitpid(self, handle: Any) -> int | None:
         assert self.lrm is not None
         sid = next(s for s, w in self.lrm.workers.items() if w.get("pid") is handle)
-        code = self.done.pop(sid, None)
-        return None if code is None else code << 8
+        end = self.done.get(sid)
+        if end is None or self.get_time() < end[1]:
+            return None
+        del self.done[sid]
+        return end[0] << 8
 
 
 def _drop_targetless_results(ss: dict[str, Any], statuses: dict[str, dict[str, Any]]) -> None:
@@ -1234,7 +1250,8 @@ class PortHA:
                 sid = cl.sids[s]
                 sd = ss.get(sid) or {}
                 code = int(inp.done[n, s])
-                env.done[sid] = _job_code(code, sd.get("state"), sd.get("target") is not None)
+                at = inp.crm.now + 1 + n + (0 if inp.done_at is None else int(inp.done_at[n, s]))
+                env.done[sid] = (_job_code(code, sd.get("state"), sd.get("target") is not None), at)
             env.start_at(inp.crm.now + 1 + n)
             if inp.shutdown and inp.shutdown[n]:
                 env.sd_kind = inp.shutdown[n]
@@ -1260,7 +1277,14 @@ class PortHA:
                     lrm.ha_agent_wd is not None,
                     lrm.active_idle_rounds,
                     tuple(
-                        (sid, w["state"], bool(w.get("pid")), w["start_tries"], cur(sid, w["uid"]))
+                        (
+                            sid,
+                            w["state"],
+                            bool(w.get("pid")),
+                            w["start_tries"],
+                            cur(sid, w["uid"]),
+                            w["pid"].t if w.get("pid") else None,
+                        )
                         for sid, w in lrm.workers.items()
                     ),
                     tuple(
@@ -1332,6 +1356,8 @@ class EngineHA:
         done = inp.done.copy()  # _job_code: a move without a target fails
         done[(done == k.SUCCESS) & self._targetless()[None, :]] = k.ERROR
         self.lwork[0, :, :, k.W_DONE] = done
+        at = ln[:, k.L_CLOCK][:, None] + (0 if inp.done_at is None else inp.done_at)
+        self.lwork[0, :, :, k.W_DONE_AT] = at
         self.lrm.lrm_round(
             e.svc,
             e.nodes,
@@ -1349,7 +1375,14 @@ class EngineHA:
         return HASnapshot(
             e.snapshot(),
             self._lrm_snapshot(),
-            format_lrm_events(self.lrm_events, cl.sids, cl.nodes),
+            [
+                (*line, float(t))
+                for line, t in zip(
+                    format_lrm_events(self.lrm_events, cl.sids, cl.nodes),
+                    self.lrm_events[:, LE_CLOCK].tolist(),
+                    strict=True,
+                )
+            ],
         )
 
     def _targetless(self) -> np.ndarray:
@@ -1388,6 +1421,7 @@ class EngineHA:
                             bool(lw[s, k.W_STATE] == k.W_FORKED),
                             int(lw[s, k.W_TRIES]),
                             cur(s, int(lw[s, k.W_UID])),
+                            float(lw[s, k.W_FORKED_AT]) if lw[s, k.W_STATE] == k.W_FORKED else None,
                         )
                         for _, s in order
                     ),

@@ -13,8 +13,9 @@ service status, node states, maintenance requests, disarm); what it writes is it
 (``N_MODE``, ``F_RES_*``). The hardware's part stays an input, as the port's LRM gets it from its
 ``Env``: whether the node runs, is quorate and can take its agent lock (``L_RUNS``, ``L_QUORATE``,
 ``L_LOCK``), ``max_workers``, and a worker's job — a forked job ends when its ``W_DONE`` says so
-(its exit code, consumed by the first poll that sees it), which is ``waitpid``'s answer; what the
-job itself does (``exec_resource_agent`` and the resource agent) is the hardware's.
+(its exit code, consumed by the first poll at or after the clock ``W_DONE_AT``), which is
+``waitpid``'s answer; what the job itself does (``exec_resource_agent`` and the resource agent)
+is the hardware's, and ``W_FORKED_AT`` tells it when the fork was.
 
 Shutdown requests (``L_SHUTDOWN_REQ``: an LRM restart, a node reboot or shutdown, as the daemon's
 signal handler calls ``shutdown_request`` before an iteration) are covered with the four policies
@@ -66,6 +67,7 @@ from pvegym.sim.engine.codes import (
     L_W_MODE,
     L_W_STATE,
     L_WD,
+    LK_CLOCK,
     LK_ERROR,
     LK_N_EVENTS,
     LK_POLICY,
@@ -118,7 +120,9 @@ from pvegym.sim.engine.codes import (
     SUCCESS,
     W_CMD,
     W_DONE,
+    W_DONE_AT,
     W_FORKED,
+    W_FORKED_AT,
     W_NONE,
     W_QUEUED,
     W_SEQ,
@@ -147,7 +151,8 @@ def _ev(levbuf: np.ndarray, lclu: np.ndarray, kind: int, sid: int, node: int, a:
     levbuf[i, 2] = node
     levbuf[i, 3] = a
     levbuf[i, 4] = b
-    for j in range(5, levbuf.shape[1]):
+    levbuf[i, lev.LE_CLOCK] = lclu[LK_CLOCK]
+    for j in range(lev.LE_CLOCK + 1, levbuf.shape[1]):
         levbuf[i, j] = -1
     lclu[LK_N_EVENTS] = i + 1
 
@@ -198,13 +203,14 @@ def _update_service_status(
 
 
 @njit(cache=True)
-def _get_lock(ln: np.ndarray) -> bool:
+def _get_lock(ln: np.ndarray, lclu: np.ndarray) -> bool:
     """``get_protected_ha_agent_lock``: the lock (its retries give the same answer), and the
     watchdog opened or updated with it."""
     if ln[L_LOCK]:
         ln[L_WD] = 1
         return True
     ln[L_CLOCK] += 5  # five retries a second apart
+    lclu[LK_CLOCK] = ln[L_CLOCK]
     return False
 
 
@@ -328,7 +334,7 @@ def _check_active_workers(svc, lw, lr, lcfg, lclu, levbuf, n, order, ln_errors) 
         if lw[s, W_STATE] != W_FORKED:
             continue
         code = lw[s, W_DONE]
-        if code == NO_RESULT:
+        if code == NO_RESULT or lclu[LK_CLOCK] < lw[s, W_DONE_AT]:
             count += 1
         elif lw[s, W_UID] != NONE:
             lw[s, W_DONE] = NO_RESULT
@@ -367,10 +373,12 @@ def _run_workers(svc, ln, lw, lr, lcfg, lclu, levbuf, n, order) -> int:
             if count >= max_workers:
                 continue
             lw[s, W_STATE] = W_FORKED
+            lw[s, W_FORKED_AT] = ln[L_CLOCK]
             count += 1
         if count == 0:
             break
         ln[L_CLOCK] += 1
+        lclu[LK_CLOCK] = ln[L_CLOCK]
     m = 0
     for s in range(lw.shape[0]):
         if lw[s, W_STATE] != W_NONE:
@@ -430,7 +438,7 @@ def _change_state_active(svc, nodes, ln, lw, lr, lcfg, lclu, levbuf, n, fence, o
     if fence:
         _ev(levbuf, lclu, lev.LE_FENCE_RELEASE, -1, n, -1, -1)
         _set_state(ln, lclu, levbuf, n, LS_LOST)
-    elif not _get_lock(ln):
+    elif not _get_lock(ln, lclu):
         _set_state(ln, lclu, levbuf, n, LS_LOST)
     elif ln[L_MODE] == MODE_MAINTENANCE:
         _set_state(ln, lclu, levbuf, n, LS_MAINTENANCE)
@@ -469,10 +477,10 @@ def _change_state_maintenance(svc, ln, lw, lr, lcfg, lclu, levbuf, n, fence, ord
     elif _active_service_count(svc, n) or _run_workers(
         svc, ln, lw, lr, lcfg, lclu, levbuf, n, order
     ):
-        if not _get_lock(ln):
+        if not _get_lock(ln, lclu):
             _set_state(ln, lclu, levbuf, n, LS_LOST)
     elif ln[L_MODE] != MODE_MAINTENANCE:
-        if _get_lock(ln):
+        if _get_lock(ln, lclu):
             _set_state(ln, lclu, levbuf, n, LS_ACTIVE)
         else:
             _set_state(ln, lclu, levbuf, n, LS_LOST)
@@ -568,10 +576,10 @@ def _work(svc, nodes, clu, ln, lw, lr, lcfg, lclu, levbuf, n, ss_order, order) -
         count = _active_service_count(svc, n)
         if ln[L_MODE] == MODE_DISARM:
             pass  # stay idle while disarmed
-        elif not fence and count and ln[L_QUORATE] and _get_lock(ln):
+        elif not fence and count and ln[L_QUORATE] and _get_lock(ln, lclu):
             _set_state(ln, lclu, levbuf, n, LS_ACTIVE)
     elif state == LS_LOST:
-        if not fence and ln[L_QUORATE] and _get_lock(ln):
+        if not fence and ln[L_QUORATE] and _get_lock(ln, lclu):
             _set_state(ln, lclu, levbuf, n, LS_ACTIVE)
     elif state == LS_ACTIVE:
         _change_state_active(svc, nodes, ln, lw, lr, lcfg, lclu, levbuf, n, fence, order)
@@ -648,6 +656,7 @@ def _lrm_round_one(svc, nodes, clu, ln, lw, lr, lcfg, lclu, levbuf) -> None:
         ln[n, L_EXITED] = 0
         if not ln[n, L_RUNS]:
             continue
+        lclu[LK_CLOCK] = ln[n, L_CLOCK]
         if ln[n, L_STATE] == LS_STARTUP:  # a new daemon: its constructor's status change
             _set_state(ln[n], lclu, levbuf, n, LS_WAIT)
         kind = ln[n, L_SHUTDOWN_REQ]

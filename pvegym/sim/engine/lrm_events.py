@@ -1,9 +1,10 @@
 """The LRM's events and their log lines (:mod:`pvegym.sim.engine.lrm`).
 
-One row ``(kind, sid, node, a, b, -1, -1, -1)`` of int64 per event (the CRM's row width,
-:data:`pvegym.sim.engine.events.EV_WIDTH`); :func:`format_lrm_events` turns rows into the port's
-log lines ``(node, level, message)`` (:mod:`pvegym.sim.ha.lrm`, word for word). Kinds start at
-101, apart from the CRM's.
+One row ``(kind, sid, node, a, b, clock, -1, -1)`` of int64 per event (the CRM's row width,
+:data:`pvegym.sim.engine.events.EV_WIDTH`; ``clock``: the daemon's clock when it logged it, s,
+the time of the port's line); :func:`format_lrm_events` turns rows into the port's log lines
+``(node, level, message)`` (:mod:`pvegym.sim.ha.lrm`, word for word). Kinds start at 101, apart
+from the CRM's.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from pvegym.sim.engine import codes as k
+
+#: the row's column of the daemon's clock (s) at the event
+LE_CLOCK = 5
 
 LE_STATUS_CHANGE = 101  # [node, old LRM state, new LRM state]
 LE_FENCE_RELEASE = 102  # [node]

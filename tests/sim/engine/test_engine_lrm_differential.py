@@ -113,8 +113,8 @@ def test_plain_python_lrm_is_the_compiled_one() -> None:
         ),
         # an active LRM that cannot renew its lock loses it
         (
-            "    elif not _get_lock(ln):\n        _set_state(ln, lclu, levbuf, n, LS_LOST)",
-            "    elif not _get_lock(ln):\n        pass",
+            "    elif not _get_lock(ln, lclu):\n        _set_state(ln, lclu, levbuf, n, LS_LOST)",
+            "    elif not _get_lock(ln, lclu):\n        pass",
         ),
         # a finished job prunes the results of uids the manager no longer knows
         (
@@ -133,6 +133,18 @@ def test_plain_python_lrm_is_the_compiled_one() -> None:
             "                _queue_resource_command(ln, lw, lr, s, NONE, SS_REQUEST_STOP, NONE, NONE)",
             "                pass",
         ),
+        # an event carries the clock of its line: the polls advance it
+        (
+            "        ln[L_CLOCK] += 1\n        lclu[LK_CLOCK] = ln[L_CLOCK]\n",
+            "        ln[L_CLOCK] += 1\n",
+        ),
+        # a poll sees a job's end from its time on, not before
+        (
+            "if code == NO_RESULT or lclu[LK_CLOCK] < lw[s, W_DONE_AT]:",
+            "if code == NO_RESULT:",
+        ),
+        # the fork's time is the poll's
+        ("            lw[s, W_FORKED_AT] = ln[L_CLOCK]\n", "            lw[s, W_FORKED_AT] = 0\n"),
         # a shutdown with failed stop jobs keeps its lock and watchdog
         ("            if ln[L_ERRORS] == 0:\n", "            if True:\n"),
     ],
@@ -176,7 +188,9 @@ def test_two_clusters_in_one_call() -> None:
             for n in names:
                 getattr(e, n)[...] = stacked[n][c : c + 1]
             rows = e.levbuf[0, : int(e.lclu[0, differential.k.LK_N_EVENTS])]
-            assert lev.format_lrm_events(rows, cl0.sids, cl0.nodes) == snaps[c].lrm_log
+            lines = lev.format_lrm_events(rows, cl0.sids, cl0.nodes)
+            clocks = rows[:, lev.LE_CLOCK].tolist()
+            assert [(*x, float(t)) for x, t in zip(lines, clocks, strict=True)] == snaps[c].lrm_log
         for a, b in zip(alone, both, strict=True):
             for n in names:
                 assert np.array_equal(getattr(a, n), getattr(b, n)), n
