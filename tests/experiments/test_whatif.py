@@ -284,6 +284,17 @@ def test_bad_workers_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert len(err) == 1 and "--workers" in err[0]
 
 
+def test_two_agents_of_one_name_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two agents labelled alike would overwrite each other's results: refused, naming --agent."""
+    argv = ["whatif", str(FIXTURES / "pve9-field"), "--out", str(tmp_path), "--window", "1h"]
+    code = main([*argv, "--agent", str(AGENT), "--agent", str(AGENT)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--agent" in err[0] and AGENT.name in err[0]
+
+
 def test_a_guest_moved_back_and_forth_gets_auto_rebalance_off() -> None:
     """A loop (a replay returns the guest to a node it left) is fixed with the per-resource flag;
     a guest with the flag already off, a stopped one or a non-HA one needs no fix."""
