@@ -54,6 +54,7 @@ from pvegym.experiments.files import write_json_atomic
 from pvegym.policies.learned import LearnedPolicy, ModelInfo
 from pvegym.policies.proposals import (
     GLOBAL_FEATURES,
+    MAX_CANDIDATES,
     SLOT_FEATURES,
     HeuristicProposer,
     ProposerConfig,
@@ -85,7 +86,7 @@ class ProposalTrainConfig:
     curriculum: float = field(0.0, ge=0.0, le=1.0)
     baseline: str = field("patched-tuned", choices=tuple(r for r in REFERENCES if r != "noop"))
     proposals_patched: str = field("patched-tuned", choices=("patched", "patched-tuned"))
-    candidates: int = field(3, ge=1, le=8)
+    candidates: int = field(3, ge=1, le=MAX_CANDIDATES)
     learning_rate: float = field(3e-4, gt=0.0, le=1.0)
     n_steps: int = field(256, ge=8, le=65_536)
     batch_size: int = field(64, ge=8, le=65_536)
