@@ -59,7 +59,8 @@ class ViewEncoderV1:
     def reset(self) -> None:
         """Forget the cluster (a new episode)."""
         self.memory: MotionMemory | None = None
-        self._partners: tuple[int, list[list[int]]] | None = None
+        # keyed by the rules object itself (an id() can be reused once the object is freed)
+        self._partners: tuple[object, list[list[int]]] | None = None
         self._last_t: float | None = None
 
     def _check(self, view: ClusterView) -> MotionMemory:
@@ -169,9 +170,9 @@ class ViewEncoderV1:
 
     def mask(self, view: ClusterView) -> NDArray[np.bool_]:
         """``ClusterEnvV1.action_masks()`` of ``view``."""
-        key = id(view.rules)
-        if self._partners is None or self._partners[0] != key:
-            self._partners = (key, negative_partners(view))
+        rules = view.rules
+        if self._partners is None or self._partners[0] is not rules:
+            self._partners = (rules, negative_partners(view))
         mask = mask_from_view(
             view, self.layout.max_nodes, self.layout.max_guests, self._partners[1]
         )

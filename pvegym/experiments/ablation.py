@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from pvegym.experiments.progress import bar
+from pvegym.policies.patched import PatchedPolicy
 from pvegym.sim import catalog
 from pvegym.sim.metrics import ABLATION, MoveRecord, metrics_in
 from pvegym.sim.migration import Migration
@@ -48,6 +49,9 @@ FAILING_GUEST = "vm:101"  # failure-loop: the VM with the local CD-ROM
 DOMINANT_GUEST = "vm:110"  # dominant-oscillation
 NONCONVERGING_GUEST = "vm:120"  # nonconverging-migration
 PRESSURED_NODE = "node1"  # pressure-evacuation
+#: PSI some avg10 in %: policies.patched's pressure gate (``min_pressure_pct``, the field report's
+#: patch 7), and the pressure-evacuation target (the pressured node relieved: below it)
+GATE_PCT = PatchedPolicy.Config().min_pressure_pct
 
 #: The qemu-server patch's abort at 4 passes of 24 GiB at 430 MiB/s takes ≈ 229 s of transfer
 #: (docs/model.md, *Targets*); the motion also waits for the LRM (≤ 10 s) and the precheck (3 s).
@@ -169,16 +173,20 @@ def _evacuation(ep: Episode, policy: str) -> tuple[bool | None, str]:
     mv = moves[0]
     latency = mv.t - PRESSURE_ONSET_S
     node = ep.node_names.index(PRESSURED_NODE)
-    # node1's true cpu some avg10 must fall below 10 % within 5 min of the move and stay there
+    # node1's true cpu some avg10 must fall below GATE_PCT within 5 min of the move and stay there
     # for the rest of those 5 min
     window = [
         (t, some[node]) for t, some in zip(ep.t, ep.cpu_some, strict=True) if mv.t < t <= mv.t + 300
     ]
-    low_at = next((t for t, _ in window if all(v < 10.0 for tt, v in window if tt >= t)), None)
+    low_at = next((t for t, _ in window if all(v < GATE_PCT for tt, v in window if tt >= t)), None)
     relieved = low_at is not None
     desc = (
         f"{len(moves)} moves, first {mv.guest} {mv.source}→{mv.target} at t0+{latency:.0f} s, "
-        + (f"node1 <10 % after {low_at - mv.t:.0f} s" if low_at is not None else "not relieved")
+        + (
+            f"node1 <{GATE_PCT:g} % after {low_at - mv.t:.0f} s"
+            if low_at is not None
+            else "not relieved"
+        )
     )
     if policy == "upstream":
         return None, desc
@@ -240,8 +248,6 @@ def _nonconverging(ep: Episode, policy: str) -> tuple[bool | None, str]:
 
 
 OVERCOMMIT_GUEST, OVERCOMMIT_TARGET = "vm:101", "node2"  # overcommit-target
-#: policies.patched's pressure gate threshold (``min_pressure_pct``, the field report's patch 7).
-GATE_PCT = 10.0
 
 
 def _overcommit(ep: Episode, policy: str) -> tuple[bool | None, str]:

@@ -273,10 +273,16 @@ def policy_entries(
             "contention-driven, migratability and migration cost first",
         )
     )
-    for agent in agents:
+    names = [Path(agent).name for agent in agents]
+    for agent, name in zip(agents, names, strict=True):
+        if names.count(name) > 1:  # whatif.json keys policies by label, timelines by file name
+            raise ConfigError(
+                "--agent",
+                f"{agent!r}: another agent has the same name {name!r} (label learned:{name})",
+            )
         entries.append(
             PolicyEntry(
-                f"learned:{Path(agent).name}",
+                f"learned:{name}",
                 "learned",
                 {"model": agent},
                 f"the learned agent {agent} (pvegym train)",

@@ -47,6 +47,7 @@ from pvegym.experiments.executor import LocalPool
 from pvegym.experiments.record import play
 from pvegym.experiments.stats import Estimate, paired_difference
 from pvegym.policies import make_policy
+from pvegym.policies.upstream import METHODS, UpstreamPolicy
 from pvegym.sim import catalog
 from pvegym.sim.cost import BALANCER_COST, RunningCost
 from pvegym.sim.scenario import Scenario
@@ -57,8 +58,10 @@ from pvegym.sim.simulation import Simulation
 THRESHOLDS = (0.1, 0.2, 0.3, 0.5)
 HOLDS = (3, 6, 12)
 MARGINS = (0.1, 0.25)
-METHODS = ("bruteforce", "topsis")
-DEFAULT = {"threshold": 0.3, "hold_duration": 3, "margin": 0.1, "method": "bruteforce"}
+_UP = UpstreamPolicy.Config()
+#: the cluster's settings when its ``crs`` options leave a knob unset: upstream's defaults
+DEFAULT = {"threshold": _UP.threshold, "hold_duration": int(_UP.hold_duration),
+           "margin": _UP.margin, "method": _UP.method}  # fmt: skip
 BLOCKS = 24  # fit/held-out blocks of the window (a day: one hour each)
 FIT_SEEDS = 3
 HELD_SEEDS = 6

@@ -31,9 +31,9 @@ import argparse
 import csv
 import dataclasses
 import hashlib
+import io
 import json
 import resource
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -50,10 +50,11 @@ from pvegym.experiments.benchmark_episodes import (
     balancer_episode,
     make_reference,
 )
-from pvegym.experiments.files import write_json_atomic
+from pvegym.experiments.files import write_bytes_durable, write_json_atomic
 from pvegym.policies.learned import LearnedPolicy, ModelInfo
 from pvegym.policies.proposals import (
     GLOBAL_FEATURES,
+    MAX_CANDIDATES,
     SLOT_FEATURES,
     HeuristicProposer,
     ProposerConfig,
@@ -85,7 +86,7 @@ class ProposalTrainConfig:
     curriculum: float = field(0.0, ge=0.0, le=1.0)
     baseline: str = field("patched-tuned", choices=tuple(r for r in REFERENCES if r != "noop"))
     proposals_patched: str = field("patched-tuned", choices=("patched", "patched-tuned"))
-    candidates: int = field(3, ge=1, le=8)
+    candidates: int = field(3, ge=1, le=MAX_CANDIDATES)
     learning_rate: float = field(3e-4, gt=0.0, le=1.0)
     n_steps: int = field(256, ge=8, le=65_536)
     batch_size: int = field(64, ge=8, le=65_536)
@@ -379,7 +380,7 @@ def train_seed(
         print(f"seed {seed} step {step}: validation mean cost {mean:.0f}", flush=True)
         if mean < best["mean_cost"]:
             best.update(mean_cost=mean, timesteps=step, costs=costs)
-            model.save(out / "model.zip")
+            write_bytes_durable(out / "model.zip", model.save)  # a kill keeps the last best
 
     class Every(BaseCallback):
         def __init__(self) -> None:
@@ -415,13 +416,13 @@ def train_seed(
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    if not rows:
-        path.write_text("")
-        return
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+    """``rows`` as CSV, atomically (:func:`~pvegym.experiments.files.write_bytes_durable`)."""
+    text = io.StringIO(newline="")
+    if rows:
+        w = csv.DictWriter(text, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    write_bytes_durable(path, lambda fh: fh.write(text.getvalue().encode()))
 
 
 def train(cfg: ProposalTrainConfig, out: Path, command: list[str]) -> dict[str, Any]:
@@ -434,8 +435,9 @@ def train(cfg: ProposalTrainConfig, out: Path, command: list[str]) -> dict[str, 
     seeds = [train_seed(cfg, s, out / f"seed-{s}", ref) for s in cfg.seeds]
     best = min(seeds, key=lambda r: r["best_mean_cost"])
     src = out / f"seed-{best['seed']}"
-    shutil.copyfile(src / "model.zip", out / "model.zip")
-    shutil.copyfile(src / "config.json", out / "config.json")
+    for name in ("model.zip", "config.json"):
+        data = (src / name).read_bytes()
+        write_bytes_durable(out / name, lambda fh: fh.write(data))  # noqa: B023 (called at once)
     costs = {int(k): v for k, v in best["costs"].items()}
     info = model_info(cfg, out / "model.zip")
     from pvegym.policies.learned import load_model

@@ -53,6 +53,7 @@ from pvegym.config import check_out_dir
 from pvegym.env.observation_layout import Layout
 from pvegym.errors import ConfigError
 from pvegym.experiments.executor import ignore_interrupt
+from pvegym.experiments.files import write_bytes_durable
 from pvegym.learning.train_config import TrainConfig, algo_class
 from pvegym.policies import agent_spec
 from pvegym.sim.cost import weighted_cost
@@ -416,7 +417,7 @@ def _build_model(
 def _write_outputs(model: Any, cfg: TrainConfig, out: Path, stats: TrainStats) -> int:
     """Step 5: the model, its final evaluation, ``monitor.csv`` and the learning curve; returns the
     number of training episodes."""
-    model.save(str(out / "model.zip"))
+    write_bytes_durable(out / "model.zip", model.save)
     if not _has_evaluation_at(out / "evaluations.csv", stats.timesteps):
         evaluate_model(model, cfg, out)
     episodes = merge_monitors(out / "monitor", out / "monitor.csv")

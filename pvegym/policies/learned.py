@@ -367,7 +367,8 @@ class LearnedPolicy:
         self.config = config
         self.masked_actions = 0  # chosen actions that were masked (mapped to no motion)
         self.decisions = 0
-        self._partners: tuple[int, list[list[int]]] | None = None
+        # keyed by the rules object itself (an id() can be reused once the object is freed)
+        self._partners: tuple[object, list[list[int]]] | None = None
         self._encoder: ViewEncoderV1 | None = None
         self._train_layout: Layout | None = None
         self._proposer: HeuristicProposer | None = None
@@ -435,9 +436,9 @@ class LearnedPolicy:
             enc = self._v1_encoder(view)
             enc.observe(view)
             return enc.encode(view), enc.mask(view)
-        key = id(view.rules)
-        if self._partners is None or self._partners[0] != key:
-            self._partners = (key, negative_partners(view))
+        rules = view.rules
+        if self._partners is None or self._partners[0] is not rules:
+            self._partners = (rules, negative_partners(view))
         mask = mask_from_view(view, self.max_nodes, self.max_guests, self._partners[1])
         return encode_view(view, self.max_nodes, self.max_guests, self.episode_seconds), mask
 

@@ -36,7 +36,7 @@ from pvegym.policies.guest_centric import Candidate, GuestCentricPolicy
 from pvegym.policies.patched import PatchedPolicy
 from pvegym.sim.metrics import Metrics
 from pvegym.sim.move_ledger import CHURN_PRESSURE_PCT
-from pvegym.sim.view import ClusterView, Motion
+from pvegym.sim.view import ClusterView, Motion, guest_cpu_cap
 
 #: guest-centric slots at most (each a slot of the network's input and output)
 MAX_CANDIDATES = 8
@@ -157,7 +157,8 @@ class HeuristicProposer:
         self._where: dict[str, str] = {}  # sid -> node last seen on
         self._moved_at: dict[str, float] = {}  # sid -> t it was last seen on another node (s)
         self._left: dict[tuple[str, str], float] = {}  # (sid, node) -> t it was seen leaving
-        self._partners: tuple[int, list[list[int]]] | None = None
+        # keyed by the rules object itself (an id() can be reused once the object is freed)
+        self._partners: tuple[object, list[list[int]]] | None = None
         self._shadow: Motion | None = None
 
     # ---------------------------------------------------------------- the round
@@ -220,9 +221,9 @@ class HeuristicProposer:
             self._where[sid] = node
 
     def _legal(self, view: ClusterView) -> Any:
-        key = id(view.rules)
-        if self._partners is None or self._partners[0] != key:
-            self._partners = (key, negative_partners(view))
+        rules = view.rules
+        if self._partners is None or self._partners[0] is not rules:
+            self._partners = (rules, negative_partners(view))
         n, g = len(view.node_names), len(view.sids)
         mask = mask_from_view(view, n, g, self._partners[1])
         gi = {s: i for i, s in enumerate(view.sids)}
@@ -249,6 +250,7 @@ class HeuristicProposer:
         ms = np.nan_to_num(np.asarray(view.node_mem_some, dtype=np.float64))
         maxcpu = np.asarray(view.node_maxcpu, dtype=np.float64)
         maxmem = np.asarray(view.node_maxmem, dtype=np.float64)
+        cap = guest_cpu_cap(view)
         ncpu = np.nan_to_num(np.asarray(view.node_cpu, dtype=np.float64))
         nmem = np.nan_to_num(np.asarray(view.node_mem, dtype=np.float64))
         util = ncpu / maxcpu
@@ -274,7 +276,7 @@ class HeuristicProposer:
             left = self._left.get((m.sid, m.target))
             row = [
                 1.0,
-                _ratio(gcpu, view.guest_maxcpu[g] or maxcpu[s]),  # 0: no limit
+                _ratio(gcpu, cap[g]),
                 _ratio(gcpu, maxcpu[s]),
                 _ratio(gmem, maxmem[d]),
                 _num(view.guest_cpu_some[g]) / 100.0,

@@ -14,6 +14,7 @@ from pvegym.experiments.whatif import BLEND_GRID
 from pvegym.experiments.whatif_sweep import DEFAULT, FIT_SEEDS, HELD_SEEDS
 from pvegym.policies.patched import PatchedPolicy
 from pvegym.sim.cost import BALANCER_COST, weighted_cost
+from pvegym.sim.scenario import PsiModel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "pve-exports"
 AGENT = Path(__file__).resolve().parents[2] / "results" / "train-pair-scorer"  # committed model
@@ -114,7 +115,7 @@ def test_held_out_validation_beats_the_naive_prediction(pve9: tuple[Path, dict[s
     assert stressed["cpu_mae_pp"] < stressed["cpu_naive_mae_pp"] / 5
     # PVE 9 records PSI: the model's pressure is compared with it, the blend fitted on the fit part
     assert all(n["psi_cpu_mae_pp"] is not None for n in nodes.values())
-    assert v["cpu_blend"] in BLEND_GRID and v["default_cpu_blend"] == 0.2
+    assert v["cpu_blend"] in BLEND_GRID and v["default_cpu_blend"] == PsiModel().cpu_blend
 
 
 def test_a_study_and_an_agent_add_their_policies(tmp_path: Path) -> None:
@@ -282,6 +283,17 @@ def test_bad_workers_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--workers" in err[0]
+
+
+def test_two_agents_of_one_name_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two agents labelled alike would overwrite each other's results: refused, naming --agent."""
+    argv = ["whatif", str(FIXTURES / "pve9-field"), "--out", str(tmp_path), "--window", "1h"]
+    code = main([*argv, "--agent", str(AGENT), "--agent", str(AGENT)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--agent" in err[0] and AGENT.name in err[0]
 
 
 def test_a_guest_moved_back_and_forth_gets_auto_rebalance_off() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pvegym.cli import main
+from pvegym.experiments.whatif import HYPOTHETICAL_SHARE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "pve-exports"
 
@@ -41,7 +42,9 @@ def test_the_busiest_guests_made_ha_are_a_labelled_hypothetical(
     out, lines, doc = pve7
     hyp = doc["hypothetical_ha"]
     # vm:103 (3 cores busy at peak) and vm:100 (2.5) carry at least half of the guests' CPU
-    assert hyp["guests_made_ha"][:2] == ["vm:103", "vm:100"] and hyp["cpu_share"] >= 0.5
+    assert (
+        hyp["guests_made_ha"][:2] == ["vm:103", "vm:100"] and hyp["cpu_share"] >= HYPOTHETICAL_SHARE
+    )
     assert list(hyp["policies"]) == list(doc["policies"])
     data = tomllib.loads((out / "hypothetical-ha.toml").read_text())
     made = [g["sid"] for g in data["guests"] if g.get("ha", True)]

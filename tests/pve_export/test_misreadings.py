@@ -4,6 +4,7 @@ containers without a CPU limit, guests created inside the window, nodes their gu
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -21,6 +22,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "data" / "pve-exports"
 PVE9 = FIXTURES / "pve9-field"
 PVE8 = FIXTURES / "pve8-groups"
 PVE7 = FIXTURES / "pve7-nonha"
+CT200_RRD = "nodes/pve7-b/lxc/200/rrddata-day-AVERAGE.json.gz"
 
 
 # ------------------------------------------------------------------------------------------ units
@@ -176,7 +178,13 @@ def test_a_container_without_a_cpu_limit(cli: RunCli, tmp_path: Path) -> None:
     # its load is the measured cores, not a fraction of 72 taken as a core count
     tr = imp.traces["guest-ct-200"]
     assert tr.cpu_capacity == 72.0
-    assert 0.2 < float(np.mean(tr.cpu * tr.cpu_capacity)) < 2.0
+    rrd = json.loads(gzip.decompress((PVE7 / CT200_RRD).read_bytes()))
+    w = imp.window  # a row stamped t covers (t - step, t]: the window's rows end in (start, end]
+    rows = [r for r in rrd if w.start < r["time"] <= w.start + w.n * w.step]
+    assert len(rows) == w.n
+    cores = [r["cpu"] * r["maxcpu"] for r in rows]  # the RRD's fraction of its own maxcpu (72)
+    # the trace keeps cores / capacity: equal up to float64 division and multiplication
+    assert tr.cpu * tr.cpu_capacity == pytest.approx(cores, rel=1e-12)
     # with a cpulimit (and still no cores) it is sized by it, not by the API's maxcpu
     copy = tmp_path / "p7"
     shutil.copytree(PVE7, copy)

@@ -32,6 +32,9 @@ from pvegym.sim.engine.codes import (
     DISARM_NONE,
     DISARMED,
     DISARMING,
+    ERR_EVENTS_FULL,
+    ERR_FAILED_FULL,
+    ERR_FENCE_UNDEFINED,
     ERROR,
     EWRONG_NODE,
     F_CFG_NODE,
@@ -122,10 +125,6 @@ FENCE_DELAY = 60.0
 PREF_NONE = erules.PREF_NONE
 PREF_BEST_SCORE = erules.PREF_BEST_SCORE
 PREF_TRY_NEXT = erules.PREF_TRY_NEXT
-
-ERR_EVENTS_FULL = 1
-ERR_FAILED_FULL = 2
-ERR_FENCE_UNDEFINED = 3
 
 
 # ---------------------------------------------------------------------------- events

@@ -30,10 +30,12 @@ import math
 import numpy as np
 from numba import njit
 
+from pvegym.sim.crs import PVE_TOPSIS_WEIGHTS
 from pvegym.sim.engine import events as ev
 from pvegym.sim.engine.codes import (
     CRS_BASIC,
     CRS_STATIC,
+    ERR_EVENTS_FULL,
     F_RUNNING,
     F_STATE,
     F_USE_CUR,
@@ -59,8 +61,9 @@ from pvegym.sim.engine.codes import (
     US_RUNNING0,
 )
 
-#: ``PVE_TOPSIS_WEIGHTS`` of :mod:`pvegym.sim.crs` (``scheduler.rs``): all four minimised
-_W = (1.0, 2.0, 5.0, 10.0)
+#: ``PVE_TOPSIS_WEIGHTS`` of :mod:`pvegym.sim.crs` (``scheduler.rs``) made positive: all four are
+#: minimised there (a negative weight), which the ideal below (the column minimum) assumes
+_W = tuple(-w for w in PVE_TOPSIS_WEIGHTS)
 
 
 @njit(cache=True)
@@ -80,7 +83,7 @@ def snapshot_usage(svc, clu, evbuf, rx):
         if scheduler and st != SS_ABSENT and _same_nodes(svc, s):
             n = clu[K_N_EVENTS]
             if n >= evbuf.shape[0]:
-                clu[K_ERROR] = 1  # crm.ERR_EVENTS_FULL
+                clu[K_ERROR] = ERR_EVENTS_FULL
                 continue
             evbuf[n, :] = -1
             evbuf[n, 0] = ev.E_USAGE_SAME_NODE

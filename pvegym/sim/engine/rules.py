@@ -43,6 +43,7 @@ from pvegym.sim.engine.codes import (
     CMD_MIGRATE,
     CMD_RELOCATE,
     CRS_BASIC,
+    ERR_EVENTS_FULL,
     F_CMD,
     F_CMD_ARG,
     F_FAILBACK,
@@ -693,7 +694,7 @@ def _emit1(evbuf, clu, kind, sid, a):
 def _emit3(evbuf, clu, kind, sid, a, b, c):
     n = clu[K_N_EVENTS]
     if n >= evbuf.shape[0]:
-        clu[K_ERROR] = 1  # crm.ERR_EVENTS_FULL
+        clu[K_ERROR] = ERR_EVENTS_FULL
         return
     row = evbuf[n]
     row[0] = kind

@@ -149,7 +149,11 @@ def test_plain_python_engine_is_the_compiled_one(monkeypatch: pytest.MonkeyPatch
             "fnode[nodes[j - 1, N_ORDER], FN_SCORE] >= fnode[n, FN_SCORE]",
         ),
         # the TOPSIS weights of the static and dynamic scores
-        ("crs", "_W = (1.0, 2.0, 5.0, 10.0)", "_W = (1.0, 2.0, 10.0, 5.0)"),
+        (
+            "crs",
+            "_W = tuple(-w for w in PVE_TOPSIS_WEIGHTS)",
+            "_W = tuple(-w for w in PVE_TOPSIS_WEIGHTS[:2] + PVE_TOPSIS_WEIGHTS[:1:-1])",
+        ),
         # dynamic mode counts the services that are not running yet
         ("crs", "if not static and running:", "if not static and not running:"),
         # the compile: a non-strict rule adds the other nodes at -1 (a strict one does not)
