@@ -152,40 +152,13 @@ class EngineMaster:
         """One CRM round (``Manager::manage``) by the compiled engine (see the module doc)."""
         env, st = self.env, self.state
         cfs, eng = env.cfs, st.engine
-        svc, nodes, clu = eng.svc[0], eng.nodes[0], eng.clu[0]
+        svc, clu = eng.svc[0], eng.clu[0]
         names = st.nodes
         now = env.get_time()
         master = env.nodename()
         eng.now[0] = now
         # --- the hardware's inputs
-        node_info, _ = env.get_node_info()
-        quorate = env.quorate()
-        merged: dict[Any, tuple[int, Any]] = {}
-        for i, n in enumerate(names):
-            lrm = env.read_lrm_status(n)
-            mode = lrm.get("mode") or "active"
-            if mode not in _MODES:
-                raise ValueError(f"HA engine: LRM mode {mode!r} of {n} is not one it reads")
-            nodes[i, k.N_ONLINE] = 1 if node_info[n]["online"] else 0
-            nodes[i, k.N_MODE] = _MODES[mode]
-            nodes[i, k.N_LOCK] = quorate and lock_available(
-                cfs.locks, f"ha_agent_{n}_lock", master, now
-            )
-            if nodes[i, k.N_STATE] != k.NS_ABSENT:  # read_lrm_status: the node status's nodes
-                for uid, res in (lrm.get("results") or {}).items():
-                    if uid not in merged:
-                        merged[uid] = (i, res)
-        if merged:
-            for s in range(len(st.sids)):
-                hit = merged.get(str(int(svc[s, k.F_UID])))
-                if hit is None:
-                    svc[s, k.F_RES_CODE] = k.NO_RESULT
-                    continue
-                svc[s, k.F_RES_UID] = svc[s, k.F_UID]
-                svc[s, k.F_RES_CODE] = int(hit[1]["exit_code"])
-                svc[s, k.F_RES_NODE] = hit[0]
-        else:
-            svc[:, k.F_RES_CODE] = k.NO_RESULT
+        self._read_lrms(now, master)
         conf = cfs.service_config
         if cfs.config_version != st.config_version:
             for s, sid in enumerate(st.sids):
@@ -235,6 +208,42 @@ class EngineMaster:
                 env.steal_service(sid, conf[sid]["node"], node)
         st.config_version = cfs.config_version
         self._write_status(now, master, offline)
+
+    def _read_lrms(self, now: float, master: str) -> None:
+        """The round's inputs from the nodes: membership, each LRM's mode and whether its agent
+        lock can be taken, and the results the LRMs wrote (the first of a uid, in node order)."""
+        env, st = self.env, self.state
+        cfs, eng = env.cfs, st.engine
+        svc, nodes = eng.svc[0], eng.nodes[0]
+        names = st.nodes
+        node_info, _ = env.get_node_info()
+        quorate = env.quorate()
+        merged: dict[Any, tuple[int, Any]] = {}
+        for i, n in enumerate(names):
+            lrm = env.read_lrm_status(n)
+            mode = lrm.get("mode") or "active"
+            if mode not in _MODES:
+                raise ValueError(f"HA engine: LRM mode {mode!r} of {n} is not one it reads")
+            nodes[i, k.N_ONLINE] = 1 if node_info[n]["online"] else 0
+            nodes[i, k.N_MODE] = _MODES[mode]
+            nodes[i, k.N_LOCK] = quorate and lock_available(
+                cfs.locks, f"ha_agent_{n}_lock", master, now
+            )
+            if nodes[i, k.N_STATE] != k.NS_ABSENT:  # read_lrm_status: the node status's nodes
+                for uid, res in (lrm.get("results") or {}).items():
+                    if uid not in merged:
+                        merged[uid] = (i, res)
+        if merged:
+            for s in range(len(st.sids)):
+                hit = merged.get(str(int(svc[s, k.F_UID])))
+                if hit is None:
+                    svc[s, k.F_RES_CODE] = k.NO_RESULT
+                    continue
+                svc[s, k.F_RES_UID] = svc[s, k.F_UID]
+                svc[s, k.F_RES_CODE] = int(hit[1]["exit_code"])
+                svc[s, k.F_RES_NODE] = hit[0]
+        else:
+            svc[:, k.F_RES_CODE] = k.NO_RESULT
 
     def _write_status(self, now: float, master: str, offline: bool) -> None:
         """The manager status as the port's Manager writes it (``flush_master_status``); a
