@@ -32,7 +32,6 @@ from pvegym.sim.engine.codes import (
     DISARM_NONE,
     DISARMED,
     DISARMING,
-    ERR_EVENTS_FULL,
     ERR_FAILED_FULL,
     ERR_FENCE_UNDEFINED,
     ERROR,
@@ -130,33 +129,7 @@ PREF_TRY_NEXT = erules.PREF_TRY_NEXT
 # ---------------------------------------------------------------------------- events
 
 
-@njit(cache=True)
-def _emit(
-    evbuf: np.ndarray,
-    clu: np.ndarray,
-    kind: int,
-    sid: int,
-    a: int,
-    b: int,
-    c: int,
-    d: int,
-    e: int,
-    f: int,
-) -> None:
-    n = clu[K_N_EVENTS]
-    if n >= evbuf.shape[0]:
-        clu[K_ERROR] = ERR_EVENTS_FULL
-        return
-    row = evbuf[n]
-    row[0] = kind
-    row[1] = sid
-    row[2] = a
-    row[3] = b
-    row[4] = c
-    row[5] = d
-    row[6] = e
-    row[7] = f
-    clu[K_N_EVENTS] = n + 1
+_emit = ev.emit
 
 
 @njit(cache=True)

@@ -35,7 +35,6 @@ from pvegym.sim.engine import events as ev
 from pvegym.sim.engine.codes import (
     CRS_BASIC,
     CRS_STATIC,
-    ERR_EVENTS_FULL,
     F_RUNNING,
     F_STATE,
     F_USE_CUR,
@@ -49,7 +48,6 @@ from pvegym.sim.engine.codes import (
     FN_SCORE,
     FS_MAXCPU,
     FS_MAXMEM,
-    K_ERROR,
     K_N_EVENTS,
     N_COUNT,
     N_USAGE,
@@ -81,14 +79,7 @@ def snapshot_usage(svc, clu, evbuf, rx):
         else:
             usvc[s, US_RUNNING0] = 1 if st != SS_ABSENT and svc[s, F_USE_CUR] >= 0 else 0
         if scheduler and st != SS_ABSENT and _same_nodes(svc, s):
-            n = clu[K_N_EVENTS]
-            if n >= evbuf.shape[0]:
-                clu[K_ERROR] = ERR_EVENTS_FULL
-                continue
-            evbuf[n, :] = -1
-            evbuf[n, 0] = ev.E_USAGE_SAME_NODE
-            evbuf[n, 1] = s
-            clu[K_N_EVENTS] = n + 1
+            ev.emit(evbuf, clu, ev.E_USAGE_SAME_NODE, s, -1, -1, -1, -1, -1, -1)
 
 
 @njit(cache=True)

@@ -27,9 +27,10 @@ import copy
 import functools
 import importlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -928,6 +929,38 @@ def _first_difference(a: Snapshot, b: Snapshot, cl: Cluster) -> str:
     return ""
 
 
+_S = TypeVar("_S")
+
+
+def _both(
+    out: Outcome,
+    seed: int,
+    r: int,
+    port: Callable[[], _S],
+    engine: Callable[[], _S],
+    differ: Callable[[_S, _S], str],
+) -> _S | None:
+    """Round ``r + 1`` on the port, then on the engine, compared by ``differ``: the engine's
+    snapshot, or None with the raise or the first difference recorded in ``out``."""
+    out.rounds = r + 1
+    where = f"seed {seed} round {r + 1}"
+    try:
+        a = port()
+    except Exception as err:
+        out.identical, out.difference = False, f"{where}: the port raised {err!r}"
+        return None
+    try:
+        b = engine()
+    except Exception as err:
+        out.identical, out.difference = False, f"{where}: the engine raised {err!r}"
+        return None
+    diff = differ(a, b)
+    if diff:
+        out.identical, out.difference = False, f"{where}: {diff}"
+        return None
+    return b
+
+
 def run_example(seed: int, rounds: int = 60, crm: ModuleType | None = None) -> Outcome:
     """One random example: both sides for ``rounds`` CRM rounds; stops at the first difference."""
     rng = np.random.default_rng(seed)
@@ -937,23 +970,15 @@ def run_example(seed: int, rounds: int = 60, crm: ModuleType | None = None) -> O
     out = Outcome(identical=True)
     for r in range(rounds):
         inp = hist.next()
-        out.rounds = r + 1
-        try:
-            a = port.round(inp)
-        except Exception as err:
-            out.identical = False
-            out.difference = f"seed {seed} round {r + 1}: the port raised {err!r}"
-            return out
-        try:
-            b = engine.round(inp)
-        except Exception as err:
-            out.identical = False
-            out.difference = f"seed {seed} round {r + 1}: the engine raised {err!r}"
-            return out
-        diff = _first_difference(a, b, cl)
-        if diff:
-            out.identical = False
-            out.difference = f"seed {seed} round {r + 1}: {diff}"
+        b = _both(
+            out,
+            seed,
+            r,
+            functools.partial(port.round, inp),
+            functools.partial(engine.round, inp),
+            functools.partial(_first_difference, cl=cl),
+        )
+        if b is None:
             return out
         _count(out.features, engine.events, b)
     rk = engine.rx["rk"][0]
@@ -1490,23 +1515,15 @@ def run_lrm_example(
     exited: list[bool] | None = None
     for r in range(rounds):
         inp = hist.next_lrm(exited)
-        out.rounds = r + 1
-        try:
-            a = port.round(inp)
-        except Exception as err:
-            out.identical = False
-            out.difference = f"seed {seed} round {r + 1}: the port raised {err!r}"
-            return out
-        try:
-            b = engine.round(inp)
-        except Exception as err:
-            out.identical = False
-            out.difference = f"seed {seed} round {r + 1}: the engine raised {err!r}"
-            return out
-        diff = first_ha_difference(a, b, cl)
-        if diff:
-            out.identical = False
-            out.difference = f"seed {seed} round {r + 1}: {diff}"
+        b = _both(
+            out,
+            seed,
+            r,
+            functools.partial(port.round, inp),
+            functools.partial(engine.round, inp),
+            functools.partial(first_ha_difference, cl=cl),
+        )
+        if b is None:
             return out
         _count(out.features, engine.crm.events, b.crm)
         _count_lrm(out.features, engine.lrm_events, b, cl)

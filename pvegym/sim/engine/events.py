@@ -11,10 +11,32 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from numba import njit
 
 from pvegym.sim.engine import codes as k
 
 EV_WIDTH = 8
+
+
+@njit(cache=True)
+def emit(evbuf, clu, kind, sid, a, b, c, d, e, f):
+    """Append one event row ``(kind, sid, a … f)`` (−1: unused) to ``evbuf`` and count it in
+    ``clu[K_N_EVENTS]``; a full buffer drops the row and sets ``clu[K_ERROR]``."""
+    n = clu[k.K_N_EVENTS]
+    if n >= evbuf.shape[0]:
+        clu[k.K_ERROR] = k.ERR_EVENTS_FULL
+        return
+    row = evbuf[n]
+    row[0] = kind
+    row[1] = sid
+    row[2] = a
+    row[3] = b
+    row[4] = c
+    row[5] = d
+    row[6] = e
+    row[7] = f
+    clu[k.K_N_EVENTS] = n + 1
+
 
 # kinds (arguments in brackets)
 E_NODE_STATE = 1  # [node, old node state, new node state]

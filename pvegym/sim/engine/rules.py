@@ -43,7 +43,6 @@ from pvegym.sim.engine.codes import (
     CMD_MIGRATE,
     CMD_RELOCATE,
     CRS_BASIC,
-    ERR_EVENTS_FULL,
     F_CMD,
     F_CMD_ARG,
     F_FAILBACK,
@@ -55,8 +54,6 @@ from pvegym.sim.engine.codes import (
     F_TARGET,
     FN_SCORE,
     HA_RULES_MINVERSION,
-    K_ERROR,
-    K_N_EVENTS,
     LRM_STATE_ACTIVE,
     LRM_STATE_NONE,
     LRM_STATE_WAIT,
@@ -692,20 +689,7 @@ def _emit1(evbuf, clu, kind, sid, a):
 
 @njit(cache=True)
 def _emit3(evbuf, clu, kind, sid, a, b, c):
-    n = clu[K_N_EVENTS]
-    if n >= evbuf.shape[0]:
-        clu[K_ERROR] = ERR_EVENTS_FULL
-        return
-    row = evbuf[n]
-    row[0] = kind
-    row[1] = sid
-    row[2] = a
-    row[3] = b
-    row[4] = c
-    row[5] = -1
-    row[6] = -1
-    row[7] = -1
-    clu[K_N_EVENTS] = n + 1
+    ev.emit(evbuf, clu, kind, sid, a, b, c, -1, -1, -1)
 
 
 @njit(cache=True)
