@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -927,6 +928,18 @@ def _first_difference(a: Snapshot, b: Snapshot, cl: Cluster) -> str:
     if len(a.log) != len(b.log):
         return f"log: port {len(a.log)} lines, engine {len(b.log)}"
     return ""
+
+
+def plain_module(name: str, source: str, **names: object) -> ModuleType:
+    """An engine module (``crm``, ``lrm``, ``rules``, …) built from ``source`` as plain Python
+    (``njit`` an identity), some of its globals (the modules it calls) replaced by ``names``: the
+    form in which a mutated engine runs through this check without compiling."""
+    source = source.replace("from numba import njit", "njit = lambda *a, **kw: (lambda f: f)")
+    module = ModuleType(f"pvegym_engine_{name}_mutant")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{name}_mutant.py", "exec"), module.__dict__)
+    module.__dict__.update(names)
+    return module
 
 
 _S = TypeVar("_S")

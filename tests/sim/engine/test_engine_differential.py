@@ -21,15 +21,6 @@ SAMPLE_SEEDS = range(12)
 SAMPLE_ROUNDS = 60
 
 
-def _plain_engine(source: str) -> types.ModuleType:
-    """The engine's ``crm`` module from ``source`` as plain Python (``njit`` an identity), so a
-    mutant needs no compilation."""
-    source = source.replace("from numba import njit", "njit = lambda *a, **kw: (lambda f: f)")
-    module = types.ModuleType("pvegym_engine_crm_mutant")
-    exec(compile(source, "crm_mutant.py", "exec"), module.__dict__)
-    return module
-
-
 def _crm_source() -> str:
     return (ENGINE_DIR / "crm.py").read_text()
 
@@ -81,7 +72,7 @@ def test_sample_identical_and_features_exercised() -> None:
 
 def test_plain_python_engine_is_the_compiled_one() -> None:
     """Control for the mutants: the unmutated source run as plain Python is identical too."""
-    plain = _plain_engine(_crm_source())
+    plain = differential.plain_module("crm", _crm_source())
     for seed in range(3):
         out = differential.run_example(seed, rounds=40, crm=plain)
         assert out.identical, out.difference
@@ -110,7 +101,7 @@ def test_plain_python_engine_is_the_compiled_one() -> None:
 def test_mutated_transition_is_reported(original: str, mutant: str) -> None:
     source = _crm_source()
     assert source.count(original) == 1, original
-    broken = _plain_engine(source.replace(original, mutant))
+    broken = differential.plain_module("crm", source.replace(original, mutant))
     outcomes = [differential.run_example(seed, rounds=60, crm=broken) for seed in range(6)]
     assert not all(o.identical for o in outcomes)
     first = next(o for o in outcomes if not o.identical)

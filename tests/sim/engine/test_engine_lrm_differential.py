@@ -20,14 +20,6 @@ SAMPLE_SEEDS = range(6)
 SAMPLE_ROUNDS = 60
 
 
-def _plain_lrm(source: str) -> types.ModuleType:
-    """The engine's ``lrm`` module from ``source`` as plain Python (``njit`` an identity)."""
-    source = source.replace("from numba import njit", "njit = lambda *a, **kw: (lambda f: f)")
-    module = types.ModuleType("pvegym_engine_lrm_mutant")
-    exec(compile(source, "lrm_mutant.py", "exec"), module.__dict__)
-    return module
-
-
 def _lrm_source() -> str:
     return (ENGINE_DIR / "lrm.py").read_text()
 
@@ -98,7 +90,7 @@ def test_shutdown_sample_identical_for_every_policy() -> None:
 
 def test_plain_python_lrm_is_the_compiled_one() -> None:
     """Control for the mutants: the unmutated source run as plain Python is identical too."""
-    plain = _plain_lrm(_lrm_source())
+    plain = differential.plain_module("lrm", _lrm_source())
     for seed in range(2):
         out = differential.run_lrm_example(seed, rounds=40, lrm=plain)
         assert out.identical, out.difference
@@ -161,7 +153,7 @@ def test_plain_python_lrm_is_the_compiled_one() -> None:
 def test_mutated_lrm_transition_is_reported(original: str, mutant: str) -> None:
     source = _lrm_source()
     assert source.count(original) == 1, original
-    broken = _plain_lrm(source.replace(original, mutant))
+    broken = differential.plain_module("lrm", source.replace(original, mutant))
     first = next(
         (
             out

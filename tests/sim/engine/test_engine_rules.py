@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,26 +84,15 @@ def test_bad_config_is_refused() -> None:
 # ---------------------------------------------------------------------------- mutants
 
 
-def _plain(name: str, source: str, **names: object) -> types.ModuleType:
-    """An engine module from ``source`` as plain Python (``njit`` an identity), with some of its
-    globals (the modules it calls) replaced."""
-    source = source.replace("from numba import njit", "njit = lambda *a, **kw: (lambda f: f)")
-    module = types.ModuleType(f"pvegym_engine_{name}_mutant")
-    sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, f"{name}_mutant.py", "exec"), module.__dict__)
-    module.__dict__.update(names)
-    return module
-
-
 def _plain_engine(mutate: str, original: str, mutant: str) -> tuple[types.ModuleType, ...]:
     """(crs, rules, crm) as plain Python, ``original`` replaced by ``mutant`` in ``mutate``."""
     sources = {n: (ENGINE_DIR / f"{n}.py").read_text() for n in ("crs", "rules", "crm")}
     if original:
         assert sources[mutate].count(original) == 1, original
         sources[mutate] = sources[mutate].replace(original, mutant)
-    pcrs = _plain("crs", sources["crs"])
-    prules = _plain("rules", sources["rules"], ecrs=pcrs)
-    pcrm = _plain("crm", sources["crm"], ecrs=pcrs, erules=prules)
+    pcrs = differential.plain_module("crs", sources["crs"])
+    prules = differential.plain_module("rules", sources["rules"], ecrs=pcrs)
+    pcrm = differential.plain_module("crm", sources["crm"], ecrs=pcrs, erules=prules)
     return pcrs, prules, pcrm
 
 
