@@ -26,8 +26,6 @@ EXCEPTIONS: dict[str, str] = {
     "call, a line per ClusterView field (a keyword call costs ~1 µs a round)",
     "pvegym/sim/telemetry_view.py::TelemetryView.__init__": "moved out of Simulation as it was "
     "(issue 31 item 4); the per-guest flags it binds go into one helper with the engine's view",
-    "pvegym/sim/simulation.py::Simulation._reset_state": "its model-CRM set-up goes with the "
-    "model's CRM round (issue 31 item 3)",
     "pvegym/sim/engine/differential.py::History.next": "the differential check's random round "
     "(every event kind in one place); split with the LRM's events (issue 31)",
 }

@@ -122,6 +122,21 @@ def migration_template(settings: MigrationSettings) -> NDArray[np.float64]:
     )
 
 
+def log_lines(
+    log: list[tuple[float, str | Job]], node_names: tuple[str, ...]
+) -> list[tuple[float, str]]:
+    """An episode's log as ``(t, line)``: an ended motion (a :class:`Job` entry, formatted only
+    when the log is read) as the LRM's line of its outcome."""
+    out: list[tuple[float, str]] = []
+    for t, entry in log:
+        if isinstance(entry, Job):  # an ended motion
+            verb = "migration" if entry.kind == MIGRATE else "relocation"
+            outcome = "finished" if entry.ok else f"failed: {entry.reason}"
+            entry = f"{entry.sid}: {verb} to {node_names[entry.target]} {outcome}"
+        out.append((t, entry))
+    return out
+
+
 class Links(Protocol):
     """Which nodes' migration links carry a stream now (the full HA stack's hardware:
     :meth:`pvegym.sim.ha_stack.HAStack.link_up`)."""

@@ -1,9 +1,14 @@
-"""One simulated cluster under the HA manager: set-up, the round's order, physics and hardware.
+"""One simulated cluster under the HA manager: set-up, the round's order and its physics.
 
 The parts it runs: the motion pipeline (:class:`~pvegym.sim.motions.MotionPipeline`), the HA
 stack's CRM round through :class:`~pvegym.sim.ha_control.HAControl` (the model's own,
-:mod:`pvegym.sim.model_crm`, or the port, :mod:`pvegym.sim.ha_stack`), the balancer's move
-records (:mod:`pvegym.sim.move_ledger`) and the telemetry view (:mod:`pvegym.sim.telemetry_view`).
+:mod:`pvegym.sim.model_crm`, the port, :mod:`pvegym.sim.ha_stack`, or the engine,
+:mod:`pvegym.sim.engine_stack`), the hardware those stacks drive and the HA manager's node
+states (:mod:`pvegym.sim.hardware`), whether the HA manager would queue a motion
+(:mod:`pvegym.sim.motion_commit`), the balancer's move records (:mod:`pvegym.sim.move_ledger`)
+and the telemetry view (:mod:`pvegym.sim.telemetry_view`). ``Simulation`` keeps the public
+names of each (``motion_possible``, ``set_node_states``, ``node_usable`` …) as the environment,
+the policies' tools and the HA stacks (:class:`~pvegym.sim.ha_control.SimulationPort`) use them.
 
 Time advances in CRM rounds of ``round_s`` (10 s). One round, in order (``docs/model.md``, *Time*;
 ``Manager.pm`` ``manage``):
@@ -35,47 +40,21 @@ from typing import Any
 import numpy as np
 
 from pvegym.sim import layout as L
-from pvegym.sim.affinity import allowed_targets
 from pvegym.sim.cluster import ClusterState
 from pvegym.sim.engine_stack import EngineStack
 from pvegym.sim.ha_control import HAControl
 from pvegym.sim.ha_stack import HAStack
+from pvegym.sim.hardware import NodeHardware
 from pvegym.sim.memory import GuestMemory
-from pvegym.sim.metrics import Metrics, MoveRecord
+from pvegym.sim.metrics import Metrics
 from pvegym.sim.model_crm import ModelCRM
-from pvegym.sim.motions import MIGRATE, Job, MotionPipeline, migration_template
-from pvegym.sim.move_ledger import MoveLedger
+from pvegym.sim.motion_commit import MotionCommit, affinity_partners
+from pvegym.sim.motions import Job, MotionPipeline, log_lines, migration_template
+from pvegym.sim.move_ledger import MoveLedger, MoveRecordArgs
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.telemetry import Telemetry
-from pvegym.sim.telemetry_view import TelemetryView
-from pvegym.sim.view import (
-    STARTED,
-    STOPPED,
-    Balancer,
-    ClusterView,
-    Motion,
-    NodeAffinityRule,
-    ResourceAffinityRule,
-    Rules,
-)
-
-#: rows of ``Simulation.node_flags``: in maintenance; fenced or being fenced (``fence``, or
-#: ``unknown``/``gone``: outside the quorate partition, fenced before its services are recovered)
-NODE_MAINTENANCE, NODE_FENCED = 0, 1
-
-
-def scenario_rules(scenario: Scenario) -> Rules:
-    """The scenario's HA rules as a view shows them (:class:`~pvegym.sim.view.Rules`)."""
-    return Rules(
-        node_affinity=tuple(
-            NodeAffinityRule(r.name, tuple(r.resources), tuple(sorted(r.nodes.items())), r.strict)
-            for r in scenario.node_affinity
-        ),
-        resource_affinity=tuple(
-            ResourceAffinityRule(r.name, tuple(r.resources), r.affinity == "positive")
-            for r in scenario.resource_affinity
-        ),
-    )
+from pvegym.sim.telemetry_view import TelemetryView, scenario_rules
+from pvegym.sim.view import STARTED, STOPPED, Balancer, ClusterView, Motion
 
 
 class Simulation:
@@ -106,29 +85,14 @@ class Simulation:
         self.ha_sids = tuple(cl.sids[i] for i in self.ha_idx)
         self._is_ha = np.zeros(cl.n_guests, dtype=bool)
         self._is_ha[self.ha_idx] = True
-        self.positive: dict[int, list[int]] = {}
-        self.negative: dict[int, list[int]] = {}
-        for rule in self.scenario.resource_affinity:
-            members = [cl.guest_index[s] for s in rule.resources]
-            table = self.positive if rule.affinity == "positive" else self.negative
-            for m in members:
-                table.setdefault(m, []).extend(
-                    x for x in members if x != m and x not in table.get(m, [])
-                )
-        # negative-affinity partners in CSR form (cluster guest indices), for compiled mask code
-        counts = [len(self.negative.get(i, ())) for i in range(cl.n_guests)]
-        self.neg_ptr = np.cumsum([0, *counts]).astype(np.int64)
-        self.neg_idx = np.array(
-            [p for i in range(cl.n_guests) for p in self.negative.get(i, ())], dtype=np.int64
-        )
-        # node affinity: the targets each guest's rules allow (with the full stack recomputed as
-        # the HA manager's node states change: set_node_states)
-        self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, cl.node_online)
+        #: resource-affinity partners (:func:`~pvegym.sim.motion_commit.affinity_partners`)
+        self.partners = aff = affinity_partners(self.scenario, cl)
+        self.positive, self.negative = aff.positive, aff.negative
+        self.neg_ptr, self.neg_idx = aff.neg_ptr, aff.neg_idx  # CSR, for compiled mask code
         # constant per-guest/per-node facts as Python lists: the per-motion code reads them one
         # element at a time, which costs a NumPy array several times a list's
         self._is_ha_list: list[bool] = self._is_ha.tolist()
         self._ha_list: list[int] = self.ha_idx.tolist()
-        self._online_list: list[bool] = cl.node_online.tolist()
         #: the balancer's views (:mod:`pvegym.sim.telemetry_view`)
         self.views = TelemetryView(
             self.scenario, cl, self.telemetry, self.ha_idx, self._other_idx, self.rules
@@ -143,9 +107,6 @@ class Simulation:
         self.t = 0.0
         self.svc_state = [STARTED if g.state == "started" else STOPPED for g in cl.guests]
         self.svc_started = np.array([st == STARTED for st in self.svc_state], dtype=np.bool_)
-        # the HA guests' states as a view's tuple, kept until a state changes (most rounds none
-        # does: the views share one tuple, which a balancer compares by identity)
-        self._view_states: tuple[str, ...] | None = None
         # where each service is and where it is going (-1: nowhere), rows of one array so that
         # compiled code takes them as one argument
         self.svc_place = np.empty((L.SVC_ROWS, cl.n_guests), dtype=np.int64)
@@ -175,26 +136,15 @@ class Simulation:
             self._move_ended,
         )
         self._view: ClusterView | None = None
-        self._results: list[Job] = []
         #: the balancer's motions in the metrics (:mod:`pvegym.sim.move_ledger`)
         self.moves = MoveLedger(self.metrics, cl, self.svc_node, self.pipeline.jobs)
         self._motion_rows_set = True  # reserved_mem / motion_cpu need clearing
-        self._killed: set[int] = set()  # guests the OOM killer killed
-        # ha_stack = "full": the port's CRM and LRMs run the round (pvegym.sim.ha_stack); a
-        # motion is queued or running in their manager status, or no master has written the
-        # services' status yet (set by HAStack.sync)
-        self.ha_busy = self.scenario.ha_stack != "model"
-        # the HA manager's node states (ha_stack = "full": its manager status; the model stack:
-        # the configured online nodes throughout): what a balancer may target (``node_usable``,
-        # ``_online_list``; the view's and the observation's ``online``) and the observation's
-        # other node-state rows (``node_flags``: maintenance, fenced; the view's
-        # ``node_maintenance``/``node_fenced``); ``node_state_version`` counts changes
-        self.node_usable = cl.node_online.copy()
-        self._online_list[:] = cl.node_online.tolist()
-        self.node_flags = np.zeros((2, cl.n_nodes))
-        self.node_state_version = 0
-        self.views.set_nodes(cl.node_online)
-        self.views.running_changed()
+        #: the hardware the HA stacks drive and the HA manager's node states
+        #: (:mod:`pvegym.sim.hardware`); with the model's CRM the configured online nodes
+        #: throughout
+        hw = self.hardware = NodeHardware(self, self._log)
+        self.node_usable, self.node_flags = hw.node_usable, hw.node_flags
+        self.node_allowed, self._killed = hw.node_allowed, hw.killed
         #: the model's own CRM round (``ha_stack = "model"``; with the full stack it holds no
         #: command): :mod:`pvegym.sim.model_crm`
         crm = self._crm = ModelCRM(
@@ -206,13 +156,17 @@ class Simulation:
             self.svc_started,
             self.svc_node,
             self.svc_target,
-            self._online_list,
+            hw.online_list,
             self.moves,
             self.negative,
             self._is_ha_list,
             self._lrm_rng,
             self.scenario.migration.lrm_delay_max_s,
         )
+        #: whether the HA manager would queue a motion (:mod:`pvegym.sim.motion_commit`); with
+        #: an HA stack it is busy until a master wrote the services' status (``HAStack.sync``)
+        busy = self.scenario.ha_stack != "model"
+        self.gate = MotionCommit(self, hw, self._is_ha_list, crm.cmds, self._log, ha_busy=busy)
         #: the HA stack on the model's hardware: the port's (``ha_stack = "full"``), the compiled
         #: engine's CRM round with the port's LRMs (``"engine"``, :mod:`pvegym.sim.engine_stack`),
         #: else None
@@ -242,11 +196,9 @@ class Simulation:
         """This round's telemetry view, built on first use (an agent reading the flat observation
         through the environment never pays for it)."""
         if self._view is None:
-            states = self._view_states
-            if states is None:
-                states = self._view_states = self.views.states(self.svc_state)
+            gate, states = self.gate, self.views.states(self.svc_state)
             self._view = self.views.build(
-                self.t, self.svc_place, states, self._results, self.motion_active(), self._killed
+                self.t, self.svc_place, states, gate.results, gate.active(), self._killed
             )
         return self._view
 
@@ -299,7 +251,7 @@ class Simulation:
             tel.after_round(t1)
         tot = cl.totals.tolist()  # one conversion: numpy scalar indexing costs ~100 ns a read
         if tot[L.T_OOM]:  # a node's memory in use went past MemTotal + swap
-            self._oom_kill(t1)
+            self.hardware.oom_kill(t1)
         down = self._ha.down_count()  # HA services requested started that do not run
         if down:
             self.metrics.services_down_s += dt * down
@@ -335,39 +287,6 @@ class Simulation:
         """The motions that ended, not yet seen by the CRM (:attr:`MotionPipeline.finished`)."""
         return self.pipeline.finished
 
-    def _oom_kill(self, t: float) -> None:
-        """The kernel's OOM killer on each node whose memory in use exceeds MemTotal + swap
-        (``mm/oom_kill.c``): it kills the task with the highest ``oom_badness`` — resident and
-        swapped memory, qemu-server sets no ``oom_score_adj`` — i.e. the QEMU (``kvm``) process of
-        the guest with the largest footprint, until the rest fits. The guest is down from the next
-        round (its memory freed, its work shortfall); restarting an HA guest is the LRM's."""
-        cl = self.cluster
-        for n in np.flatnonzero(cl.mem_wanted > cl.oom_limit).tolist():
-            if not cl.node_online[n]:
-                continue
-            over = float(cl.mem_wanted[n] - cl.oom_limit[n])
-            while over > 0.0:
-                alive = [
-                    g
-                    for g in np.flatnonzero((cl.node == n) & cl.running).tolist()
-                    if g not in self._killed and cl.memhost[g] > 0.0
-                ]
-                if not alive:
-                    break
-                g = max(alive, key=lambda i: (float(cl.memhost[i]), -i))
-                rss = float(cl.memhost[g])
-                self._killed.add(g)
-                cl.balloon[g] = 0.0  # the process is gone: no memory, no work
-                over -= rss
-                self.metrics.oom_kills += 1
-                self._log.append(
-                    (
-                        t,
-                        f"{cl.node_names[n]}: Out of memory: Killed process (kvm) of {cl.sids[g]}"
-                        f" anon-rss:{rss / 1024:.0f}kB oom_score_adj:0",
-                    )
-                )
-
     def _move_ended(self, job: Job, ok: bool, aborted: bool, reason: str, pause_s: float) -> None:
         """The pipeline ended the job of a balancer's motion (:meth:`MoveLedger.ended`)."""
         self.moves.ended(job, ok, aborted, reason, pause_s)
@@ -375,15 +294,7 @@ class Simulation:
     @property
     def log(self) -> list[tuple[float, str]]:
         """The HA manager's and the LRM's log of the episode, ``(t, line)``."""
-        names = self.cluster.node_names
-        out: list[tuple[float, str]] = []
-        for t, entry in self._log:
-            if isinstance(entry, Job):  # an ended motion
-                verb = "migration" if entry.kind == MIGRATE else "relocation"
-                outcome = "finished" if entry.ok else f"failed: {entry.reason}"
-                entry = f"{entry.sid}: {verb} to {names[entry.target]} {outcome}"
-            out.append((t, entry))
-        return out
+        return log_lines(self._log, self.cluster.node_names)
 
     # ------------------------------------------------------------------ CRM
     def observe(self) -> ClusterView:
@@ -403,23 +314,13 @@ class Simulation:
             else:  # validation admits the other events with the full stack only
                 self._ha.event(ev)
         if self.pipeline.finished:  # jobs end in (t − round, t]: every finished one is due now
-            self._results = self.pipeline.take_finished()
+            self.gate.results = self.pipeline.take_finished()
         self._view = None
 
     def result_flags(self) -> tuple[bool, bool]:
         """Whether an HA motion result arrived this round that succeeded / failed (the motions
         :meth:`ended_motions` lists)."""
-        if not self._results:  # most rounds: read once per environment step
-            return False, False
-        is_ha = self._is_ha_list
-        ok = failed = False
-        for j in self._results:  # one pass, no generators: a result arrives every few rounds
-            if is_ha[j.guest]:
-                if j.ok:
-                    ok = True
-                else:
-                    failed = True
-        return ok, failed
+        return self.gate.result_flags()
 
     def ended_motions(self) -> list[tuple[int, int, int, bool, float, float]]:
         """The HA motions whose result the CRM sees this round (what ``view.results`` shows):
@@ -429,14 +330,7 @@ class Simulation:
         With the full stack: the motions the physics ended in the last round, whose result the
         port's CRM reads from the LRM's status this round or the next (when the LRM tick that
         collects it falls after the round of the end; ``pvegym.sim.ha_stack``)."""
-        if not self._results:
-            return []
-        is_ha = self._is_ha_list
-        return [
-            (j.guest, j.source, j.target, j.ok, j.t_issued, float(j.t_end or 0.0))
-            for j in self._results
-            if is_ha[j.guest]
-        ]
+        return self.gate.ended_motions()
 
     def commit(self, motion: Motion | None) -> bool:
         """Queue the balancer's motion (if valid) and run the service state machine.
@@ -446,9 +340,11 @@ class Simulation:
         """
         queued = False
         if motion is not None:
-            queued = self._balancer_motion(motion)
-        if queued and motion is not None:
-            self._ha.describe(motion)
+            possible = self.gate.balancer_motion(motion, self.t)
+            if possible is not None:
+                self._issue(*possible)
+                self._ha.describe(motion)
+                queued = True
         self._ha.round()
         return queued
 
@@ -461,7 +357,7 @@ class Simulation:
         counts it as an invalid action and never hands it to the HA manager); returns whether it
         was queued.
         """
-        queued = self.motion_possible(g, target)
+        queued = self.gate.possible(g, target)
         if queued and self._stack is None and g not in self.positive:
             # the model's CRM, a lone guest: motion_possible() implies an idle pipeline (no
             # command, job or result), so queueing it and the state machine reduce to starting
@@ -474,57 +370,13 @@ class Simulation:
         return queued
 
     def motion_possible(self, g: int, target: int) -> bool:
-        """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now."""
-        # motion_active(), inlined
-        pipe = self.pipeline
-        if self._crm.cmds or pipe.jobs or pipe.finished or self._results or self.ha_busy:
-            return False
-        return self._placement_possible(g, target)
-
-    def _placement_possible(self, g: int, target: int) -> bool:
-        """:meth:`motion_possible` with an idle pipeline: ``g`` is a started HA service, and
-        ``target`` an online node other than its own that its rules allow."""
-        if not self._is_ha_list[g] or self.svc_state[g] != STARTED:
-            return False
-        if target == self.svc_node[g] or not self._online_list[target]:
-            return False
-        if not self.node_allowed[g, target]:
-            return False
-        negative = self.negative.get(g)
-        if negative:  # a loop, not any() over a generator: this runs for every action taken
-            svc_node, svc_target = self.svc_node, self.svc_target
-            for p in negative:
-                if svc_node[p] == target or svc_target[p] == target:
-                    return False
-        return True
+        """Whether the HA manager would queue a balancer motion of guest ``g`` to ``target`` now
+        (:meth:`MotionCommit.possible`)."""
+        return self.gate.possible(g, target)
 
     def motion_active(self) -> bool:
-        """``any_resource_motion_queued_or_running``: a service in migrate/relocate or a queued cmd."""
-        # a service is in migrate/relocate from its job's creation until the CRM has processed
-        # the job's result, so the job lists answer this in O(1); with the full stack (its
-        # manager status says) ha_busy
-        pipe = self.pipeline
-        return bool(self._crm.cmds or pipe.jobs or pipe.finished or self._results or self.ha_busy)
-
-    def _balancer_motion(self, motion: Motion) -> bool:
-        cl = self.cluster
-        g = cl.guest_index.get(motion.sid)
-        target = cl.node_index.get(motion.target)
-        if g is None or target is None or not self._is_ha_list[g] or self.svc_state[g] != STARTED:
-            self._log.append(
-                (
-                    self.t,
-                    f"ignored motion {motion.sid} -> {motion.target}: not a started HA service",
-                )
-            )
-            return False
-        if not self.motion_possible(g, target):
-            self._log.append(
-                (self.t, f"ignored motion {motion.sid} -> {motion.target}: not possible now")
-            )
-            return False
-        self._issue(g, target)
-        return True
+        """``any_resource_motion_queued_or_running`` (:meth:`MotionCommit.active`)."""
+        return self.gate.active()
 
     def _issue(self, g: int, target: int) -> None:
         """Record the balancer's (possible) motion of guest ``g`` to ``target`` and queue it
@@ -533,66 +385,34 @@ class Simulation:
         self._ha.answer(g, target, self.moves.record(self.t, g, target))
 
     def bundle_partners(self, g: int, target: int) -> list[int]:
-        """The positive-affinity partners of ``g`` that its motion to node ``target`` moves too
-        (``queue_resource_motion``): those not on ``target`` nor on their way there."""
-        return [p for p in self.positive.get(g, ()) if not self.bound_for(p, target)]
+        """:meth:`MotionCommit.bundle_partners` (the model CRM's)."""
+        return self.gate.bundle_partners(g, target)
 
     def bound_for(self, g: int, target: int) -> bool:
-        """Guest ``g`` is on node ``target`` or on its way there."""
-        return bool(self.svc_node[g] == target or self.svc_target[g] == target)
+        """:meth:`MotionCommit.bound_for` (the model CRM's)."""
+        return self.gate.bound_for(g, target)
 
-    # ------------------------------------------------------------------ the hardware (full stack)
+    # ------------------------------------------------------------------ the hardware (HA stacks)
     def set_running(self, g: int, on: bool) -> None:
-        """Guest ``g`` starts or stops (the LRM's resource agent, a node's power): the physics
-        and the views from now on see it."""
-        cl = self.cluster
-        cl.running[g] = on
-        self.views.running_changed()
+        """:meth:`NodeHardware.set_running`: guest ``g`` starts or stops."""
+        self.hardware.set_running(g, on)
 
     def power_off_node(self, n: int, t: float) -> None:
-        """Node ``n`` lost its power at ``t`` (s): every guest on it stops (an OOM kill there is
-        moot); a motion from it ends (its worker died with the node; the guest is down with it),
-        as does a container's relocation to it. A live migration to it stalls
-        (``MotionPipeline._stalled``: its target rebooted, the connection cannot come back); one not yet
-        transferring fails at its precheck (``MotionPipeline._start_transfer``)."""
-        cl = self.cluster
-        for g in np.flatnonzero(cl.node == n).tolist():
-            self._killed.discard(g)
-            if cl.running[g]:
-                self.set_running(g, False)
-        for job in [j for j in self.pipeline.jobs if n in (j.source, j.target)]:
-            if job.source != n and job.phase != "down":
-                job.peer_reset = job.peer_reset or job.phase == "transfer"
-                continue
-            job.migration = None
-            self.pipeline.finish(job, t, ok=False, reason="node powered off")
+        """:meth:`NodeHardware.power_off_node`: node ``n`` lost its power at ``t`` (s)."""
+        self.hardware.power_off_node(n, t)
 
     def place_stopped_guest(self, g: int, node: str, t: float) -> None:
-        """The HA manager recovered stopped guest ``g`` to ``node`` at ``t`` (s)
-        (``steal_service``): the model's guest is there from now on (its start is the LRM's)."""
-        cl = self.cluster
-        n, source = cl.node_index[node], int(cl.node[g])
-        if n == source:
-            return
-        cl.node[g] = n
-        self.memory.arrived(g)
-        self.telemetry.arrived(g, t, source)
+        """:meth:`NodeHardware.place_stopped_guest`: the HA manager recovered ``g`` to ``node``."""
+        self.hardware.place_stopped_guest(g, node, t)
 
     def set_node_states(self, states: tuple[str, ...]) -> None:
-        """The HA manager's node states (``NodeStatus.pm``: ``online``, ``maintenance``,
-        ``unknown``, ``fence``, ``gone``), by node index: a balancer may target an ``online``
-        node only (``next_state_started`` ignores a motion to any other, ``Manager.pm``)."""
-        usable = [st == "online" for st in states]
-        self._online_list[:] = usable
-        self.node_usable[:] = usable
-        # node affinity's highest-priority group among the online nodes (``get_node_affinity``)
-        cl = self.cluster
-        self.node_allowed = allowed_targets(self.rules, cl.sids, cl.node_names, self.node_usable)
-        self.node_flags[NODE_MAINTENANCE] = [st == "maintenance" for st in states]
-        self.node_flags[NODE_FENCED] = [st in ("fence", "unknown", "gone") for st in states]
-        maintenance, fenced = self.node_flags.astype(np.bool_)  # copies: a view is a snapshot
-        self.views.set_nodes(np.array(usable, dtype=np.bool_), maintenance, fenced)
-        self.node_state_version += 1
+        """:meth:`NodeHardware.set_node_states`: the HA manager's node states, by node index."""
+        self.hardware.set_node_states(states)
+
+    @property
+    def node_state_version(self) -> int:
+        """Counts the changes of the HA manager's node states (:class:`NodeHardware`)."""
+        return self.hardware.node_state_version
 
     # ------------------------------------------------------------------ what the HA stack reads
     @property
@@ -602,6 +422,16 @@ class Simulation:
         return self._stack
 
     @property
+    def ha_busy(self) -> bool:
+        """An HA stack's manager status has a motion queued or running, or no master wrote the
+        services' status yet (set by the stack after each CRM round; :class:`MotionCommit`)."""
+        return self.gate.ha_busy
+
+    @ha_busy.setter
+    def ha_busy(self, busy: bool) -> None:
+        self.gate.ha_busy = busy
+
+    @property
     def cmds(self) -> dict[int, tuple[str, int]]:
         """The model CRM's queued commands: guest → (``migrate``/``relocate``, target node)."""
         return self._crm.cmds
@@ -609,7 +439,7 @@ class Simulation:
     @property
     def results(self) -> list[Job]:
         """The motions whose result the CRM takes in this round (ended in the last one)."""
-        return self._results
+        return self.gate.results
 
     @property
     def ha_guests(self) -> list[int]:
@@ -632,21 +462,16 @@ class Simulation:
 
     def states_changed(self) -> None:
         """The service states changed (the full stack's sync): the next view reads them anew."""
-        self._view_states = None
+        self.views.states_changed()
 
     def clear_results(self) -> None:
         """The CRM has taken this round's motion results (the full stack's round)."""
-        self._results = []
+        self.gate.results = []
 
-    def move_taken(self, g: int, move: tuple[MoveRecord, bool, bool]) -> None:
-        """A master's ``load_balance`` took the balancer's motion of guest ``g`` (``move``:
-        :meth:`MoveLedger.record`): it counts; the LRM's worker takes its index
-        (:meth:`MoveLedger.take_pending`), and ``queue_resource_motion`` moves the positive partners
-        too, so the record is the bundle's."""
-        moves = self.moves
-        move_id = moves.pending[g] = moves.register(*move)
-        target = self.cluster.node_index[move[0].target]
-        moves.bundle(move_id, [g, *self.bundle_partners(g, target)])
+    def move_taken(self, g: int, move: MoveRecordArgs) -> None:
+        """A master's ``load_balance`` took the balancer's motion of guest ``g``
+        (:meth:`MotionCommit.taken`)."""
+        self.gate.taken(g, move)
 
     # ------------------------------------------------------------------ results
     def transfer_in_flight(self) -> tuple[float, float]:

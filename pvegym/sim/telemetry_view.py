@@ -22,7 +22,13 @@ from pvegym.sim.kernel import entry_point, view_snapshot
 from pvegym.sim.motions import Job
 from pvegym.sim.scenario import Scenario
 from pvegym.sim.telemetry import Telemetry
-from pvegym.sim.view import ClusterView, MotionResult, Rules
+from pvegym.sim.view import (
+    ClusterView,
+    MotionResult,
+    NodeAffinityRule,
+    ResourceAffinityRule,
+    Rules,
+)
 
 #: ClusterView's slot of the field, which _SimView's property reads and writes
 _RUNNING_SLOT: Any = ClusterView.__dict__["guest_running"]
@@ -41,6 +47,20 @@ _VIEW_FIELDS = (
 )  # fmt: skip
 if tuple(f.name for f in dataclasses.fields(ClusterView)) != _VIEW_FIELDS:
     raise ImportError("ClusterView's fields changed: update _VIEW_FIELDS and TelemetryView.build")
+
+
+def scenario_rules(scenario: Scenario) -> Rules:
+    """The scenario's HA rules as a view shows them (:class:`~pvegym.sim.view.Rules`)."""
+    return Rules(
+        node_affinity=tuple(
+            NodeAffinityRule(r.name, tuple(r.resources), tuple(sorted(r.nodes.items())), r.strict)
+            for r in scenario.node_affinity
+        ),
+        resource_affinity=tuple(
+            ResourceAffinityRule(r.name, tuple(r.resources), r.affinity == "positive")
+            for r in scenario.resource_affinity
+        ),
+    )
 
 
 class _SimView(ClusterView):
@@ -94,6 +114,7 @@ class TelemetryView:
         self._nan_nodes = np.full(cl.n_nodes, np.nan)
         self._nan_guests = np.full(idx.size, np.nan)
         self._is_ha_list: list[bool] = [g.ha for g in cl.guests]
+        self._states: tuple[str, ...] | None = None  # the HA guests' states, see states()
         self._ha_list: list[int] = idx.tolist()
         migratable = np.array([not g.local_resources for g in cl.guests])
         n_avg10 = L.N_AVG + L.AVG10 * L.N_SERIES
@@ -178,9 +199,19 @@ class TelemetryView:
         self._other_running = cl.running[self._other_idx]
 
     def states(self, svc_state: list[str]) -> tuple[str, ...]:
-        """The HA guests' service states in view order, from the table by cluster guest."""
-        svc = svc_state
-        return tuple(svc) if self._all_ha else tuple([svc[i] for i in self._ha_list])
+        """The HA guests' service states in view order, from the table by cluster guest; kept
+        until :meth:`states_changed` (most rounds none changes: the views share one tuple, which
+        a balancer compares by identity)."""
+        states = self._states
+        if states is None:
+            svc = svc_state
+            states = tuple(svc) if self._all_ha else tuple([svc[i] for i in self._ha_list])
+            self._states = states
+        return states
+
+    def states_changed(self) -> None:
+        """The service table changed: the next view reads it anew."""
+        self._states = None
 
     def _view_results(self, ended: list[Job]) -> tuple[MotionResult, ...]:
         """The results of the HA guests' motions that ended in the last round (``ended``; see
