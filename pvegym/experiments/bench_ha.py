@@ -28,9 +28,8 @@ import time
 from collections.abc import Callable, Generator, Hashable
 from typing import Any
 
-from pvegym.sim.cluster_locks import sim_get_lock
+from pvegym.sim.cluster_locks import SimLockEnv
 from pvegym.sim.ha.crm import CRM
-from pvegym.sim.ha.env import HAEnv
 from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.lrm import LRM
 from pvegym.sim.ha.perl import PerlDie
@@ -105,8 +104,13 @@ class PendingMigrationVM:
         return None
 
 
-class MemoryHAEnv(HAEnv):
-    """One node's environment for one daemon over :class:`MemoryCFS` (see the module doc)."""
+class MemoryHAEnv(SimLockEnv):
+    """One node's environment for one daemon over :class:`MemoryCFS` (see the module doc); its
+    locks are the one lock table's (:mod:`pvegym.sim.cluster_locks`) without the quorum check
+    (this cluster is always quorate) or the log line."""
+
+    lock_quorum_check = False
+    lock_log = False
 
     def __init__(self, cfs: MemoryCFS, nodename: str, log_id: str) -> None:
         self.cfs = cfs
@@ -203,22 +207,8 @@ class MemoryHAEnv(HAEnv):
     def cluster_state_update(self) -> bool:
         return True
 
-    def _lock(self, name: str, unlock: bool = False) -> bool:
-        """The one lock table's ``sim_get_lock`` (:mod:`pvegym.sim.cluster_locks`), without its
-        quorum check (this cluster is always quorate) or log line."""
-        return sim_get_lock(self.cfs.locks, name, self._nodename, self.get_time(), unlock)[0]
-
-    def get_ha_manager_lock(self) -> bool:
-        return self._lock("ha_manager_lock")
-
-    def release_ha_manager_lock(self) -> bool:
-        return self._lock("ha_manager_lock", unlock=True)
-
-    def get_ha_agent_lock(self, node: str | None = None) -> bool:
-        return self._lock(f"ha_agent_{node or self._nodename}_lock")
-
-    def release_ha_agent_lock(self) -> bool:
-        return self._lock(f"ha_agent_{self._nodename}_lock", unlock=True)
+    def lock_table(self) -> dict[str, Any]:
+        return self.cfs.locks
 
     def watchdog_open(self) -> str:
         return f"{self._nodename}/{self.log_id}"

@@ -9,12 +9,12 @@ and stats through :class:`~pvegym.harness.hardware.Hardware`) and ``src/PVE/HA/S
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pvegym.harness.hardware import Hardware, LogEntry, SimulationError, chomp
 from pvegym.harness.sim_resources import plugin_for
-from pvegym.sim.cluster_locks import LOCK_TIMEOUT, sim_get_lock
-from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.cluster_locks import SimLockEnv
 from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.resources import ResourcePlugin
 from pvegym.sim.view import Balancer
@@ -24,11 +24,16 @@ MAX_LOOP_DELAY = 300  # s (TestEnv.pm ``loop_end_hook``)
 _SID = re.compile(r"(\S+):(\S+)")
 
 
-class SimEnv(HAEnv):
-    """``Sim/Env.pm`` with ``TestEnv.pm``'s clock, log and workers."""
+class SimEnv(SimLockEnv):
+    """``Sim/Env.pm`` with ``TestEnv.pm``'s clock, log and workers; the locks are the one lock
+    table's (:mod:`pvegym.sim.cluster_locks`), kept in the hardware's ``cluster_locks`` file."""
 
     def __init__(
-        self, nodename: str, hardware: Hardware, log_id: str, balancer_factory: Any = None
+        self,
+        nodename: str,
+        hardware: Hardware,
+        log_id: str,
+        balancer_factory: Callable[[SimEnv], Balancer | None] | None = None,
     ) -> None:
         self._nodename = nodename
         self.hardware = hardware
@@ -176,38 +181,24 @@ class SimEnv(HAEnv):
     def cluster_state_update(self) -> bool:
         return self.hardware.get_cfs_state(self._nodename, "update")
 
-    def sim_get_lock(self, lock_name: str, unlock: bool = False) -> bool:
-        """A cluster-wide lock, renewed by its holder; free again after :data:`LOCK_TIMEOUT` s."""
-        if not self.quorate():
-            return False
-        data: dict[str, Any] = self.hardware.read_json("cluster_locks", {})
-        res, got = sim_get_lock(
-            data, lock_name, self._nodename, self.get_time(), unlock, LOCK_TIMEOUT
-        )
-        if got:
-            self.log("info", f"got lock '{lock_name}'")
-        self.hardware.write_json("cluster_locks", data)
-        return res
+    def lock_table(self) -> dict[str, Any]:
+        table: dict[str, Any] = self.hardware.read_json("cluster_locks", {})
+        return table
+
+    def lock_table_written(self, table: dict[str, Any]) -> None:
+        self.hardware.write_json("cluster_locks", table)
 
     def get_ha_manager_lock(self) -> bool:
-        res = self.sim_get_lock("ha_manager_lock")
+        """The one table's lock, then a second of the loop's delay (the tests' clock)."""
+        res = super().get_ha_manager_lock()
         self.loop_delay += 1
         return res
-
-    def release_ha_manager_lock(self) -> bool:
-        return self.sim_get_lock("ha_manager_lock", unlock=True)
-
-    @staticmethod
-    def get_ha_agent_lock_name(node: str) -> str:
-        return f"ha_agent_{node}_lock"
 
     def get_ha_agent_lock(self, node: str | None = None) -> bool:
-        res = self.sim_get_lock(self.get_ha_agent_lock_name(node or self._nodename))
+        """The one table's lock, then a second of the loop's delay (the tests' clock)."""
+        res = super().get_ha_agent_lock(node)
         self.loop_delay += 1
         return res
-
-    def release_ha_agent_lock(self) -> bool:
-        return self.sim_get_lock(self.get_ha_agent_lock_name(self._nodename), unlock=True)
 
     # ------------------------------------------------------------------ watchdog
     def watchdog_open(self) -> str:

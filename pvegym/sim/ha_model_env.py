@@ -51,8 +51,8 @@ import math
 from collections.abc import Generator, Hashable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pvegym.sim.cluster_locks import LOCK_TIMEOUT, sim_get_lock
-from pvegym.sim.ha.env import HAEnv
+from pvegym.sim.cluster_locks import LOCK_TIMEOUT as LOCK_TIMEOUT  # re-exported (tests)
+from pvegym.sim.cluster_locks import SimLockEnv
 from pvegym.sim.ha.groups import Groups
 from pvegym.sim.ha.perl import PerlDie
 from pvegym.sim.ha.resources import AgentEnv, Job, ResourcePlugin
@@ -221,7 +221,7 @@ class ModelCFS:
         self.bump()
 
 
-class ModelHAEnv(HAEnv):
+class ModelHAEnv(SimLockEnv):
     """One node's environment for one daemon (``crm`` or ``lrm``) over the cluster model."""
 
     def __init__(self, sim: Simulation, stack: Stack, nodename: str, log_id: str) -> None:
@@ -357,29 +357,10 @@ class ModelHAEnv(HAEnv):
     def cluster_state_update(self) -> bool:
         return True
 
-    def _lock(self, name: str, unlock: bool = False) -> bool:
-        """``Sim/Env.pm`` ``sim_get_lock``: a cluster-wide lock renewed by its holder, free again
-        :data:`LOCK_TIMEOUT` s after its last renewal."""
-        if not self.quorate():
-            return False
-        res, got = sim_get_lock(
-            self.cfs.locks, name, self._nodename, self.get_time(), unlock, LOCK_TIMEOUT
-        )
-        if got:
-            self.log("info", f"got lock '{name}'")
-        return res
-
-    def get_ha_manager_lock(self) -> bool:
-        return self._lock("ha_manager_lock")
-
-    def release_ha_manager_lock(self) -> bool:
-        return self._lock("ha_manager_lock", unlock=True)
-
-    def get_ha_agent_lock(self, node: str | None = None) -> bool:
-        return self._lock(f"ha_agent_{node or self._nodename}_lock")
-
-    def release_ha_agent_lock(self) -> bool:
-        return self._lock(f"ha_agent_{self._nodename}_lock", unlock=True)
+    def lock_table(self) -> dict[str, Any]:
+        """The one lock table (:class:`~pvegym.sim.cluster_locks.SimLockEnv`), in the shared
+        file system."""
+        return self.cfs.locks
 
     # ------------------------------------------------------------------ watchdog
     def watchdog_open(self) -> str:
@@ -477,7 +458,7 @@ class ModelHAEnv(HAEnv):
         """The stack's :class:`CommittedMotion` (set on the CRM environments only)."""
         return self.balancer
 
-    def balancer_view(self, manager: Any) -> ClusterView | None:
+    def balancer_view(self, manager: object) -> ClusterView | None:
         """The round's view when a motion was committed (the one the policy decided on);
         otherwise the committed-motion balancer does not look at it, and the last view built
         serves (no telemetry copy for a round without a motion)."""
