@@ -121,7 +121,7 @@ class HAStack(HAControl):
         #: :meth:`ModelHAEnv.balancer_view`)
         self.stub_view: ClusterView | None = None
         #: the manager status's serial last synced (``None``: none yet, or it had no serial)
-        self._synced_serial: Any = None
+        self._synced_serial: object = None
         #: this round's answer until a master takes it: guest, then the move the simulation
         #: records when it is taken (:meth:`MoveLedger.record`)
         self._offered: tuple[int, MoveRecordArgs] | None = None
