@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Hashable
-from typing import Any
+from typing import Any, TextIO
 
 from pvegym.sim.cluster_locks import SimLockEnv
 from pvegym.sim.ha.crm import CRM
@@ -322,7 +322,9 @@ class HARoundLoop:
         return s, s
 
 
-def profile_rounds(rounds: int, out: Any = None, top: int = 30, sort: str = "tottime") -> None:
+def profile_rounds(
+    rounds: int, out: TextIO | None = None, top: int = 30, sort: str = "tottime"
+) -> None:
     """cProfile of ``rounds`` full rounds (``scripts/profile_ha_round.py``), sorted by ``sort``."""
     import cProfile
     import pstats
