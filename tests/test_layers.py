@@ -240,3 +240,11 @@ def test_no_class_of_the_model_over_600_lines() -> None:
         if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > 600
     ]
     assert not long, long
+
+
+def test_simulation_is_the_round_orchestration_only() -> None:
+    """``simulation.py`` keeps the round's order, its physics and the service table (issue 31
+    item 4: at most 500 lines); the parts it runs live in their own modules (``motions.py``,
+    ``telemetry_view.py``, ``hardware.py``, ``motion_commit.py``, ``move_ledger.py``, …)."""
+    lines = len((ROOT / "pvegym" / "sim" / "simulation.py").read_text().splitlines())
+    assert lines <= 500, f"pvegym/sim/simulation.py: {lines} lines"
